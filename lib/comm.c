@@ -1,0 +1,142 @@
+/*
+** comm.c -- communicators over MPI: creation, split into tensor-parallel
+** groups of consecutive ranks, and the small host-value collectives used to
+** agree on amaxes, metadata and verdicts.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include "config.h"
+#include "nvfp4_mpi.h"
+#include "comm_int.h"
+
+
+static nvfp4_status mpi_fail (nvfp4_ctx *ctx, int rc, const char *call) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return nvfp4i_fail(ctx, NVFP4_EMPI, "%s failed: %.*s", call, len, msg);
+}
+
+#define MPI_CHECK(ctx, call)  \
+  do { int rc_ = (call); if (rc_ != MPI_SUCCESS) return mpi_fail((ctx), rc_, #call); } while (0)
+
+
+static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns,
+                              nvfp4_comm **out) {
+  nvfp4_comm *c = (nvfp4_comm *)calloc(1, sizeof *c);
+  FAIL_IF(ctx, c == NULL, NVFP4_ENOMEM, "cannot allocate a communicator");
+  c->ctx = ctx;
+  c->mpi = mc;
+  c->owns_mpi = owns;
+  MPI_Comm_rank(mc, &c->rank);
+  MPI_Comm_size(mc, &c->size);
+  /* Errors come back as codes, never as an abort inside the library. */
+  MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
+  c->transport = strcmp(ctx->ops->name, "cpu") == 0 ? NVFP4I_MPI : NVFP4I_MPI_STAGED;
+  *out = c;
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm **out) {
+  if (ctx == NULL || out == NULL) return NVFP4_EINVAL;
+  *out = NULL;
+  FAIL_IF(ctx, mc == MPI_COMM_NULL, NVFP4_EINVAL, "comm_create_mpi: MPI_COMM_NULL");
+  return comm_new(ctx, mc, 0, out);
+}
+
+
+MPI_Comm nvfp4_comm_mpi (const nvfp4_comm *c) {
+  return c ? c->mpi : MPI_COMM_NULL;
+}
+
+
+int nvfp4_comm_rank (const nvfp4_comm *c) { return c ? c->rank : -1; }
+int nvfp4_comm_size (const nvfp4_comm *c) { return c ? c->size : 0; }
+nvfp4_ctx *nvfp4_comm_ctx (const nvfp4_comm *c) { return c ? c->ctx : NULL; }
+
+
+const char *nvfp4_comm_transport (const nvfp4_comm *c) {
+  static const char *const name[] = {"mpi", "mpi-staged", "nccl"};
+  return c ? name[c->transport] : "none";
+}
+
+
+void nvfp4_comm_destroy (nvfp4_comm *c) {
+  if (c == NULL) return;
+  if (c->owns_mpi) MPI_Comm_free(&c->mpi);
+  free(c);
+}
+
+
+/* Every rank checks tp the same way, so a bad tp fails everywhere at once
+** without a collective. */
+nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
+  MPI_Comm sub;
+  nvfp4_status st;
+  if (c == NULL || out == NULL) return NVFP4_EINVAL;
+  *out = NULL;
+  FAIL_IF(c->ctx, tp < 1 || c->size % tp != 0, NVFP4_EINVAL,
+          "split: tp=%d must be >= 1 and divide the communicator size %d",
+          tp, c->size);
+  MPI_CHECK(c->ctx, MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub));
+  if ((st = comm_new(c->ctx, sub, 1, out)) != NVFP4_OK) {
+    MPI_Comm_free(&sub);
+    return st;
+  }
+  (*out)->transport = c->transport == NVFP4I_NCCL ? NVFP4I_MPI_STAGED : c->transport;
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c) {
+  if (c == NULL) return NVFP4_EINVAL;
+  MPI_CHECK(c->ctx, MPI_Barrier(c->mpi));
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n) {
+  if (c == NULL || (v == NULL && n > 0) || n < 0) return NVFP4_EINVAL;
+  /* MPI_MAX on floats propagates nothing special for NaN; amaxes ignore NaN
+  ** upstream, so inputs here are finite or +Inf. */
+  MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, MPI_MAX, c->mpi));
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n) {
+  if (c == NULL || (v == NULL && n > 0) || n < 0) return NVFP4_EINVAL;
+  MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MAX, c->mpi));
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out) {
+  if (c == NULL || out == NULL) return NVFP4_EINVAL;
+  MPI_CHECK(c->ctx, MPI_Allgather(&v, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
+  return NVFP4_OK;
+}
+
+
+/* Host transport only here; the CUDA backend adds staged and NCCL paths
+** (kernels/cuda_comm.cu) behind the same function. */
+#ifdef HAVE_CUDA
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_all_gather_bytes (nvfp4_comm *c, const void *send,
+                                                       size_t n, void *recv);
+#endif
+
+nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c, const void *send,
+                                           size_t n, void *recv) {
+  if (c->transport != NVFP4I_MPI) {
+#ifdef HAVE_CUDA
+    return nvfp4i_cuda_all_gather_bytes(c, send, n, recv);
+#else
+    return nvfp4i_fail(c->ctx, NVFP4_ENOTSUP, "device transport without CUDA");
+#endif
+  }
+  FAIL_IF(c->ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
+          "all_gather: %zu bytes per rank exceed MPI's int count", n);
+  MPI_CHECK(c->ctx, MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, c->mpi));
+  return NVFP4_OK;
+}

@@ -1,0 +1,106 @@
+/*
+** ctx.c -- the context: a backend table picked once, its state, and the
+** last error message (kept here, never in a global: style.md §3.13).
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "config.h"
+#include "nvfp4_int.h"
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+#ifdef HAVE_NCCL
+#include <nccl.h>
+#endif
+
+
+/* want AUTO: $NVFP4_BACKEND, then CUDA if built and usable, then CPU
+** (BLIS_ARCH_TYPE-style override).  NULL with *why set: not possible. */
+static const nvfp4_backend_ops *pick_backend (nvfp4_backend want, const char **why) {
+  const char *env = getenv("NVFP4_BACKEND");
+  if (want == NVFP4_BACKEND_AUTO && env != NULL && *env != '\0') {
+    if (strcmp(env, "cpu") == 0) want = NVFP4_BACKEND_CPU;
+    else if (strcmp(env, "cuda") == 0) want = NVFP4_BACKEND_CUDA;
+    else { *why = "NVFP4_BACKEND must be 'cpu' or 'cuda'"; return NULL; }
+  }
+  if (want == NVFP4_BACKEND_CPU) return &nvfp4i_cpu_ops;
+#ifdef HAVE_CUDA
+  if (nvfp4i_cuda_usable(why)) return &nvfp4i_cuda_ops;
+#else
+  *why = "this build has no CUDA backend (configure --with-cuda)";
+#endif
+  return (want == NVFP4_BACKEND_CUDA) ? NULL : &nvfp4i_cpu_ops;
+}
+
+
+nvfp4_status nvfp4_ctx_create (nvfp4_backend want, nvfp4_ctx **out,
+                               const char **errmsg) {
+  const char *why = "";
+  const nvfp4_backend_ops *ops;
+  nvfp4_ctx *ctx;
+  nvfp4_status st;
+  if (errmsg) *errmsg = "";
+  if (out == NULL) return NVFP4_EINVAL;
+  *out = NULL;
+  ops = pick_backend(want, &why);
+  if (ops == NULL) {
+    if (errmsg) *errmsg = why;
+    return (getenv("NVFP4_BACKEND") && want == NVFP4_BACKEND_AUTO &&
+            strcmp(getenv("NVFP4_BACKEND"), "cuda") != 0)
+           ? NVFP4_EINVAL : NVFP4_ENOTSUP;
+  }
+  ctx = (nvfp4_ctx *)calloc(1, sizeof *ctx);
+  if (ctx == NULL) return NVFP4_ENOMEM;
+  ctx->ops = ops;
+  if (ops->init != NULL && (st = ops->init(ctx)) != NVFP4_OK) {
+    if (errmsg) *errmsg = "backend initialisation failed";
+    free(ctx);
+    return st;
+  }
+  *out = ctx;
+  return NVFP4_OK;
+}
+
+
+void nvfp4_ctx_destroy (nvfp4_ctx *ctx) {
+  if (ctx == NULL) return;
+  if (ctx->ops->fini != NULL) ctx->ops->fini(ctx);
+  free(ctx);
+}
+
+
+const char *nvfp4_ctx_backend (const nvfp4_ctx *ctx) {
+  return ctx ? ctx->ops->name : "none";
+}
+
+
+const char *nvfp4_last_error (const nvfp4_ctx *ctx) {
+  return ctx ? ctx->err : "no context";
+}
+
+
+nvfp4_status nvfp4_ctx_sync (nvfp4_ctx *ctx) {
+  if (ctx == NULL) return NVFP4_EINVAL;
+  return ctx->ops->sync ? ctx->ops->sync(ctx) : NVFP4_OK;
+}
+
+
+const char *nvfp4_version_string (void) {
+  static char buf[160];
+  int n = snprintf(buf, sizeof buf, "nvfp4 %s", NVFP4_VERSION);
+#ifdef HAVE_CUDA
+  {
+    int rt = 0;
+    cudaRuntimeGetVersion(&rt);
+    n += snprintf(buf + n, sizeof buf - (size_t)n, ", CUDA runtime %d.%d",
+                  rt / 1000, (rt % 1000) / 10);
+  }
+#endif
+#ifdef HAVE_NCCL
+  snprintf(buf + n, sizeof buf - (size_t)n, ", NCCL %d.%d.%d", NCCL_MAJOR,
+           NCCL_MINOR, NCCL_PATCH);
+#endif
+  (void)n;
+  return buf;
+}

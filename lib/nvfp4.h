@@ -1,0 +1,327 @@
+/*
+** nvfp4.h -- NVFP4 quantization (E2M1 values, one E4M3 scale per 16
+** elements, one FP32 amax per tensor and direction) with a CPU reference
+** backend, a CUDA backend, and collectives over MPI or NCCL.
+**
+** Conventions for every function below:
+**  - it returns a status; NVFP4_OK is 0.  On failure the reason (what, which
+**    value, which rule) is kept in the context: nvfp4_last_error(ctx).
+**    Nothing aborts and a failed call leaves its inputs untouched and frees
+**    whatever it had allocated.
+**  - outputs are new objects returned through the last (**out) argument;
+**    the caller owns them and frees them with the matching _destroy, which
+**    accepts NULL.  Nothing writes into a caller's object unless its name
+**    ends in _into.
+**  - shapes are row-major, dims 0-based; M = product of all leading dims,
+**    K = last dim (spec/nvfp4-numerics.md "Notation").
+**  - calls are queued on the context's stream and "return when enqueued"; on
+**    the CPU backend that means done.  Data reaches the host only through the
+**    *_read / *_to_host functions, which synchronize.
+*/
+#ifndef NVFP4_H
+#define NVFP4_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus              /* kernels/ are compiled as C++ by nvcc */
+extern "C" {
+#endif
+
+#define NVFP4_VERSION     "0.1.0"
+#define NVFP4_MAX_DIMS    8
+#define NVFP4_BLOCK       16      /* elements that share one E4M3 scale */
+#define NVFP4_SCALE_ROWS  128     /* scale padding: rows to a multiple of 128 */
+#define NVFP4_SCALE_COLS  4       /* ... and columns to a multiple of 4 */
+#define NVFP4_RHT_SIGNS   0xD7E8u /* TE's fixed RHT sign mask (spec §8) */
+
+
+/* ---- status ---------------------------------------------------------- */
+typedef enum nvfp4_status {
+  NVFP4_OK = 0,
+  NVFP4_EINVAL,     /* bad argument: NULL, shape, dtype, block alignment */
+  NVFP4_EUSAGE,     /* bad sequence: missing usage, closed or foreign tensor */
+  NVFP4_ENOMEM,     /* host or device allocation failed */
+  NVFP4_ENOTSUP,    /* the selected backend lacks this operation */
+  NVFP4_EMISMATCH,  /* ranks disagree on shape/dtype/usage before a collective */
+  NVFP4_EPEER,      /* another rank of the collective failed */
+  NVFP4_ECUDA, NVFP4_ECUBLAS, NVFP4_ENCCL, NVFP4_EMPI,
+  NVFP4_NSTATUS     /* keep last */
+} nvfp4_status;
+
+const char *nvfp4_status_string (nvfp4_status s);       /* never NULL */
+
+
+/* ---- context: backend + stream + last error message ------------------ */
+typedef struct nvfp4_ctx nvfp4_ctx;
+
+typedef enum nvfp4_backend {
+  NVFP4_BACKEND_AUTO = 0,   /* $NVFP4_BACKEND ("cpu"|"cuda"), else CUDA if
+                               built in and a GPU is usable, else CPU */
+  NVFP4_BACKEND_CPU,
+  NVFP4_BACKEND_CUDA
+} nvfp4_backend;
+
+/* Errors: EINVAL for an unknown $NVFP4_BACKEND, ENOTSUP when CUDA is asked
+** for and not usable (the reason is in *errmsg if errmsg != NULL, a static
+** string), ENOMEM. */
+nvfp4_status nvfp4_ctx_create  (nvfp4_backend want, nvfp4_ctx **out,
+                                const char **errmsg);
+void         nvfp4_ctx_destroy (nvfp4_ctx *ctx);         /* NULL: no-op */
+const char  *nvfp4_ctx_backend (const nvfp4_ctx *ctx);   /* "cpu" | "cuda" */
+const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);   /* "" if none */
+nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);         /* wait for queued work */
+/* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ..."). */
+const char  *nvfp4_version_string (void);
+
+
+/* ---- shapes (lib/shape.c: every shape rule lives there) --------------- */
+typedef struct nvfp4_shape {
+  int ndim;
+  int64_t dim[NVFP4_MAX_DIMS];
+} nvfp4_shape;
+
+/* Build a shape from ndim dims (EINVAL through the return value is not
+** possible here: dims are copied as given, ndim is clamped to 0..8). */
+nvfp4_shape nvfp4_shape_make (int ndim, const int64_t *dims);
+int         nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b);
+int64_t     nvfp4_shape_numel (nvfp4_shape s);           /* 1 for ndim 0 */
+int64_t     nvfp4_shape_M (nvfp4_shape s);   /* product of leading dims */
+int64_t     nvfp4_shape_K (nvfp4_shape s);   /* last dim */
+/* "[4096, 1, 8192]" into buf (always NUL-terminated); returns buf. */
+char       *nvfp4_shape_format (nvfp4_shape s, char *buf, size_t n);
+
+/* Buffer shapes of an NVFP4 tensor of logical shape x (spec §6):
+**   rowwise data      [d0, .., d(n-2), K/2]        uint8, 2 E2M1 per byte
+**   rowwise scale     [ru(M,128), ru(K/16,4)]      uint8 (E4M3 bits)
+**   columnwise data   [K, M/2]        always 2-D   uint8
+**   columnwise scale  [ru(K,128), ru(M/16,4)]      uint8
+** The columnwise functions flatten to 2-D first: for [S, 1, H] an N-D
+** transpose would give a zero-width last dim (the TE 2.21 bug).
+** They do not validate divisibility; see nvfp4_shape_check_quantizable. */
+nvfp4_shape nvfp4_rowwise_data_shape     (nvfp4_shape x);
+nvfp4_shape nvfp4_rowwise_scale_shape    (nvfp4_shape x);
+nvfp4_shape nvfp4_columnwise_data_shape  (nvfp4_shape x);
+nvfp4_shape nvfp4_columnwise_scale_shape (nvfp4_shape x);
+
+/* Whether x can be quantized with the given usages: ndim >= 1 (rowwise) or
+** >= 2 (columnwise), K % 16 == 0, and for columnwise M % 16 == 0; dims >= 0.
+** Returns NVFP4_OK or NVFP4_EINVAL with the rule in msg (if msg != NULL). */
+nvfp4_status nvfp4_shape_check_quantizable (nvfp4_shape x, int rowwise,
+                                            int columnwise, char *msg,
+                                            size_t n);
+
+/* The columnwise bookkeeping of the all-gather (spec/sp-linear-and-gather.md
+** §5.1 A, F2, §7.2), as a named rule applied to a high-precision local shard:
+**   FLAT2D (default, correct): in_shape_t = [K, M/2]
+**   ND     (TE 2.21):          in_shape_t = halve_last([K, d0, .., d(n-2)])
+** Then C_t = product of in_shape_t[1:] (packed bytes per row) and the unpadded
+** columnwise scale width U = 2*C_t/16.  Under ND, [S, 1, H] gives U = 0 and odd
+** B gives a too-narrow U. */
+typedef enum nvfp4_cw_rule { NVFP4_CW_FLAT2D = 0, NVFP4_CW_ND } nvfp4_cw_rule;
+
+typedef struct nvfp4_cw_bookkeeping {
+  nvfp4_shape in_shape_t;   /* the transposed packed shape the rule computes */
+  int64_t rows;             /* R_t = in_shape_t[0] (= K) */
+  int64_t packed_cols;      /* C_t */
+  int64_t scale_width;      /* U, unpadded columnwise scale columns */
+} nvfp4_cw_bookkeeping;
+
+nvfp4_cw_bookkeeping nvfp4_cw_rule_apply (nvfp4_cw_rule rule, nvfp4_shape local);
+const char          *nvfp4_cw_rule_name  (nvfp4_cw_rule rule); /* "flat2d"|"nd" */
+/* Parse "flat2d" / "nd"; EINVAL (no ctx needed) on anything else. */
+nvfp4_status         nvfp4_cw_rule_parse (const char *name, nvfp4_cw_rule *out);
+
+
+/* ---- tensors (lib/tensor.c) ------------------------------------------ */
+typedef enum nvfp4_dtype {
+  NVFP4_F32 = 0,    /* 4-byte IEEE float */
+  NVFP4_BF16,       /* 2-byte bfloat16 bits (uint16_t) */
+  NVFP4_U8,         /* raw bytes: packed E2M1 data or E4M3 scales */
+  NVFP4_FP4         /* an NVFP4 tensor: the buffers below */
+} nvfp4_dtype;
+
+const char *nvfp4_dtype_name (nvfp4_dtype dt);       /* "fp32", "bf16", "u8", "fp4" */
+size_t      nvfp4_dtype_size (nvfp4_dtype dt);       /* 0 for FP4 */
+
+typedef struct nvfp4_tensor nvfp4_tensor;
+
+/* A plain (F32, BF16 or U8) tensor on ctx's device, zero-filled.  The tensor
+** owns its storage.  Errors: EINVAL (negative dim, ndim outside 0..8, FP4
+** dtype), ENOMEM. */
+nvfp4_status nvfp4_tensor_create (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                  nvfp4_dtype dt, nvfp4_tensor **out);
+/* The same, filled from host memory: nbytes must equal numel * dtype size
+** (EINVAL otherwise). */
+nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                     nvfp4_dtype dt, const void *host,
+                                     size_t nbytes, nvfp4_tensor **out);
+/* Copy a plain tensor's elements to host memory (synchronizes).  nbytes must
+** equal numel * dtype size.  EINVAL on size mismatch or an FP4 tensor. */
+nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
+                                   size_t nbytes);
+/* A new tensor with the same shape, dtype, buffers and amaxes (deep copy). */
+nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out);
+/* Same storage, new logical shape with the same numel (a copy: tensors own
+** their storage); for FP4 the rowwise data is reshaped, columnwise stays 2-D
+** (its M is unchanged).  EINVAL when numel or K (for FP4) differs. */
+nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
+                                   nvfp4_tensor **out);
+void         nvfp4_tensor_destroy (nvfp4_tensor *t);   /* NULL: no-op */
+
+nvfp4_shape  nvfp4_tensor_shape (const nvfp4_tensor *t);  /* logical shape */
+nvfp4_dtype  nvfp4_tensor_dtype (const nvfp4_tensor *t);
+nvfp4_ctx   *nvfp4_tensor_ctx   (const nvfp4_tensor *t);
+
+/* Random tensors, identical on every backend and machine for one seed:
+** Philox4x32-10 keyed by seed, Box-Muller for normal (mean 0, std 1),
+** uniform in [lo, hi); values rounded once (RNE) to dt.  dt: F32 or BF16. */
+nvfp4_status nvfp4_tensor_randn   (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                   nvfp4_dtype dt, uint64_t seed,
+                                   nvfp4_tensor **out);
+nvfp4_status nvfp4_tensor_uniform (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                   nvfp4_dtype dt, uint64_t seed, double lo,
+                                   double hi, nvfp4_tensor **out);
+
+/* NVFP4 buffers.  A quantized tensor holds rowwise and/or columnwise copies;
+** each has data, scale_inv (E4M3 bytes, zero padding) and an FP32 amax. */
+typedef enum nvfp4_buffer {
+  NVFP4_ROWWISE_DATA = 0, NVFP4_ROWWISE_SCALE,
+  NVFP4_COLUMNWISE_DATA, NVFP4_COLUMNWISE_SCALE
+} nvfp4_buffer;
+
+int          nvfp4_tensor_has_rowwise    (const nvfp4_tensor *t);
+int          nvfp4_tensor_has_columnwise (const nvfp4_tensor *t);
+/* Shape of one buffer; ndim 0 when the usage is absent or t is not FP4. */
+nvfp4_shape  nvfp4_tensor_buffer_shape (const nvfp4_tensor *t, nvfp4_buffer b);
+/* Copy one buffer's bytes to host (synchronizes); nbytes must equal the
+** buffer's size.  EUSAGE when the usage is absent, EINVAL on size. */
+nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
+                                       void *host, size_t nbytes);
+/* The FP32 amax of a direction (0 rowwise, 1 columnwise); EUSAGE if absent. */
+nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
+                                float *amax);
+/* Assemble an NVFP4 tensor from host bytes (tests, checkpoints): any pointer
+** may be NULL to leave that usage out, but not all; every size is checked
+** against the shape rules.  amax: [rowwise, columnwise]. */
+nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                         const uint8_t *row_data,
+                                         const uint8_t *row_scale,
+                                         const uint8_t *col_data,
+                                         const uint8_t *col_scale,
+                                         const float amax[2],
+                                         nvfp4_tensor **out);
+
+
+/* ---- quantization (spec/nvfp4-numerics.md §3-§8, §10) ----------------- */
+struct nvfp4_comm;
+
+typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
+  unsigned rowwise : 1;             /* neither usage set: rowwise */
+  unsigned columnwise : 1;
+  unsigned rht : 1;                 /* RHT on the columnwise copy (bf16 only) */
+  unsigned rht_no_signs : 1;        /* RHT sign mask 0 instead of 0xD7E8 */
+  unsigned sr : 1;                  /* stochastic rounding (§5.2) */
+  unsigned two_d : 1;               /* 16x16 blocks (weights, §7) */
+  unsigned has_amax : 1;            /* use amax[] below, computed elsewhere */
+  uint64_t sr_seed;                 /* Philox key for SR */
+  uint64_t sr_offset;               /* Philox offset (128-bit blocks) */
+  float amax[2];                    /* [rowwise, columnwise] when has_amax */
+  struct nvfp4_comm *amax_group;    /* MAX-all-reduce both amaxes over this
+                                       group before the cast (collective) */
+} nvfp4_qopts;
+
+/* Quantize a F32/BF16 tensor x of shape [d0, .., K].  Rowwise needs
+** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
+** and columnwise; 2D excludes RHT and SR.  Scale padding is written as 0x00.
+** Errors: EINVAL (shape rule, dtype, option conflict, naming the value),
+** ENOMEM, and the collective's errors when amax_group is set. */
+nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                             const nvfp4_qopts *opts, nvfp4_tensor **out);
+
+/* Dequantize the rowwise copy of q to dt (F32 or BF16), shape of q (§10):
+** out = OType_rn(value(code) * fl(fl(sf * amax) * fl(1/2688))).
+** EUSAGE when q has no rowwise copy, EINVAL on dtype. */
+nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
+                               nvfp4_dtype dt, nvfp4_tensor **out);
+
+/* swap_first_dims (spec §13): in [A, B, rest..] -> out [B, A, rest..], the
+** trailing dims copied as opaque bytes; any plain dtype.  Fails with EINVAL
+** "Input is not allocated" on an empty input (zero elements), as TE does,
+** and EINVAL when ndim < 2. */
+nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
+                                    nvfp4_tensor **out);
+
+
+/* ---- communicators and collectives (lib/comm.c, lib/gather.c) --------- */
+/* Create one with nvfp4_mpi.h.  A comm belongs to one ctx; it borrows the
+** MPI communicator and owns what it creates (sub-communicators, NCCL). */
+typedef struct nvfp4_comm nvfp4_comm;
+
+int          nvfp4_comm_rank (const nvfp4_comm *c);
+int          nvfp4_comm_size (const nvfp4_comm *c);
+nvfp4_ctx   *nvfp4_comm_ctx  (const nvfp4_comm *c);
+/* How data moves: "mpi" (host buffers), "mpi-staged" (device buffers staged
+** through host memory), "nccl". */
+const char  *nvfp4_comm_transport (const nvfp4_comm *c);
+void         nvfp4_comm_destroy (nvfp4_comm *c);          /* NULL: no-op */
+/* Collective: split into tensor-parallel groups of tp consecutive ranks
+** (world 8, tp 2 -> {0,1},{2,3},..).  EINVAL when tp < 1 or tp does not
+** divide the size (same error on every rank). */
+nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
+nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c);
+/* Host-value collectives, in place on n values. */
+nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n);
+nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n);
+/* Every rank's v into out[size] in rank order. */
+nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
+
+/* Plain (F32/BF16/U8) tensors along dim 0: concatenation in rank order;
+** reduce-scatter sums (BF16 summed in FP32, rounded once) and needs
+** dim 0 % size == 0; all-reduce sums.  Shapes/dtypes are checked across
+** ranks first: a mismatch gives EMISMATCH on every rank. */
+nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
+                                     nvfp4_tensor **out);
+nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
+                                   nvfp4_tensor **out);
+nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
+                                   nvfp4_tensor **out);
+
+/* The NVFP4 all-gather along dim 0, TE's algorithm
+** (spec/sp-linear-and-gather.md §5): x is either a plain F32/BF16 shard,
+** quantized first with *quant (its amax MAX-reduced over c), or an FP4
+** tensor.  Usages: those of *quant for plain x; for FP4 x the ones asked
+** (neither: the ones present; a missing one is produced by dequantize +
+** requantize, as TE does).  Output logical shape [size*d0, d1, ..].
+** Columnwise bookkeeping follows gopts->rule; under ND a zero width fails
+** in swap_first_dims with "Input is not allocated" (EINVAL, every rank).
+** A plain shard that is not quantizable locally (M or K % 16 != 0) is
+** gathered in high precision and quantized afterwards. */
+typedef struct nvfp4_gather_opts {  /* zero-initialised = defaults */
+  const nvfp4_qopts *quant;         /* plain x: how to quantize (required) */
+  unsigned rowwise : 1;             /* FP4 x: usages wanted */
+  unsigned columnwise : 1;
+  nvfp4_cw_rule rule;               /* NVFP4_CW_FLAT2D by default */
+} nvfp4_gather_opts;
+
+nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
+                               const nvfp4_gather_opts *gopts,
+                               nvfp4_tensor **out);
+
+/* Asynchronous form.  nvfp4_handle_wait finishes the gather (de-interleave
+** and re-pad of the columnwise copy) exactly once, however often it is
+** called, and returns the result through *out as a borrowed pointer owned
+** by the handle; nvfp4_handle_take transfers ownership to the caller. */
+typedef struct nvfp4_handle nvfp4_handle;
+nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
+                                     const nvfp4_gather_opts *gopts,
+                                     nvfp4_handle **h);
+nvfp4_status nvfp4_handle_wait (nvfp4_handle *h, nvfp4_tensor **out);
+nvfp4_status nvfp4_handle_take (nvfp4_handle *h, nvfp4_tensor **out);
+int          nvfp4_handle_finish_count (const nvfp4_handle *h);
+void         nvfp4_handle_destroy (nvfp4_handle *h);      /* NULL: no-op */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,149 @@
+/*
+** nvfp4_int.h -- internal structures of libnvfp4: the context, the tensor,
+** the backend table, and the three error macros.  Not installed.
+*/
+#ifndef NVFP4_INT_H
+#define NVFP4_INT_H
+
+#include <stdarg.h>
+#include "nvfp4.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define NVFP4I_FUNC  __attribute__((visibility("hidden")))
+#else
+#define NVFP4I_FUNC
+#endif
+
+#define NVFP4I_ERRLEN 512
+
+typedef struct nvfp4_backend_ops nvfp4_backend_ops;
+
+struct nvfp4_ctx {
+  const nvfp4_backend_ops *ops;
+  void *impl;                       /* backend state (CUDA: stream, cuBLAS) */
+  char err[NVFP4I_ERRLEN];          /* why the last call failed */
+};
+
+/* One buffer of a tensor, in the ctx's memory (host for cpu, device for cuda). */
+typedef struct nvfp4i_buf {
+  void *p;                          /* NULL when nbytes == 0 or absent */
+  nvfp4_shape shape;
+  size_t nbytes;
+} nvfp4i_buf;
+
+struct nvfp4_tensor {
+  nvfp4_ctx *ctx;
+  nvfp4_dtype dtype;
+  nvfp4_shape shape;                /* logical shape */
+  nvfp4i_buf data;                  /* plain tensors: the elements */
+  /* NVFP4 tensors (dtype FP4): */
+  unsigned has_row : 1, has_col : 1;
+  unsigned rht : 1, rht_no_signs : 1, sr : 1, two_d : 1;  /* how it was made */
+  nvfp4i_buf row_data, row_scale;   /* [.., K/2], [ru(M,128), ru(K/16,4)] */
+  nvfp4i_buf col_data, col_scale;   /* [K, M/2],  [ru(K,128), ru(M/16,4)] */
+  float amax[2];                    /* host copy: [rowwise, columnwise] */
+};
+
+/* The backend table, picked once per ctx (lib/ctx.c).  Every entry sees
+** validated arguments only: lib/ checks shapes and options before dispatch.
+** Buffers are in the backend's memory; amaxes are host floats. */
+struct nvfp4_backend_ops {
+  const char *name;                                  /* "cpu", "cuda" */
+  nvfp4_status (*init)    (nvfp4_ctx *);             /* may be NULL */
+  void         (*fini)    (nvfp4_ctx *);             /* may be NULL */
+  nvfp4_status (*alloc)   (nvfp4_ctx *, size_t bytes, void **p);  /* zeroed */
+  void         (*free)    (nvfp4_ctx *, void *p);
+  nvfp4_status (*to_host) (nvfp4_ctx *, void *dst, const void *src, size_t n);
+  nvfp4_status (*from_host)(nvfp4_ctx *, void *dst, const void *src, size_t n);
+  /* dst/src both in backend memory: rows x row_bytes with leading dims (bytes) */
+  nvfp4_status (*copy2d)  (nvfp4_ctx *, void *dst, size_t dld, const void *src,
+                           size_t sld, size_t rows, size_t row_bytes);
+  nvfp4_status (*memset)  (nvfp4_ctx *, void *dst, int v, size_t n);
+  /* amax[0] = max|x| (NaN ignored); amax[1] = max|bf16(RHT(x^T))| when rht,
+  ** else amax[0].  x: F32/BF16, validated. */
+  nvfp4_status (*amax)    (nvfp4_ctx *, const nvfp4_tensor *x, int rht,
+                           unsigned sign_mask, float amax[2]);
+  /* Fill q's allocated buffers (zeroed, padding included) from x with the
+  ** given amaxes (q->amax already set); q's usage flags say what to write. */
+  nvfp4_status (*quantize)(nvfp4_ctx *, const nvfp4_tensor *x,
+                           const nvfp4_qopts *o, nvfp4_tensor *q);
+  /* out (allocated, plain F32/BF16, q's shape) = rowwise dequant of q. */
+  nvfp4_status (*dequantize)(nvfp4_ctx *, const nvfp4_tensor *q,
+                             nvfp4_tensor *out);
+  /* out[b][a][:] = in[a][b][:], inner bytes each. */
+  nvfp4_status (*swap_first_dims)(nvfp4_ctx *, void *out, const void *in,
+                                  int64_t A, int64_t B, size_t inner);
+  nvfp4_status (*sync)    (nvfp4_ctx *);
+  /* Plain F32/BF16 arithmetic used by collectives and the Linear layer:
+  ** dst[i] = dst[i] + src[i] (n elements of dt), BF16 rounded once per add
+  ** from an FP32 sum; see lib/comm.c for the order. */
+  nvfp4_status (*add_f32) (nvfp4_ctx *, float *acc, const void *src,
+                           nvfp4_dtype dt, size_t n);
+};
+
+extern const nvfp4_backend_ops nvfp4i_cpu_ops;     /* lib/ref_backend.c */
+#ifdef HAVE_CUDA
+extern const nvfp4_backend_ops nvfp4i_cuda_ops;    /* kernels/cuda_backend.cu */
+NVFP4I_FUNC int nvfp4i_cuda_usable (const char **why);
+#endif
+
+/* ---- errors ---------------------------------------------------------- */
+/* Record a message in ctx (printf-style) and return st. */
+NVFP4I_FUNC nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st,
+                                      const char *fmt, ...)
+#ifdef __GNUC__
+  __attribute__((format(printf, 3, 4)))
+#endif
+  ;
+
+#define CHECK(call)  \
+  do { nvfp4_status s_ = (call); if (s_ != NVFP4_OK) return s_; } while (0)
+#define CHECK_GOTO(call, st, label)  \
+  do { if (((st) = (call)) != NVFP4_OK) goto label; } while (0)
+#define FAIL_IF(ctx, cond, st, ...)  \
+  do { if (cond) return nvfp4i_fail((ctx), (st), __VA_ARGS__); } while (0)
+
+/* ---- tensors (lib/tensor.c) ------------------------------------------ */
+NVFP4I_FUNC nvfp4_status nvfp4i_buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b,
+                                           nvfp4_shape shape, size_t elsize);
+NVFP4I_FUNC void nvfp4i_buf_free (nvfp4_ctx *ctx, nvfp4i_buf *b);
+/* A new FP4 tensor of logical shape with the requested usages allocated
+** (zeroed) and the given flags; amax zero. */
+NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_fp4 (nvfp4_ctx *ctx,
+                                                  nvfp4_shape shape, int row,
+                                                  int col, nvfp4_tensor **out);
+/* A new, empty (zero-filled) tensor; ctx only. */
+NVFP4I_FUNC nvfp4_tensor *nvfp4i_tensor_new (nvfp4_ctx *ctx);
+/* A plain tensor whose storage is allocated but not filled. */
+NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_plain (nvfp4_ctx *ctx,
+                                                    nvfp4_shape shape,
+                                                    nvfp4_dtype dt,
+                                                    nvfp4_tensor **out);
+NVFP4I_FUNC nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx,
+                                              const nvfp4_tensor *t,
+                                              const char *what);
+
+/* ---- bf16 helpers (exact, host) --------------------------------------- */
+static inline float nvfp4i_bf16_to_f32 (uint16_t h) {
+  union { uint32_t u; float f; } v;
+  v.u = (uint32_t)h << 16;
+  return v.f;
+}
+
+/* RNE to bf16; NaN stays a quiet NaN with its sign. */
+static inline uint16_t nvfp4i_f32_to_bf16 (float f) {
+  union { uint32_t u; float f; } v;
+  v.f = f;
+  if ((v.u & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((v.u >> 16) | 0x0040u);
+  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

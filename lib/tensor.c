@@ -1,0 +1,369 @@
+/*
+** tensor.c -- tensors own their storage, in the memory of their context's
+** backend.  Plain tensors (F32, BF16, U8) hold one buffer; NVFP4 tensors
+** hold rowwise and/or columnwise data + scale_inv buffers and two amaxes.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include "nvfp4_int.h"
+
+
+static const char *const dtype_name[] = {"fp32", "bf16", "u8", "fp4"};
+static const size_t dtype_size[] = {4, 2, 1, 0};
+
+
+const char *nvfp4_dtype_name (nvfp4_dtype dt) {
+  return ((unsigned)dt <= NVFP4_FP4) ? dtype_name[dt] : "?";
+}
+
+
+size_t nvfp4_dtype_size (nvfp4_dtype dt) {
+  return ((unsigned)dt <= NVFP4_FP4) ? dtype_size[dt] : 0;
+}
+
+
+nvfp4_status nvfp4i_buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b, nvfp4_shape shape,
+                               size_t elsize) {
+  b->shape = shape;
+  b->nbytes = (size_t)nvfp4_shape_numel(shape) * elsize;
+  b->p = NULL;
+  if (b->nbytes == 0) return NVFP4_OK;
+  if (ctx->ops->alloc(ctx, b->nbytes, &b->p) != NVFP4_OK) {
+    b->p = NULL;
+    return nvfp4i_fail(ctx, NVFP4_ENOMEM, "cannot allocate %zu bytes on %s",
+                       b->nbytes, ctx->ops->name);
+  }
+  return NVFP4_OK;
+}
+
+
+void nvfp4i_buf_free (nvfp4_ctx *ctx, nvfp4i_buf *b) {
+  if (b->p != NULL) ctx->ops->free(ctx, b->p);
+  memset(b, 0, sizeof *b);
+}
+
+
+nvfp4_tensor *nvfp4i_tensor_new (nvfp4_ctx *ctx) {
+  nvfp4_tensor *t = (nvfp4_tensor *)calloc(1, sizeof *t);
+  if (t != NULL) t->ctx = ctx;
+  return t;
+}
+
+
+static nvfp4_status check_shape (nvfp4_ctx *ctx, nvfp4_shape s, const char *what) {
+  char sb[128];
+  int i;
+  FAIL_IF(ctx, s.ndim < 0 || s.ndim > NVFP4_MAX_DIMS, NVFP4_EINVAL,
+          "%s: rank %d is outside 0..%d", what, s.ndim, NVFP4_MAX_DIMS);
+  for (i = 0; i < s.ndim; i++)
+    FAIL_IF(ctx, s.dim[i] < 0, NVFP4_EINVAL, "%s: shape %s has a negative dim",
+            what, nvfp4_shape_format(s, sb, sizeof sb));
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx, const nvfp4_tensor *t,
+                                  const char *what) {
+  FAIL_IF(ctx, t == NULL, NVFP4_EINVAL, "%s: tensor is NULL", what);
+  FAIL_IF(ctx, t->ctx != ctx, NVFP4_EUSAGE,
+          "%s: tensor belongs to another context (%s backend)", what,
+          t->ctx->ops->name);
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_tensor_alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                        nvfp4_dtype dt, nvfp4_tensor **out) {
+  nvfp4_tensor *t;
+  nvfp4_status st;
+  *out = NULL;
+  CHECK(check_shape(ctx, shape, "tensor"));
+  FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16 && dt != NVFP4_U8,
+          NVFP4_EINVAL, "tensor dtype %d is not fp32, bf16 or u8", (int)dt);
+  t = nvfp4i_tensor_new(ctx);
+  FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
+  t->dtype = dt;
+  t->shape = shape;
+  if ((st = nvfp4i_buf_alloc(ctx, &t->data, shape, nvfp4_dtype_size(dt))) != NVFP4_OK) {
+    free(t);
+    return st;
+  }
+  *out = t;
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_tensor_alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                      int row, int col, nvfp4_tensor **out) {
+  nvfp4_tensor *t;
+  nvfp4_status st = NVFP4_OK;
+  *out = NULL;
+  t = nvfp4i_tensor_new(ctx);
+  FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
+  t->dtype = NVFP4_FP4;
+  t->shape = shape;
+  t->has_row = row != 0;
+  t->has_col = col != 0;
+  if (row) {
+    CHECK_GOTO(nvfp4i_buf_alloc(ctx, &t->row_data, nvfp4_rowwise_data_shape(shape), 1), st, fail);
+    CHECK_GOTO(nvfp4i_buf_alloc(ctx, &t->row_scale, nvfp4_rowwise_scale_shape(shape), 1), st, fail);
+  }
+  if (col) {
+    CHECK_GOTO(nvfp4i_buf_alloc(ctx, &t->col_data, nvfp4_columnwise_data_shape(shape), 1), st, fail);
+    CHECK_GOTO(nvfp4i_buf_alloc(ctx, &t->col_scale, nvfp4_columnwise_scale_shape(shape), 1), st, fail);
+  }
+  *out = t;
+  return NVFP4_OK;
+fail:
+  nvfp4_tensor_destroy(t);
+  return st;
+}
+
+
+nvfp4_status nvfp4_tensor_create (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                  nvfp4_dtype dt, nvfp4_tensor **out) {
+  if (ctx == NULL || out == NULL) return NVFP4_EINVAL;
+  return nvfp4i_tensor_alloc_plain(ctx, shape, dt, out);
+}
+
+
+nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                     nvfp4_dtype dt, const void *host,
+                                     size_t nbytes, nvfp4_tensor **out) {
+  nvfp4_tensor *t;
+  nvfp4_status st;
+  if (ctx == NULL || out == NULL) return NVFP4_EINVAL;
+  *out = NULL;
+  CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));
+  if (nbytes != t->data.nbytes || (nbytes > 0 && host == NULL)) {
+    nvfp4_tensor_destroy(t);
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_from_host: %zu bytes given, "
+                       "shape needs %zu", nbytes, t->data.nbytes);
+  }
+  if (nbytes > 0 && (st = ctx->ops->from_host(ctx, t->data.p, host, nbytes)) != NVFP4_OK) {
+    nvfp4_tensor_destroy(t);
+    return st;
+  }
+  *out = t;
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
+                                   size_t nbytes) {
+  if (t == NULL) return NVFP4_EINVAL;
+  FAIL_IF(t->ctx, t->dtype == NVFP4_FP4, NVFP4_EINVAL,
+          "tensor_to_host: an fp4 tensor has no plain elements (read a buffer "
+          "or dequantize)");
+  FAIL_IF(t->ctx, nbytes != t->data.nbytes || (nbytes > 0 && host == NULL),
+          NVFP4_EINVAL, "tensor_to_host: %zu bytes asked, tensor holds %zu",
+          nbytes, t->data.nbytes);
+  if (nbytes == 0) return NVFP4_OK;
+  return t->ctx->ops->to_host(t->ctx, host, t->data.p, nbytes);
+}
+
+
+static nvfp4_status copy_buf (nvfp4_ctx *ctx, nvfp4i_buf *dst, const nvfp4i_buf *src) {
+  CHECK(nvfp4i_buf_alloc(ctx, dst, src->shape, 1));
+  dst->shape = src->shape;
+  if (src->nbytes == 0) return NVFP4_OK;
+  return ctx->ops->copy2d(ctx, dst->p, src->nbytes, src->p, src->nbytes, 1, src->nbytes);
+}
+
+
+nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out) {
+  nvfp4_ctx *ctx;
+  nvfp4_tensor *c;
+  nvfp4_status st = NVFP4_OK;
+  if (t == NULL || out == NULL) return NVFP4_EINVAL;
+  ctx = t->ctx;
+  *out = NULL;
+  c = nvfp4i_tensor_new(ctx);
+  FAIL_IF(ctx, c == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
+  *c = *t;
+  memset(&c->data, 0, sizeof c->data);
+  memset(&c->row_data, 0, sizeof c->row_data);
+  memset(&c->row_scale, 0, sizeof c->row_scale);
+  memset(&c->col_data, 0, sizeof c->col_data);
+  memset(&c->col_scale, 0, sizeof c->col_scale);
+  if (t->dtype != NVFP4_FP4) {
+    CHECK_GOTO(copy_buf(ctx, &c->data, &t->data), st, fail);
+    c->data.nbytes = t->data.nbytes;
+  }
+  if (t->has_row) {
+    CHECK_GOTO(copy_buf(ctx, &c->row_data, &t->row_data), st, fail);
+    CHECK_GOTO(copy_buf(ctx, &c->row_scale, &t->row_scale), st, fail);
+  }
+  if (t->has_col) {
+    CHECK_GOTO(copy_buf(ctx, &c->col_data, &t->col_data), st, fail);
+    CHECK_GOTO(copy_buf(ctx, &c->col_scale, &t->col_scale), st, fail);
+  }
+  *out = c;
+  return NVFP4_OK;
+fail:
+  nvfp4_tensor_destroy(c);
+  return st;
+}
+
+
+nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
+                                   nvfp4_tensor **out) {
+  nvfp4_tensor *c;
+  char a[128], b[128];
+  if (t == NULL || out == NULL) return NVFP4_EINVAL;
+  *out = NULL;
+  CHECK(check_shape(t->ctx, shape, "reshape"));
+  FAIL_IF(t->ctx, nvfp4_shape_numel(shape) != nvfp4_shape_numel(t->shape) ||
+          (t->dtype == NVFP4_FP4 && nvfp4_shape_K(shape) != nvfp4_shape_K(t->shape)),
+          NVFP4_EINVAL, "reshape: %s cannot become %s (%s)",
+          nvfp4_shape_format(t->shape, a, sizeof a),
+          nvfp4_shape_format(shape, b, sizeof b),
+          t->dtype == NVFP4_FP4 ? "fp4 keeps numel and the last dim" : "numel differs");
+  CHECK(nvfp4_tensor_clone(t, &c));
+  c->shape = shape;
+  if (c->dtype != NVFP4_FP4) c->data.shape = shape;
+  if (c->has_row) c->row_data.shape = nvfp4_rowwise_data_shape(shape);
+  *out = c;
+  return NVFP4_OK;
+}
+
+
+void nvfp4_tensor_destroy (nvfp4_tensor *t) {
+  if (t == NULL) return;
+  nvfp4i_buf_free(t->ctx, &t->data);
+  nvfp4i_buf_free(t->ctx, &t->row_data);
+  nvfp4i_buf_free(t->ctx, &t->row_scale);
+  nvfp4i_buf_free(t->ctx, &t->col_data);
+  nvfp4i_buf_free(t->ctx, &t->col_scale);
+  free(t);
+}
+
+
+nvfp4_shape nvfp4_tensor_shape (const nvfp4_tensor *t) {
+  nvfp4_shape s;
+  if (t != NULL) return t->shape;
+  memset(&s, 0, sizeof s);
+  return s;
+}
+
+
+nvfp4_dtype nvfp4_tensor_dtype (const nvfp4_tensor *t) {
+  return t ? t->dtype : NVFP4_F32;
+}
+
+
+nvfp4_ctx *nvfp4_tensor_ctx (const nvfp4_tensor *t) {
+  return t ? t->ctx : NULL;
+}
+
+
+int nvfp4_tensor_has_rowwise (const nvfp4_tensor *t) {
+  return t != NULL && t->dtype == NVFP4_FP4 && t->has_row;
+}
+
+
+int nvfp4_tensor_has_columnwise (const nvfp4_tensor *t) {
+  return t != NULL && t->dtype == NVFP4_FP4 && t->has_col;
+}
+
+
+static const nvfp4i_buf *pick_buf (const nvfp4_tensor *t, nvfp4_buffer b) {
+  if (t == NULL || t->dtype != NVFP4_FP4) return NULL;
+  switch (b) {
+    case NVFP4_ROWWISE_DATA: return t->has_row ? &t->row_data : NULL;
+    case NVFP4_ROWWISE_SCALE: return t->has_row ? &t->row_scale : NULL;
+    case NVFP4_COLUMNWISE_DATA: return t->has_col ? &t->col_data : NULL;
+    case NVFP4_COLUMNWISE_SCALE: return t->has_col ? &t->col_scale : NULL;
+  }
+  return NULL;
+}
+
+
+nvfp4_shape nvfp4_tensor_buffer_shape (const nvfp4_tensor *t, nvfp4_buffer b) {
+  const nvfp4i_buf *p = pick_buf(t, b);
+  nvfp4_shape s;
+  if (p != NULL) return p->shape;
+  memset(&s, 0, sizeof s);
+  return s;
+}
+
+
+static const char *const buffer_name[] = {
+  "rowwise data", "rowwise scale_inv", "columnwise data", "columnwise scale_inv"
+};
+
+
+nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
+                                       void *host, size_t nbytes) {
+  const nvfp4i_buf *p;
+  if (t == NULL) return NVFP4_EINVAL;
+  FAIL_IF(t->ctx, (unsigned)b > NVFP4_COLUMNWISE_SCALE, NVFP4_EINVAL,
+          "buffer_read: unknown buffer %d", (int)b);
+  p = pick_buf(t, b);
+  FAIL_IF(t->ctx, p == NULL, NVFP4_EUSAGE, "buffer_read: the tensor has no %s "
+          "(%s tensor%s)", buffer_name[b], nvfp4_dtype_name(t->dtype),
+          t->dtype == NVFP4_FP4 ? ", usage absent" : "");
+  FAIL_IF(t->ctx, nbytes != p->nbytes || (nbytes > 0 && host == NULL),
+          NVFP4_EINVAL, "buffer_read: %zu bytes asked, %s holds %zu", nbytes,
+          buffer_name[b], p->nbytes);
+  if (nbytes == 0) return NVFP4_OK;
+  return t->ctx->ops->to_host(t->ctx, host, p->p, nbytes);
+}
+
+
+nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
+                                float *amax) {
+  if (t == NULL || amax == NULL) return NVFP4_EINVAL;
+  FAIL_IF(t->ctx, t->dtype != NVFP4_FP4, NVFP4_EUSAGE,
+          "amax: a %s tensor has no amax", nvfp4_dtype_name(t->dtype));
+  FAIL_IF(t->ctx, columnwise ? !t->has_col : !t->has_row, NVFP4_EUSAGE,
+          "amax: the tensor has no %s copy", columnwise ? "columnwise" : "rowwise");
+  *amax = t->amax[columnwise ? 1 : 0];
+  return NVFP4_OK;
+}
+
+
+static nvfp4_status fill_buf (nvfp4_ctx *ctx, nvfp4i_buf *b, const uint8_t *src) {
+  if (b->nbytes == 0) return NVFP4_OK;
+  return ctx->ops->from_host(ctx, b->p, src, b->nbytes);
+}
+
+
+nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                         const uint8_t *row_data,
+                                         const uint8_t *row_scale,
+                                         const uint8_t *col_data,
+                                         const uint8_t *col_scale,
+                                         const float amax[2],
+                                         nvfp4_tensor **out) {
+  nvfp4_tensor *t;
+  nvfp4_status st;
+  int row, col;
+  char msg[256];
+  if (ctx == NULL || out == NULL) return NVFP4_EINVAL;
+  *out = NULL;
+  row = row_data != NULL || row_scale != NULL;
+  col = col_data != NULL || col_scale != NULL;
+  FAIL_IF(ctx, !row && !col, NVFP4_EINVAL,
+          "fp4_from_host: no buffer given (need rowwise and/or columnwise)");
+  FAIL_IF(ctx, (row && (row_data == NULL || row_scale == NULL)) ||
+          (col && (col_data == NULL || col_scale == NULL)), NVFP4_EINVAL,
+          "fp4_from_host: a usage needs both its data and its scale_inv");
+  if (nvfp4_shape_check_quantizable(shape, row, col, msg, sizeof msg) != NVFP4_OK)
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "fp4_from_host: %s", msg);
+  CHECK(nvfp4i_tensor_alloc_fp4(ctx, shape, row, col, &t));
+  if (amax != NULL) { t->amax[0] = amax[0]; t->amax[1] = amax[1]; }
+  if (row) {
+    CHECK_GOTO(fill_buf(ctx, &t->row_data, row_data), st, fail);
+    CHECK_GOTO(fill_buf(ctx, &t->row_scale, row_scale), st, fail);
+  }
+  if (col) {
+    CHECK_GOTO(fill_buf(ctx, &t->col_data, col_data), st, fail);
+    CHECK_GOTO(fill_buf(ctx, &t->col_scale, col_scale), st, fail);
+  }
+  *out = t;
+  return NVFP4_OK;
+fail:
+  nvfp4_tensor_destroy(t);
+  return st;
+}
