@@ -1,0 +1,183 @@
+/*
+** test_tensor.c -- lib/tensor.c and lib/ctx.c: ownership, host round trips,
+** FP4 buffers assembled from host bytes, and every bad input path.
+*/
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "nvfp4.h"
+
+
+static int setup (void **state) {
+  nvfp4_ctx *ctx = NULL;
+  if (nvfp4_ctx_create(NVFP4_BACKEND_CPU, &ctx, NULL) != NVFP4_OK) return -1;
+  *state = ctx;
+  return 0;
+}
+
+
+static int teardown (void **state) {
+  nvfp4_ctx_destroy((nvfp4_ctx *)*state);
+  return 0;
+}
+
+
+static nvfp4_shape shape2 (int64_t a, int64_t b) {
+  int64_t d[2] = {a, b};
+  return nvfp4_shape_make(2, d);
+}
+
+
+static void test_ctx_backend_and_env (void **state) {
+  nvfp4_ctx *c = NULL;
+  const char *why = NULL;
+  assert_string_equal(nvfp4_ctx_backend((nvfp4_ctx *)*state), "cpu");
+  assert_string_equal(nvfp4_last_error((nvfp4_ctx *)*state), "");
+  setenv("NVFP4_BACKEND", "tpu", 1);
+  assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_AUTO, &c, &why), NVFP4_EINVAL);
+  assert_null(c);
+  assert_non_null(strstr(why, "NVFP4_BACKEND"));
+  setenv("NVFP4_BACKEND", "cpu", 1);
+  assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_AUTO, &c, &why), NVFP4_OK);
+  assert_string_equal(nvfp4_ctx_backend(c), "cpu");
+  nvfp4_ctx_destroy(c);
+  unsetenv("NVFP4_BACKEND");
+  nvfp4_ctx_destroy(NULL);
+  assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, NULL, NULL), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_version_string(), NVFP4_VERSION));
+}
+
+
+static void test_round_trip_f32_bf16 (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  float in[6] = {1.0f, -2.5f, 3.25f, 0.0f, -0.0f, 1e30f}, out[6];
+  uint16_t h[4] = {0x3f80, 0xbfc0, 0x7f80, 0x0001}, ho[4];
+  nvfp4_tensor *t = NULL, *c = NULL, *r = NULL;
+  int64_t d[3] = {1, 2, 3};
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 3), NVFP4_F32, in, sizeof in, &t), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_dtype(t), NVFP4_F32);
+  assert_ptr_equal(nvfp4_tensor_ctx(t), ctx);
+  assert_int_equal(nvfp4_tensor_to_host(t, out, sizeof out), NVFP4_OK);
+  assert_memory_equal(in, out, sizeof in);
+  assert_int_equal(nvfp4_tensor_clone(t, &c), NVFP4_OK);
+  nvfp4_tensor_destroy(t);                   /* the clone owns its own copy */
+  memset(out, 0, sizeof out);
+  assert_int_equal(nvfp4_tensor_to_host(c, out, sizeof out), NVFP4_OK);
+  assert_memory_equal(in, out, sizeof in);
+  assert_int_equal(nvfp4_tensor_reshape(c, nvfp4_shape_make(3, d), &r), NVFP4_OK);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(r), nvfp4_shape_make(3, d)));
+  nvfp4_tensor_destroy(c);
+  nvfp4_tensor_destroy(r);
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_BF16, h, sizeof h, &t), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(t, ho, sizeof ho), NVFP4_OK);
+  assert_memory_equal(h, ho, sizeof h);
+  nvfp4_tensor_destroy(t);
+  nvfp4_tensor_destroy(NULL);
+}
+
+
+static void test_create_zeroed_and_empty (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  nvfp4_tensor *t = NULL;
+  float out[8];
+  int i;
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 4), NVFP4_F32, &t), NVFP4_OK);
+  memset(out, 0xff, sizeof out);
+  assert_int_equal(nvfp4_tensor_to_host(t, out, sizeof out), NVFP4_OK);
+  for (i = 0; i < 8; i++) assert_true(out[i] == 0.0f);
+  nvfp4_tensor_destroy(t);
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(0, 64), NVFP4_BF16, &t), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(t, NULL, 0), NVFP4_OK);
+  nvfp4_tensor_destroy(t);
+}
+
+
+static void test_bad_inputs (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  nvfp4_tensor *t = (nvfp4_tensor *)0x1, *ok = NULL;
+  float in[4] = {1, 2, 3, 4}, out[4];
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(-1, 4), NVFP4_F32, &t), NVFP4_EINVAL);
+  assert_null(t);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "negative"));
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), NVFP4_FP4, &t), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "dtype"));
+  assert_int_equal(nvfp4_tensor_create(NULL, shape2(2, 2), NVFP4_F32, &t), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), NVFP4_F32, NULL), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, in, 12, &t), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "12 bytes"));
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, in, sizeof in, &ok), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(ok, out, 8), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "holds 16"));
+  assert_int_equal(nvfp4_tensor_reshape(ok, shape2(3, 2), &t), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "[2, 2] cannot become [3, 2]"));
+  assert_int_equal(nvfp4_tensor_buffer_read(ok, NVFP4_ROWWISE_DATA, out, 4), NVFP4_EUSAGE);
+  assert_int_equal(nvfp4_tensor_amax(ok, 0, out), NVFP4_EUSAGE);
+  assert_int_equal(nvfp4_tensor_has_rowwise(ok), 0);
+  assert_int_equal(nvfp4_tensor_buffer_shape(ok, NVFP4_ROWWISE_SCALE).ndim, 0);
+  /* the tensor is intact after all that */
+  assert_int_equal(nvfp4_tensor_to_host(ok, out, sizeof out), NVFP4_OK);
+  assert_memory_equal(in, out, sizeof in);
+  nvfp4_tensor_destroy(ok);
+}
+
+
+/* BH-14: hand-made bytes assemble into an NVFP4 tensor whose buffers read back. */
+static void test_fp4_from_host (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  uint8_t data[16 * 8], scale[128 * 4], back[128 * 4];
+  float amax[2] = {2688.0f, 0.0f}, a = 0;
+  nvfp4_tensor *q = NULL;
+  const uint8_t row0[8] = {0x21, 0x43, 0x65, 0x07, 0xA9, 0xCB, 0xED, 0x8F};
+  memset(data, 0, sizeof data);
+  memset(scale, 0, sizeof scale);
+  memcpy(data, row0, 8);
+  scale[0] = 0x38;
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, &q), NVFP4_OK);
+  assert_true(nvfp4_tensor_has_rowwise(q));
+  assert_false(nvfp4_tensor_has_columnwise(q));
+  assert_int_equal(nvfp4_tensor_dtype(q), NVFP4_FP4);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_SCALE), shape2(128, 4)));
+  assert_int_equal(nvfp4_tensor_buffer_read(q, NVFP4_ROWWISE_SCALE, back, sizeof scale), NVFP4_OK);
+  assert_memory_equal(back, scale, sizeof scale);
+  assert_int_equal(nvfp4_tensor_buffer_read(q, NVFP4_ROWWISE_DATA, back, sizeof data), NVFP4_OK);
+  assert_memory_equal(back, data, sizeof data);
+  assert_int_equal(nvfp4_tensor_amax(q, 0, &a), NVFP4_OK);
+  assert_true(a == 2688.0f);
+  assert_int_equal(nvfp4_tensor_amax(q, 1, &a), NVFP4_EUSAGE);
+  assert_int_equal(nvfp4_tensor_buffer_read(q, NVFP4_COLUMNWISE_DATA, back, 8), NVFP4_EUSAGE);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "columnwise data"));
+  assert_int_equal(nvfp4_tensor_to_host(q, back, 8), NVFP4_EINVAL);
+  nvfp4_tensor_destroy(q);
+  q = NULL;
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), NULL, NULL, NULL, NULL, amax, &q), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, NULL, NULL, NULL, amax, &q), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 24), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "K=24"));
+  assert_null(q);
+}
+
+
+static void test_status_strings (void **state) {
+  assert_string_equal(nvfp4_status_string(NVFP4_OK), "ok");
+  assert_string_equal(nvfp4_status_string(NVFP4_EINVAL), "invalid argument");
+  assert_string_equal(nvfp4_status_string((nvfp4_status)999), "unknown status");
+  assert_string_equal(nvfp4_dtype_name(NVFP4_BF16), "bf16");
+  assert_int_equal(nvfp4_dtype_size(NVFP4_F32), 4);
+  assert_int_equal(nvfp4_dtype_size(NVFP4_FP4), 0);
+}
+
+
+int main (void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_status_strings),
+    cmocka_unit_test_setup_teardown(test_ctx_backend_and_env, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_round_trip_f32_bf16, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_create_zeroed_and_empty, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_fp4_from_host, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
