@@ -321,6 +321,150 @@ nvfp4_status nvfp4_handle_take (nvfp4_handle *h, nvfp4_tensor **out);
 int          nvfp4_handle_finish_count (const nvfp4_handle *h);
 void         nvfp4_handle_destroy (nvfp4_handle *h);      /* NULL: no-op */
 
+
+/* ---- GEMM and the Linear layer (lib/gemm.c, lib/linear.c) ------------ */
+/* Which buffer of an operand a GEMM reads.  For an FP4 tensor of logical
+** shape [.., K] with M leading rows: ROWWISE is the matrix [M, K] (data
+** [.., K/2], scale [ru(M,128), ru(K/16,4)]), COLUMNWISE the matrix [K, M]
+** (data [K, M/2], scale [ru(K,128), ru(M/16,4)]).  A plain F32/BF16 tensor
+** is read as [M, K] (ROWWISE) or its transpose [K, M] (COLUMNWISE). */
+typedef enum nvfp4_usage { NVFP4_ROWWISE = 0, NVFP4_COLUMNWISE } nvfp4_usage;
+
+/* out = opB . opA^T, TE's general_gemm(A, B) in row-major terms (spec/
+** nvfp4-numerics.md §11): both selected matrices are K-major, opA [P, R],
+** opB [Q, R], out [Q, P].  Linear uses fprop (W row, X row) -> X W^T,
+** dgrad (W col, dY row) -> dY W, wgrad (X col, dY col) -> dY^T X.
+** Output shape (TE's getGemmOutputShape): B's leading dims + [P] when B is
+** read ROWWISE (N-D kept), else [Q, P].  FP4 operands are dequantized
+** exactly (E2M1 x E4M3, spec §10) to fp32, multiplied with fp32
+** accumulation (CPU: cblas_sgemm) and the per-tensor factors are folded into
+** alpha = fl(fl(amax_A*amax_B)*fl(1/7225344)) (the amax of the buffer
+** read).  bias (NULL: none): F32/BF16 [P], added once per output row before
+** the single rounding to out_dt (F32 or BF16).  Every scale shape is checked
+** against its data first: EINVAL "invalid columnwise_scale_inv shape
+** (expected (8192,768), got (8192,512))", as TE's swizzle does.  Errors:
+** EINVAL (dtype, reduction dims differ, scale/data shapes), EUSAGE (the
+** usage is not present), ENOMEM, ENOTSUP (backend without a GEMM). */
+nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
+                         const nvfp4_tensor *b, nvfp4_usage ub,
+                         const nvfp4_tensor *bias, nvfp4_dtype out_dt,
+                         nvfp4_tensor **out);
+
+/* The oracle for nvfp4_gemm: the same product in float64 on the host
+** (cblas_dgemm) from the same operands, each dequantized in double
+** (code * scale * amax / 2688) or read as given; no bias; out is F32 of
+** nvfp4_gemm's shape.  Slow but independent of the fp32 path. */
+nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
+                               nvfp4_usage ua, const nvfp4_tensor *b,
+                               nvfp4_usage ub, nvfp4_tensor **out);
+
+/* Relative Frobenius error ||x - ref|| / ||ref|| of two plain tensors with
+** the same number of elements (shapes may differ), sums in double; with
+** c != NULL the two sums are added over c first (collective), so every rank
+** gets the error of the concatenated tensors.  ||ref|| == 0 gives ||x||.
+** EINVAL on a numel or dtype mismatch (FP4 is not accepted). */
+nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
+                              const nvfp4_tensor *ref, double *err);
+
+/* A tensor/sequence-parallel Linear layer, te.Linear's flow (spec/sp-
+** linear-and-gather.md §1-§4): Y = X W^T + bias with W [N, K] split over the
+** TP group by rows (COLUMN: W_r [N/TP, K]) or columns (ROW: W_r [N, K/TP]).
+**   none:          X [.., K]        -> Y [.., N]
+**   column, SP:    X_r [S/TP, .., K] -> gather X (NVFP4, rowwise) -> Y [S, .., N/TP]
+**   column:        X [S, .., K]      -> Y [S, .., N/TP]
+**   row, SP:       X_r [S, .., K/TP] -> partial Y, reduce-scatter -> [S/TP, .., N]
+**   row:           X_r [S, .., K/TP] -> partial Y, all-reduce     -> [S, .., N]
+** Backward keeps grad_output N-D as TE 2.21 does; row+SP gathers it
+** (NVFP4, rowwise + columnwise) with cfg.gather_rule, so the `nd` rule
+** reproduces the 2.21 crash for B = 1.  See lib/linear.c for each step. */
+typedef enum nvfp4_parallel {
+  NVFP4_PARALLEL_NONE = 0, NVFP4_PARALLEL_COLUMN, NVFP4_PARALLEL_ROW
+} nvfp4_parallel;
+
+typedef enum nvfp4_recipe_kind {
+  NVFP4_RECIPE_NVFP4 = 0,   /* quantized GEMMs, TE's NVFP4BlockScaling */
+  NVFP4_RECIPE_BF16,        /* baseline: operands rounded to bf16, no quantization */
+  NVFP4_RECIPE_FP32         /* baseline: fp32 operands, no quantization */
+} nvfp4_recipe_kind;
+
+/* Zero-initialised = TE's defaults (spec §14): inputs 1D with RHT on the
+** columnwise copy, weights 2D 16x16, gradients 1D with RHT and SR, amax
+** MAX-reduced over the TP group for the SP-gathered operand (column: input,
+** row: grad_output).  Each no_* flag switches one of those off (TE's
+** NVTE_NVFP4_DISABLE_* switches).  RHT needs bf16 activations. */
+typedef struct nvfp4_recipe {
+  nvfp4_recipe_kind kind;
+  unsigned no_input_rht : 1;
+  unsigned no_weight_2d : 1;
+  unsigned no_grad_rht : 1;
+  unsigned no_grad_sr : 1;
+  unsigned no_amax_reduction : 1;
+  uint64_t seed;            /* SR: Philox key; each backward uses a new offset */
+} nvfp4_recipe;
+
+typedef struct nvfp4_linear_config {
+  int64_t in_features;      /* K (global), multiple of 16 (x TP for ROW) */
+  int64_t out_features;     /* N (global), multiple of 16 (x TP for COLUMN) */
+  int bias;                 /* add a bias: COLUMN [N/TP] sharded, else [N] */
+  nvfp4_parallel parallel;
+  int sequence_parallel;    /* needs COLUMN or ROW */
+  nvfp4_comm *tp_group;     /* borrowed; NULL = TP 1 */
+  nvfp4_dtype params_dtype; /* F32 (0) or BF16 */
+  nvfp4_recipe recipe;
+  nvfp4_cw_rule gather_rule;/* columnwise bookkeeping of the row+SP grad gather */
+  int frozen_weight;        /* no wgrad: grad_output rowwise only (§2.4) */
+  int keep_operands;        /* keep the GEMM operands for nvfp4_linear_operand */
+  uint64_t init_seed;       /* weights ~ N(0,1) from this seed (+ rank) */
+} nvfp4_linear_config;
+
+typedef struct nvfp4_linear nvfp4_linear;
+
+/* Validates cfg (EINVAL naming the rule: features % 16, % TP, SP without a
+** parallel mode, dtype) and creates the local weight (params dtype, seeded
+** normal) and a zero bias.  The layer borrows cfg->tp_group. */
+nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
+                                  nvfp4_linear **out);
+void         nvfp4_linear_destroy (nvfp4_linear *l);    /* NULL: no-op */
+/* Borrowed: the local weight [N_l, K_l] and bias (NULL without a bias). */
+const nvfp4_tensor *nvfp4_linear_weight (const nvfp4_linear *l);
+const nvfp4_tensor *nvfp4_linear_bias   (const nvfp4_linear *l);
+/* Copy in a local weight [N_l, K_l] / bias (F32 or BF16, converted to the
+** params dtype).  EINVAL on a shape mismatch, EUSAGE for a bias on a layer
+** without one. */
+nvfp4_status nvfp4_linear_set_weight (nvfp4_linear *l, const nvfp4_tensor *w);
+nvfp4_status nvfp4_linear_set_bias   (nvfp4_linear *l, const nvfp4_tensor *b);
+
+/* Forward (collective over the TP group when TP > 1).  x: F32/BF16, ndim >=
+** 2 for SP (dim 0 is the sequence), last dim K_l; y is new, in x's dtype.
+** Saves what backward needs (quantized, as TE: input columnwise, weight).
+** Errors: EINVAL (shape rules, naming the value), plus those of quantize,
+** the gathers and the GEMM. */
+nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
+                                   nvfp4_tensor **y);
+/* Backward of the last forward (EUSAGE if none).  dy: y's shape and dtype,
+** kept N-D.  Returns new tensors: dx (x's shape and dtype), dw (the local
+** weight's shape, params dtype; NULL when frozen_weight), db (bias shape,
+** NULL without a bias; under row+SP summed over the group so it is the
+** full gradient of the replicated bias).  dw and db may be NULL pointers
+** when not wanted. */
+nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
+                                    nvfp4_tensor **dx, nvfp4_tensor **dw,
+                                    nvfp4_tensor **db);
+
+/* The GEMM operands of the last forward/backward, kept when
+** cfg.keep_operands is set (borrowed; valid until the next call):
+** FPROP_INPUT (X as fprop read it, gathered under column+SP), WEIGHT (the
+** quantized weight, both usages), WGRAD_INPUT (X columnwise as wgrad read
+** it), GRAD_OUTPUT (dY quantized, gathered under row+SP).  Baseline recipes
+** keep the plain tensors.  EUSAGE when not kept or not yet computed. */
+typedef enum nvfp4_linear_operand {
+  NVFP4_LIN_FPROP_INPUT = 0, NVFP4_LIN_WEIGHT, NVFP4_LIN_WGRAD_INPUT,
+  NVFP4_LIN_GRAD_OUTPUT, NVFP4_LIN_NOPERANDS
+} nvfp4_linear_operand;
+
+nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand which,
+                                       const nvfp4_tensor **t);
+
 #ifdef __cplusplus
 }
 #endif

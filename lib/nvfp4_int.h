@@ -21,6 +21,7 @@ extern "C" {
 #define NVFP4I_ERRLEN 512
 
 typedef struct nvfp4_backend_ops nvfp4_backend_ops;
+typedef struct nvfp4i_gemm_operand nvfp4i_gemm_operand;   /* lib/gemm.c */
 
 struct nvfp4_ctx {
   const nvfp4_backend_ops *ops;
@@ -83,7 +84,31 @@ struct nvfp4_backend_ops {
   ** from an FP32 sum; see lib/comm.c for the order. */
   nvfp4_status (*add_f32) (nvfp4_ctx *, float *acc, const void *src,
                            nvfp4_dtype dt, size_t n);
+  /* d [rows_b, rows_a] (allocated, F32/BF16) = alpha * opB . opA^T
+  ** (+ bias[rows_a] per row), fp32 accumulation, rounded once (lib/gemm.c). */
+  nvfp4_status (*gemm)    (nvfp4_ctx *, const nvfp4i_gemm_operand *a,
+                           const nvfp4i_gemm_operand *b, float alpha,
+                           const nvfp4_tensor *bias, nvfp4_tensor *d);
 };
+
+/* One GEMM operand as a backend sees it (validated by lib/gemm.c): a 2-D
+** matrix [rows, cols] whose rows run along the reduction dim (K-major). */
+struct nvfp4i_gemm_operand {
+  nvfp4_dtype dt;           /* F32, BF16, or FP4 (packed E2M1 codes) */
+  const void *data;         /* plain: [rows, cols], or [cols, rows] if trans;
+                               FP4: [rows, cols/2] bytes, low nibble first */
+  const uint8_t *scale;     /* FP4: E4M3 byte of (r, block j) at r*scale_ld+j */
+  int64_t rows, cols, scale_ld;
+  int trans;                /* plain only: stored transposed */
+  int round_bf16;           /* plain F32 only: round elements to bf16 first */
+};
+
+/* The CPU GEMM (lib/gemm.c), the cpu table's gemm entry. */
+NVFP4I_FUNC nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx,
+                                          const nvfp4i_gemm_operand *a,
+                                          const nvfp4i_gemm_operand *b,
+                                          float alpha, const nvfp4_tensor *bias,
+                                          nvfp4_tensor *d);
 
 extern const nvfp4_backend_ops nvfp4i_cpu_ops;     /* lib/ref_backend.c */
 #ifdef HAVE_CUDA

@@ -80,4 +80,5 @@ const nvfp4_backend_ops nvfp4i_cpu_ops = {
   .swap_first_dims = cpu_swap_first_dims,
   .sync = NULL,
   .add_f32 = cpu_add_f32,
+  .gemm = nvfp4i_cpu_gemm,   /* lib/gemm.c */
 };

@@ -1,0 +1,465 @@
+/*
+** gemm.c -- GEMM on NVFP4 (or plain) operands, TE's general_gemm in
+** row-major terms (spec/nvfp4-numerics.md §11), and the CPU backend's GEMM.
+**
+** There are no FP4 tensor cores on a CPU (nor on Hopper), so an FP4 operand
+** is dequantized *exactly* before an ordinary fp32 GEMM: code * scale, an
+** E2M1 value times an E4M3 value, has at most 6 significant bits and lies in
+** [2^-10, 2688], so it is exact in fp32 (and bf16; spec §10).  The two
+** per-tensor factors amax/2688 are not applied per element; they go into the
+** GEMM's alpha, as cuBLAS does (design.md decision 6).  The result then
+** differs from TE's block-scaled cuBLAS GEMM only in the order of the fp32
+** accumulation.
+**
+** lib/ validates everything (usages, data and scale shapes, dtypes) before
+** dispatch; the backend's gemm entry sees a plain description of two K-major
+** matrices (nvfp4i_gemm_operand).
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+#include "nvfp4_int.h"
+#include "comm_int.h"
+#include "linear_int.h"
+
+
+/* E2M1 code -> value (bit 3 is the sign; spec §1). */
+static const float e2m1_value[16] = {
+  0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f
+};
+
+
+/* E4M3 ("fn": no infinities, S.1111.111 is NaN) byte -> value (spec §2). */
+static float e4m3_value (uint8_t b) {
+  int e = (b >> 3) & 0xF, m = b & 0x7;
+  float v;
+  if (e == 0xF && m == 0x7) return NAN;
+  v = (e == 0) ? ldexpf((float)m, -9) : ldexpf((float)(8 + m), e - 10);
+  return (b & 0x80) ? -v : v;
+}
+
+
+/* ---- validation: one operand ------------------------------------------ */
+
+/* "(8192,768)": TE's way of printing a 2-D shape in the swizzle check. */
+static const char *pair (nvfp4_shape s, char *buf, size_t n) {
+  if (s.ndim == 2)
+    snprintf(buf, n, "(%lld,%lld)", (long long)s.dim[0], (long long)s.dim[1]);
+  else
+    nvfp4_shape_format(s, buf, n);
+  return buf;
+}
+
+
+/* Check one NVFP4 buffer pair against the shape rules of spec §6, the way
+** TE's CheckScaleTensorShape does before a GEMM: a gathered scale of the
+** wrong width (the `nd` rule with odd B) must not be read silently. */
+static nvfp4_status check_buffers (nvfp4_ctx *ctx, const char *what,
+                                   const char *dir, const nvfp4i_buf *data,
+                                   nvfp4_shape want_data, const nvfp4i_buf *scale,
+                                   nvfp4_shape want_scale) {
+  char a[64], b[64];
+  FAIL_IF(ctx, nvfp4_shape_numel(data->shape) != nvfp4_shape_numel(want_data) ||
+          data->nbytes != (size_t)nvfp4_shape_numel(want_data),
+          NVFP4_EINVAL, "gemm: %s: invalid %s_data shape (expected %s, got %s)",
+          what, dir, pair(want_data, a, sizeof a), pair(data->shape, b, sizeof b));
+  FAIL_IF(ctx, !nvfp4_shape_equal(scale->shape, want_scale) ||
+          scale->nbytes != (size_t)nvfp4_shape_numel(want_scale),
+          NVFP4_EINVAL, "gemm: %s: invalid %s_scale_inv shape (expected %s, got %s)",
+          what, dir, pair(want_scale, a, sizeof a), pair(scale->shape, b, sizeof b));
+  return NVFP4_OK;
+}
+
+
+/* Describe operand t read with usage u as a K-major matrix [rows, cols];
+** *amax is the per-tensor amax of the buffer read (FP4), or -1 (plain). */
+static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage u,
+                              const char *what, nvfp4i_gemm_operand *op,
+                              float *amax) {
+  nvfp4_shape s;
+  int64_t M, K;
+  CHECK(nvfp4i_check_tensor(ctx, t, what));
+  s = t->shape;
+  FAIL_IF(ctx, s.ndim < 1, NVFP4_EINVAL, "gemm: %s is a scalar (ndim 0)", what);
+  FAIL_IF(ctx, u != NVFP4_ROWWISE && u != NVFP4_COLUMNWISE, NVFP4_EINVAL,
+          "gemm: %s: usage %d is not rowwise (0) or columnwise (1)", what, (int)u);
+  M = nvfp4_shape_M(s);
+  K = nvfp4_shape_K(s);
+  memset(op, 0, sizeof *op);
+  op->dt = t->dtype;
+  *amax = -1.0f;
+  if (t->dtype == NVFP4_FP4) {
+    FAIL_IF(ctx, K % NVFP4_BLOCK != 0 || M % (u == NVFP4_COLUMNWISE ? NVFP4_BLOCK : 1) != 0,
+            NVFP4_EINVAL, "gemm: %s: NVFP4 shape M=%lld, K=%lld is not a multiple "
+            "of 16 along the reduction", what, (long long)M, (long long)K);
+    if (u == NVFP4_ROWWISE) {
+      FAIL_IF(ctx, !t->has_row, NVFP4_EUSAGE,
+              "gemm: %s has no rowwise data (usage missing)", what);
+      CHECK(check_buffers(ctx, what, "rowwise", &t->row_data,
+                          nvfp4_rowwise_data_shape(s), &t->row_scale,
+                          nvfp4_rowwise_scale_shape(s)));
+      op->data = t->row_data.p;
+      op->scale = (const uint8_t *)t->row_scale.p;
+      op->scale_ld = t->row_scale.shape.dim[1];
+      op->rows = M; op->cols = K;
+      *amax = t->amax[0];
+    }
+    else {
+      FAIL_IF(ctx, !t->has_col, NVFP4_EUSAGE,
+              "gemm: %s has no columnwise data (usage missing)", what);
+      CHECK(check_buffers(ctx, what, "columnwise", &t->col_data,
+                          nvfp4_columnwise_data_shape(s), &t->col_scale,
+                          nvfp4_columnwise_scale_shape(s)));
+      op->data = t->col_data.p;
+      op->scale = (const uint8_t *)t->col_scale.p;
+      op->scale_ld = t->col_scale.shape.dim[1];
+      op->rows = K; op->cols = M;
+      *amax = t->amax[1];
+    }
+    return NVFP4_OK;
+  }
+  FAIL_IF(ctx, t->dtype != NVFP4_F32 && t->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "gemm: %s has dtype %s (fp32, bf16 or fp4 expected)", what,
+          nvfp4_dtype_name(t->dtype));
+  op->data = t->data.p;
+  op->trans = (u == NVFP4_COLUMNWISE);
+  op->rows = op->trans ? K : M;
+  op->cols = op->trans ? M : K;
+  return NVFP4_OK;
+}
+
+
+/* The per-tensor factors folded into alpha (spec §11):
+** fl(fl(amax_A*amax_B) * fl(1/7225344)) for two FP4 operands. */
+static float gemm_alpha (float amax_a, float amax_b) {
+  const float f2 = 1.0f / 7225344.0f;   /* fl(1/(6*6*448*448)) = 0x34149B93 */
+  const float f1 = 1.0f / 2688.0f;      /* fl(1/(6*448)) */
+  if (amax_a >= 0 && amax_b >= 0) return (amax_a * amax_b) * f2;
+  if (amax_a >= 0) return amax_a * f1;
+  if (amax_b >= 0) return amax_b * f1;
+  return 1.0f;
+}
+
+
+/* TE's getGemmOutputShape: B read rowwise keeps its leading dims. */
+static nvfp4_shape out_shape (const nvfp4_tensor *b, nvfp4_usage ub, int64_t P,
+                              int64_t Q) {
+  nvfp4_shape s = b->shape;
+  if (ub == NVFP4_ROWWISE) {
+    s.dim[s.ndim - 1] = P;
+    return s;
+  }
+  memset(&s, 0, sizeof s);
+  s.ndim = 2;
+  s.dim[0] = Q;
+  s.dim[1] = P;
+  return s;
+}
+
+
+nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
+                         const nvfp4_tensor *b, nvfp4_usage ub,
+                         const nvfp4_tensor *bias, nvfp4_dtype out_dt,
+                         nvfp4_tensor **out) {
+  return nvfp4i_gemm_ex(ctx, a, ua, b, ub, bias, out_dt, 0, out);
+}
+
+
+nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
+                             const nvfp4_tensor *b, nvfp4_usage ub,
+                             const nvfp4_tensor *bias, nvfp4_dtype out_dt,
+                             int round_bf16, nvfp4_tensor **out) {
+  nvfp4i_gemm_operand oa, ob;
+  nvfp4_tensor *d = NULL;
+  nvfp4_status st;
+  float amax_a, amax_b;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm: out is NULL");
+  *out = NULL;
+  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a));
+  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b));
+  FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
+          "gemm: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]",
+          ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa.rows,
+          (long long)oa.cols, ub == NVFP4_ROWWISE ? "rowwise" : "columnwise",
+          (long long)ob.rows, (long long)ob.cols);
+  FAIL_IF(ctx, out_dt != NVFP4_F32 && out_dt != NVFP4_BF16, NVFP4_EINVAL,
+          "gemm: output dtype %s is not fp32 or bf16", nvfp4_dtype_name(out_dt));
+  if (bias != NULL) {
+    CHECK(nvfp4i_check_tensor(ctx, bias, "gemm bias"));
+    FAIL_IF(ctx, (bias->dtype != NVFP4_F32 && bias->dtype != NVFP4_BF16) ||
+            nvfp4_shape_numel(bias->shape) != oa.rows, NVFP4_EINVAL,
+            "gemm: bias must be fp32/bf16 with %lld elements (got %s, %lld)",
+            (long long)oa.rows, nvfp4_dtype_name(bias->dtype),
+            (long long)nvfp4_shape_numel(bias->shape));
+  }
+  oa.round_bf16 = round_bf16 && oa.dt == NVFP4_F32;
+  ob.round_bf16 = round_bf16 && ob.dt == NVFP4_F32;
+  FAIL_IF(ctx, ctx->ops->gemm == NULL, NVFP4_ENOTSUP,
+          "gemm: the %s backend has no GEMM", ctx->ops->name);
+  CHECK(nvfp4i_tensor_alloc_plain(ctx, out_shape(b, ub, oa.rows, ob.rows), out_dt, &d));
+  CHECK_GOTO(ctx->ops->gemm(ctx, &oa, &ob, gemm_alpha(amax_a, amax_b), bias, d),
+             st, fail);
+  *out = d;
+  return NVFP4_OK;
+fail:
+  nvfp4_tensor_destroy(d);
+  return st;
+}
+
+
+/* ---- the CPU backend's GEMM -------------------------------------------- */
+
+/* codes * E4M3 scale into fp32, exactly; dst [rows, cols] row-major. */
+static void dequant_exact (const nvfp4i_gemm_operand *op, float *dst) {
+  const uint8_t *data = (const uint8_t *)op->data;
+  int64_t r, j, i, nblk = op->cols / NVFP4_BLOCK;
+  for (r = 0; r < op->rows; r++) {
+    const uint8_t *row = data + r * (op->cols / 2);
+    const uint8_t *sc = op->scale + r * op->scale_ld;
+    float *o = dst + r * op->cols;
+    for (j = 0; j < nblk; j++) {
+      float s = e4m3_value(sc[j]);
+      const uint8_t *p = row + j * (NVFP4_BLOCK / 2);
+      for (i = 0; i < NVFP4_BLOCK / 2; i++) {
+        o[2 * i] = e2m1_value[p[i] & 0xF] * s;
+        o[2 * i + 1] = e2m1_value[p[i] >> 4] * s;
+      }
+      o += NVFP4_BLOCK;
+    }
+  }
+}
+
+
+/* An fp32 view of an operand: borrowed when it already is fp32, else a new
+** buffer (*owned) in the operand's storage order. */
+static nvfp4_status as_f32 (const nvfp4i_gemm_operand *op, const float **p,
+                            float **owned) {
+  size_t n = (size_t)op->rows * (size_t)op->cols, i;
+  float *f;
+  *owned = NULL;
+  if (op->dt == NVFP4_F32 && !op->round_bf16) {
+    *p = (const float *)op->data;
+    return NVFP4_OK;
+  }
+  f = (float *)malloc((n ? n : 1) * sizeof *f);
+  if (f == NULL) return NVFP4_ENOMEM;
+  if (op->dt == NVFP4_FP4)
+    dequant_exact(op, f);
+  else if (op->dt == NVFP4_BF16)
+    for (i = 0; i < n; i++) f[i] = nvfp4i_bf16_to_f32(((const uint16_t *)op->data)[i]);
+  else
+    for (i = 0; i < n; i++)
+      f[i] = nvfp4i_bf16_to_f32(nvfp4i_f32_to_bf16(((const float *)op->data)[i]));
+  *p = *owned = f;
+  return NVFP4_OK;
+}
+
+
+static float bias_at (const nvfp4_tensor *bias, int64_t i) {
+  if (bias->dtype == NVFP4_F32) return ((const float *)bias->data.p)[i];
+  return nvfp4i_bf16_to_f32(((const uint16_t *)bias->data.p)[i]);
+}
+
+
+nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
+                              const nvfp4i_gemm_operand *b, float alpha,
+                              const nvfp4_tensor *bias, nvfp4_tensor *d) {
+  const int64_t P = a->rows, Q = b->rows, R = a->cols;
+  const float *A, *B;
+  float *ownA = NULL, *ownB = NULL, *C = NULL;
+  nvfp4_status st = NVFP4_ENOMEM;
+  int64_t i, j;
+  if (P == 0 || Q == 0) return NVFP4_OK;
+  if (d->dtype == NVFP4_F32) C = (float *)d->data.p;
+  else if ((C = (float *)malloc((size_t)P * (size_t)Q * sizeof *C)) == NULL) goto fail;
+  if (R == 0)
+    memset(C, 0, (size_t)P * (size_t)Q * sizeof *C);
+  else {
+    if (as_f32(a, &A, &ownA) != NVFP4_OK || as_f32(b, &B, &ownB) != NVFP4_OK) goto fail;
+    /* C[Q, P] = alpha * opB[Q, R] . opA[P, R]^T; a transposed plain operand
+    ** is stored [R, rows] and read through BLAS's transpose flag. */
+    cblas_sgemm(CblasRowMajor, b->trans ? CblasTrans : CblasNoTrans,
+                a->trans ? CblasNoTrans : CblasTrans, (int)Q, (int)P, (int)R, alpha,
+                B, b->trans ? (int)Q : (int)R, A, a->trans ? (int)P : (int)R,
+                0.0f, C, (int)P);
+  }
+  if (bias != NULL)
+    for (j = 0; j < Q; j++)
+      for (i = 0; i < P; i++) C[j * P + i] += bias_at(bias, i);
+  if (d->dtype == NVFP4_BF16)
+    for (i = 0; i < P * Q; i++) ((uint16_t *)d->data.p)[i] = nvfp4i_f32_to_bf16(C[i]);
+  st = NVFP4_OK;
+fail:
+  if (d->dtype != NVFP4_F32) free(C);
+  free(ownA);
+  free(ownB);
+  if (st != NVFP4_OK) nvfp4i_fail(ctx, st, "gemm: cannot allocate fp32 operands");
+  return st;
+}
+
+
+/* ---- the float64 oracle ------------------------------------------------ */
+
+/* The operand as a double matrix [rows, cols] on the host, dequantized as
+** code * scale * (amax / 2688) in double. */
+static nvfp4_status host_f64 (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage u,
+                              const nvfp4i_gemm_operand *op, float amax,
+                              double **out) {
+  size_t n = (size_t)op->rows * (size_t)op->cols, i;
+  int64_t r, c;
+  double *m = (double *)malloc((n ? n : 1) * sizeof *m);
+  nvfp4_status st = NVFP4_ENOMEM;
+  uint8_t *raw = NULL, *sc = NULL;
+  *out = NULL;
+  if (m == NULL) goto done;
+  if (op->dt == NVFP4_FP4) {
+    const nvfp4i_buf *db = u == NVFP4_ROWWISE ? &t->row_data : &t->col_data;
+    const nvfp4i_buf *sb = u == NVFP4_ROWWISE ? &t->row_scale : &t->col_scale;
+    double g = (double)amax / 2688.0;
+    raw = (uint8_t *)malloc(db->nbytes + 1);
+    sc = (uint8_t *)malloc(sb->nbytes + 1);
+    if (raw == NULL || sc == NULL) goto done;
+    CHECK_GOTO(nvfp4_tensor_buffer_read(t, u == NVFP4_ROWWISE ? NVFP4_ROWWISE_DATA
+                                        : NVFP4_COLUMNWISE_DATA, raw, db->nbytes), st, done);
+    CHECK_GOTO(nvfp4_tensor_buffer_read(t, u == NVFP4_ROWWISE ? NVFP4_ROWWISE_SCALE
+                                        : NVFP4_COLUMNWISE_SCALE, sc, sb->nbytes), st, done);
+    for (r = 0; r < op->rows; r++)
+      for (c = 0; c < op->cols; c++) {
+        uint8_t byte = raw[r * (op->cols / 2) + c / 2];
+        double q = e2m1_value[(c & 1) ? byte >> 4 : byte & 0xF];
+        m[r * op->cols + c] = q * (double)e4m3_value(sc[r * op->scale_ld + c / NVFP4_BLOCK]) * g;
+      }
+  }
+  else {
+    size_t es = nvfp4_dtype_size(t->dtype);
+    raw = (uint8_t *)malloc(n * es + 1);
+    if (raw == NULL) goto done;
+    CHECK_GOTO(nvfp4_tensor_to_host(t, raw, n * es), st, done);
+    for (i = 0; i < n; i++) {
+      double v = t->dtype == NVFP4_F32 ? ((float *)raw)[i]
+                 : nvfp4i_bf16_to_f32(((uint16_t *)raw)[i]);
+      if (op->trans)      /* stored [cols, rows] */
+        m[(i % (size_t)op->rows) * (size_t)op->cols + i / (size_t)op->rows] = v;
+      else
+        m[i] = v;
+    }
+  }
+  st = NVFP4_OK;
+done:
+  free(raw); free(sc);
+  if (st != NVFP4_OK) {
+    free(m);
+    if (st == NVFP4_ENOMEM) nvfp4i_fail(ctx, st, "gemm_ref64: out of host memory");
+    return st;
+  }
+  *out = m;
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
+                               nvfp4_usage ua, const nvfp4_tensor *b,
+                               nvfp4_usage ub, nvfp4_tensor **out) {
+  nvfp4i_gemm_operand oa, ob;
+  float amax_a, amax_b, *cf = NULL;
+  double *A = NULL, *B = NULL, *C = NULL;
+  nvfp4_status st = NVFP4_ENOMEM;
+  int64_t P, Q, R, i;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm_ref64: out is NULL");
+  *out = NULL;
+  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a));
+  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b));
+  FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
+          "gemm_ref64: reduction dims differ (%lld vs %lld)", (long long)oa.cols,
+          (long long)ob.cols);
+  P = oa.rows; Q = ob.rows; R = oa.cols;
+  CHECK_GOTO(host_f64(ctx, a, ua, &oa, amax_a, &A), st, done);
+  CHECK_GOTO(host_f64(ctx, b, ub, &ob, amax_b, &B), st, done);
+  st = NVFP4_ENOMEM;
+  C = (double *)calloc((size_t)(P * Q > 0 ? P * Q : 1), sizeof *C);
+  cf = (float *)malloc((size_t)(P * Q > 0 ? P * Q : 1) * sizeof *cf);
+  if (C == NULL || cf == NULL) {
+    nvfp4i_fail(ctx, st, "gemm_ref64: out of host memory");
+    goto done;
+  }
+  if (P > 0 && Q > 0 && R > 0)
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Q, (int)P, (int)R,
+                1.0, B, (int)R, A, (int)R, 0.0, C, (int)P);
+  for (i = 0; i < P * Q; i++) cf[i] = (float)C[i];
+  st = nvfp4_tensor_from_host(ctx, out_shape(b, ub, P, Q), NVFP4_F32, cf,
+                              (size_t)(P * Q) * sizeof *cf, out);
+done:
+  free(A); free(B); free(C); free(cf);
+  return st;
+}
+
+
+/* ---- relative error ---------------------------------------------------- */
+
+static nvfp4_status host_floats (const nvfp4_tensor *t, float **out) {
+  size_t n = (size_t)nvfp4_shape_numel(t->shape), i;
+  size_t es = nvfp4_dtype_size(t->dtype);
+  void *raw = malloc(n * es + 1);
+  float *f = (float *)malloc(n * sizeof *f + 1);
+  nvfp4_status st = NVFP4_ENOMEM;
+  *out = NULL;
+  if (raw == NULL || f == NULL) goto done;
+  if ((st = nvfp4_tensor_to_host(t, raw, n * es)) != NVFP4_OK) goto done;
+  for (i = 0; i < n; i++)
+    f[i] = t->dtype == NVFP4_F32 ? ((float *)raw)[i]
+           : nvfp4i_bf16_to_f32(((uint16_t *)raw)[i]);
+  *out = f;
+  f = NULL;
+done:
+  free(raw);
+  free(f);
+  return st;
+}
+
+
+nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
+                              const nvfp4_tensor *ref, double *err) {
+  nvfp4_ctx *ctx;
+  float *fx = NULL, *fr = NULL;
+  double sums[2] = {0, 0};
+  nvfp4_status st;
+  int64_t n, i;
+  if (x == NULL || ref == NULL || err == NULL) return NVFP4_EINVAL;
+  ctx = x->ctx;
+  FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "rel_error: x has dtype %s (fp32 or bf16 expected)", nvfp4_dtype_name(x->dtype));
+  FAIL_IF(ctx, ref->dtype != NVFP4_F32 && ref->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "rel_error: ref has dtype %s (fp32 or bf16 expected)",
+          nvfp4_dtype_name(ref->dtype));
+  n = nvfp4_shape_numel(x->shape);
+  FAIL_IF(ctx, n != nvfp4_shape_numel(ref->shape), NVFP4_EINVAL,
+          "rel_error: %lld elements against %lld", (long long)n,
+          (long long)nvfp4_shape_numel(ref->shape));
+  CHECK_GOTO(host_floats(x, &fx), st, done);
+  CHECK_GOTO(host_floats(ref, &fr), st, done);
+  for (i = 0; i < n; i++) {
+    double d = (double)fx[i] - (double)fr[i];
+    sums[0] += d * d;
+    sums[1] += (double)fr[i] * (double)fr[i];
+  }
+  if (c != NULL && c->size > 1 &&
+      MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, c->mpi) != MPI_SUCCESS) {
+    st = nvfp4i_fail(ctx, NVFP4_EMPI, "rel_error: MPI_Allreduce failed");
+    goto done;
+  }
+  if (sums[1] > 0)
+    *err = sqrt(sums[0] / sums[1]);
+  else
+    *err = sqrt(sums[0]);
+  st = NVFP4_OK;
+done:
+  if (st == NVFP4_ENOMEM) nvfp4i_fail(ctx, st, "rel_error: out of host memory");
+  free(fx);
+  free(fr);
+  return st;
+}

@@ -1,0 +1,580 @@
+/*
+** linear.c -- a tensor/sequence-parallel Linear layer, te.Linear's flow under
+** the NVFP4 recipe (spec/sp-linear-and-gather.md §1-§4; operand usages of
+** spec/nvfp4-numerics.md §11).
+**
+**   forward   quantize X (column+SP: amax MAX-reduced over TP), gather it
+**             rowwise (column+SP), quantize W (2D), Y = gemm(W row, X row);
+**             row: reduce-scatter (SP) or all-reduce the partial Y, then bias.
+**             Saved: X columnwise only (TE drops the rowwise copy), W.
+**   backward  grad_output stays N-D, as TE 2.21 passes it (the bug's path).
+**             row+SP: NVFP4 all-gather of dY (rowwise + columnwise, amax
+**             reduced, the named columnwise rule); otherwise quantize locally.
+**             dgrad = gemm(W col, dY row), column: reduce-scatter (SP) or
+**             all-reduce; wgrad = gemm(X col, dY col) where column+SP first
+**             re-gathers the saved X columnwise (asynchronously, finished
+**             after dgrad as TE does).
+** Baseline recipes (bf16, fp32) run the same flow with plain tensors and
+** plain gathers.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include "nvfp4_int.h"
+#include "linear_int.h"
+
+#define MAXOWN 8
+
+struct nvfp4_linear {
+  nvfp4_ctx *ctx;
+  nvfp4_linear_config cfg;
+  int tp, rank;
+  int64_t K_l, N_l;                 /* local weight [N_l, K_l] */
+  nvfp4_tensor *w, *b;              /* parameters (params dtype) */
+  /* saved by forward for backward */
+  int have_fwd;
+  nvfp4_shape x_shape, y_shape;
+  nvfp4_dtype act_dt;
+  nvfp4_tensor *x_wgrad;            /* X for wgrad: FP4 columnwise, or plain */
+  nvfp4_tensor *w_op;               /* W as the GEMMs read it */
+  nvfp4_tensor *fwd[MAXOWN];        /* owned by the last forward */
+  nvfp4_tensor *bwd[MAXOWN];        /* owned by the last backward */
+  const nvfp4_tensor *kept[NVFP4_LIN_NOPERANDS];
+  uint64_t sr_offset;               /* advanced by every backward */
+};
+
+
+static int quantized (const nvfp4_linear *l) {
+  return l->cfg.recipe.kind == NVFP4_RECIPE_NVFP4;
+}
+
+
+/* Keep t in one of the per-pass lists (freed at the next pass). */
+static void own (nvfp4_tensor **list, nvfp4_tensor *t) {
+  int i;
+  for (i = 0; i < MAXOWN; i++)
+    if (list[i] == NULL) { list[i] = t; return; }
+}
+
+
+static void free_list (nvfp4_tensor **list) {
+  int i;
+  for (i = 0; i < MAXOWN; i++) {
+    nvfp4_tensor_destroy(list[i]);
+    list[i] = NULL;
+  }
+}
+
+
+static void forget_forward (nvfp4_linear *l) {
+  free_list(l->bwd);
+  free_list(l->fwd);
+  memset(l->kept, 0, sizeof l->kept);
+  l->x_wgrad = l->w_op = NULL;
+  l->have_fwd = 0;
+}
+
+
+/* A copy of a plain tensor in dtype dt (bf16 rounded once, RNE), through
+** host memory so that it works on any backend. */
+static nvfp4_status convert (nvfp4_ctx *ctx, const nvfp4_tensor *src,
+                             nvfp4_dtype dt, nvfp4_tensor **out) {
+  size_t n = (size_t)nvfp4_shape_numel(src->shape), i;
+  size_t es = nvfp4_dtype_size(src->dtype);
+  void *in = malloc(n * es + 1), *o = malloc(n * nvfp4_dtype_size(dt) + 1);
+  nvfp4_status st = NVFP4_ENOMEM;
+  *out = NULL;
+  if (in == NULL || o == NULL) {
+    nvfp4i_fail(ctx, st, "linear: out of host memory converting %zu elements", n);
+    goto done;
+  }
+  CHECK_GOTO(nvfp4_tensor_to_host(src, in, n * es), st, done);
+  for (i = 0; i < n; i++) {
+    float f = src->dtype == NVFP4_F32 ? ((float *)in)[i]
+              : nvfp4i_bf16_to_f32(((uint16_t *)in)[i]);
+    if (dt == NVFP4_F32) ((float *)o)[i] = f;
+    else ((uint16_t *)o)[i] = nvfp4i_f32_to_bf16(f);
+  }
+  st = nvfp4_tensor_from_host(ctx, src->shape, dt, o, n * nvfp4_dtype_size(dt), out);
+done:
+  free(in);
+  free(o);
+  return st;
+}
+
+
+/* y[.., j] += bias[j], rounded once to y's dtype (row-parallel bias is added
+** after the reduction, outside the GEMM, as TE does). */
+static nvfp4_status add_bias (nvfp4_ctx *ctx, nvfp4_tensor *y, const nvfp4_tensor *bias) {
+  nvfp4_tensor *yf = NULL, *bf = NULL, *r = NULL;
+  float *hy = NULL, *hb = NULL;
+  size_t n = (size_t)nvfp4_shape_numel(y->shape), N = (size_t)nvfp4_shape_K(y->shape), i;
+  nvfp4_status st;
+  CHECK_GOTO(convert(ctx, y, NVFP4_F32, &yf), st, done);
+  CHECK_GOTO(convert(ctx, bias, NVFP4_F32, &bf), st, done);
+  st = NVFP4_ENOMEM;
+  hy = (float *)malloc(n * sizeof *hy + 1);
+  hb = (float *)malloc(N * sizeof *hb + 1);
+  if (hy == NULL || hb == NULL) goto done;
+  CHECK_GOTO(nvfp4_tensor_to_host(yf, hy, n * sizeof *hy), st, done);
+  CHECK_GOTO(nvfp4_tensor_to_host(bf, hb, N * sizeof *hb), st, done);
+  for (i = 0; i < n; i++) hy[i] += hb[i % N];
+  nvfp4_tensor_destroy(yf);
+  yf = NULL;
+  CHECK_GOTO(nvfp4_tensor_from_host(ctx, y->shape, NVFP4_F32, hy, n * sizeof *hy, &yf),
+             st, done);
+  CHECK_GOTO(y->dtype == NVFP4_F32 ? nvfp4_tensor_clone(yf, &r) : convert(ctx, yf, y->dtype, &r),
+             st, done);
+  /* swap storage: y takes r's buffer */
+  { nvfp4i_buf tmp = y->data; y->data = r->data; r->data = tmp; }
+done:
+  if (st == NVFP4_ENOMEM) nvfp4i_fail(ctx, st, "linear: out of host memory adding the bias");
+  nvfp4_tensor_destroy(yf);
+  nvfp4_tensor_destroy(bf);
+  nvfp4_tensor_destroy(r);
+  free(hy);
+  free(hb);
+  return st;
+}
+
+
+/* ---- configuration ------------------------------------------------------ */
+
+static nvfp4_status check_config (nvfp4_ctx *ctx, const nvfp4_linear_config *c, int tp) {
+  const nvfp4_recipe *r = &c->recipe;
+  FAIL_IF(ctx, c->in_features <= 0 || c->in_features % NVFP4_BLOCK != 0, NVFP4_EINVAL,
+          "linear: in_features %lld is not a positive multiple of 16",
+          (long long)c->in_features);
+  FAIL_IF(ctx, c->out_features <= 0 || c->out_features % NVFP4_BLOCK != 0, NVFP4_EINVAL,
+          "linear: out_features %lld is not a positive multiple of 16",
+          (long long)c->out_features);
+  FAIL_IF(ctx, c->parallel != NVFP4_PARALLEL_NONE && c->parallel != NVFP4_PARALLEL_COLUMN &&
+          c->parallel != NVFP4_PARALLEL_ROW, NVFP4_EINVAL,
+          "linear: parallel mode %d is not none, column or row", (int)c->parallel);
+  FAIL_IF(ctx, c->sequence_parallel && c->parallel == NVFP4_PARALLEL_NONE, NVFP4_EINVAL,
+          "linear: sequence_parallel needs parallel mode column or row");
+  FAIL_IF(ctx, c->parallel == NVFP4_PARALLEL_COLUMN && c->out_features % (16 * tp) != 0,
+          NVFP4_EINVAL, "linear: column parallel needs out_features %lld divisible by "
+          "16 * TP = %d (each rank's N/TP must be a multiple of 16)",
+          (long long)c->out_features, 16 * tp);
+  FAIL_IF(ctx, c->parallel == NVFP4_PARALLEL_ROW && c->in_features % (16 * tp) != 0,
+          NVFP4_EINVAL, "linear: row parallel needs in_features %lld divisible by "
+          "16 * TP = %d (each rank's K/TP must be a multiple of 16)",
+          (long long)c->in_features, 16 * tp);
+  FAIL_IF(ctx, c->params_dtype != NVFP4_F32 && c->params_dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "linear: params dtype %s is not fp32 or bf16", nvfp4_dtype_name(c->params_dtype));
+  FAIL_IF(ctx, r->kind != NVFP4_RECIPE_NVFP4 && r->kind != NVFP4_RECIPE_BF16 &&
+          r->kind != NVFP4_RECIPE_FP32, NVFP4_EINVAL,
+          "linear: recipe kind %d is not nvfp4, bf16 or fp32", (int)r->kind);
+  FAIL_IF(ctx, c->gather_rule != NVFP4_CW_FLAT2D && c->gather_rule != NVFP4_CW_ND,
+          NVFP4_EINVAL, "linear: gather rule %d is not flat2d or nd", (int)c->gather_rule);
+  FAIL_IF(ctx, c->tp_group != NULL && nvfp4_comm_ctx(c->tp_group) != ctx, NVFP4_EUSAGE,
+          "linear: the TP group belongs to another context");
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
+                                  nvfp4_linear **out) {
+  nvfp4_linear *l;
+  nvfp4_status st;
+  int64_t d[2];
+  int tp;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  FAIL_IF(ctx, cfg == NULL || out == NULL, NVFP4_EINVAL, "linear_create: NULL argument");
+  *out = NULL;
+  tp = cfg->tp_group ? nvfp4_comm_size(cfg->tp_group) : 1;
+  CHECK(check_config(ctx, cfg, tp));
+  l = (nvfp4_linear *)calloc(1, sizeof *l);
+  FAIL_IF(ctx, l == NULL, NVFP4_ENOMEM, "linear_create: out of memory");
+  l->ctx = ctx;
+  l->cfg = *cfg;
+  l->tp = tp;
+  l->rank = cfg->tp_group ? nvfp4_comm_rank(cfg->tp_group) : 0;
+  l->K_l = cfg->in_features / (cfg->parallel == NVFP4_PARALLEL_ROW ? tp : 1);
+  l->N_l = cfg->out_features / (cfg->parallel == NVFP4_PARALLEL_COLUMN ? tp : 1);
+  d[0] = l->N_l;
+  d[1] = l->K_l;
+  CHECK_GOTO(nvfp4_tensor_randn(ctx, nvfp4_shape_make(2, d), cfg->params_dtype,
+                                cfg->init_seed + (uint64_t)l->rank, &l->w), st, fail);
+  if (cfg->bias) {
+    d[0] = l->N_l;
+    CHECK_GOTO(nvfp4_tensor_create(ctx, nvfp4_shape_make(1, d), cfg->params_dtype, &l->b),
+               st, fail);
+  }
+  *out = l;
+  return NVFP4_OK;
+fail:
+  nvfp4_linear_destroy(l);
+  return st;
+}
+
+
+void nvfp4_linear_destroy (nvfp4_linear *l) {
+  if (l == NULL) return;
+  forget_forward(l);
+  nvfp4_tensor_destroy(l->w);
+  nvfp4_tensor_destroy(l->b);
+  free(l);
+}
+
+
+const nvfp4_tensor *nvfp4_linear_weight (const nvfp4_linear *l) {
+  return l ? l->w : NULL;
+}
+
+
+const nvfp4_tensor *nvfp4_linear_bias (const nvfp4_linear *l) {
+  return l ? l->b : NULL;
+}
+
+
+static nvfp4_status set_param (nvfp4_linear *l, nvfp4_tensor **slot,
+                               const nvfp4_tensor *src, const char *what) {
+  nvfp4_tensor *t = NULL;
+  char a[64], b[64];
+  CHECK(nvfp4i_check_tensor(l->ctx, src, what));
+  FAIL_IF(l->ctx, !nvfp4_shape_equal(src->shape, (*slot)->shape), NVFP4_EINVAL,
+          "linear: %s shape %s does not match the local %s shape %s", what,
+          nvfp4_shape_format(src->shape, a, sizeof a), what,
+          nvfp4_shape_format((*slot)->shape, b, sizeof b));
+  FAIL_IF(l->ctx, src->dtype != NVFP4_F32 && src->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "linear: %s dtype %s is not fp32 or bf16", what, nvfp4_dtype_name(src->dtype));
+  CHECK(convert(l->ctx, src, l->cfg.params_dtype, &t));
+  nvfp4_tensor_destroy(*slot);
+  *slot = t;
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_linear_set_weight (nvfp4_linear *l, const nvfp4_tensor *w) {
+  if (l == NULL) return NVFP4_EINVAL;
+  return set_param(l, &l->w, w, "weight");
+}
+
+
+nvfp4_status nvfp4_linear_set_bias (nvfp4_linear *l, const nvfp4_tensor *b) {
+  if (l == NULL) return NVFP4_EINVAL;
+  FAIL_IF(l->ctx, l->b == NULL, NVFP4_EUSAGE, "linear: this layer has no bias");
+  return set_param(l, &l->b, b, "bias");
+}
+
+
+nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand which,
+                                       const nvfp4_tensor **t) {
+  static const char *const names[] = {"fprop input", "weight", "wgrad input",
+                                      "grad_output"};
+  if (l == NULL || t == NULL) return NVFP4_EINVAL;
+  *t = NULL;
+  FAIL_IF(l->ctx, (unsigned)which >= NVFP4_LIN_NOPERANDS, NVFP4_EINVAL,
+          "linear: operand %d is not one of 0..%d", (int)which, NVFP4_LIN_NOPERANDS - 1);
+  FAIL_IF(l->ctx, !l->cfg.keep_operands, NVFP4_EUSAGE,
+          "linear: operands are kept only with keep_operands set");
+  FAIL_IF(l->ctx, l->kept[which] == NULL, NVFP4_EUSAGE,
+          "linear: no %s yet (run forward/backward first)", names[which]);
+  *t = l->kept[which];
+  return NVFP4_OK;
+}
+
+
+/* ---- forward ------------------------------------------------------------ */
+
+static nvfp4_status check_activation (nvfp4_linear *l, const nvfp4_tensor *x,
+                                      const char *what, int64_t last) {
+  nvfp4_ctx *ctx = l->ctx;
+  char sb[128];
+  CHECK(nvfp4i_check_tensor(ctx, x, what));
+  FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "linear: %s dtype %s is not fp32 or bf16", what, nvfp4_dtype_name(x->dtype));
+  FAIL_IF(ctx, x->shape.ndim < (l->cfg.sequence_parallel ? 2 : 1), NVFP4_EINVAL,
+          "linear: %s %s needs a sequence dim and a feature dim", what,
+          nvfp4_shape_format(x->shape, sb, sizeof sb));
+  FAIL_IF(ctx, nvfp4_shape_K(x->shape) != last, NVFP4_EINVAL,
+          "linear: %s %s: last dim must be %lld (the local %s features)", what,
+          nvfp4_shape_format(x->shape, sb, sizeof sb), (long long)last,
+          strcmp(what, "input") == 0 ? "in" : "out");
+  return NVFP4_OK;
+}
+
+
+/* Quantize (NVFP4) or copy (baseline) an activation or weight. */
+static nvfp4_status prepare (nvfp4_linear *l, const nvfp4_tensor *x,
+                             const nvfp4_qopts *q, nvfp4_tensor **out) {
+  if (quantized(l)) return nvfp4_quantize(l->ctx, x, q, out);
+  return nvfp4_tensor_clone(x, out);
+}
+
+
+/* Drop the rowwise copy of a saved FP4 input (TE keeps columnwise only,
+** spec/sp-linear-and-gather.md §2.4). */
+static void drop_rowwise (nvfp4_tensor *t) {
+  if (t == NULL || t->dtype != NVFP4_FP4) return;
+  nvfp4i_buf_free(t->ctx, &t->row_data);
+  nvfp4i_buf_free(t->ctx, &t->row_scale);
+  t->has_row = 0;
+}
+
+
+nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
+                                   nvfp4_tensor **y) {
+  const nvfp4_linear_config *c;
+  nvfp4_ctx *ctx;
+  nvfp4_tensor *qx = NULL, *gx = NULL, *out = NULL, *red = NULL;
+  nvfp4_qopts qi, qw;
+  nvfp4_status st;
+  int col, row, sp, dist, keep;
+  char sb[128];
+  if (l == NULL) return NVFP4_EINVAL;
+  ctx = l->ctx;
+  c = &l->cfg;
+  FAIL_IF(ctx, y == NULL, NVFP4_EINVAL, "linear_forward: y is NULL");
+  *y = NULL;
+  CHECK(check_activation(l, x, "input", l->K_l));
+  col = c->parallel == NVFP4_PARALLEL_COLUMN;
+  row = c->parallel == NVFP4_PARALLEL_ROW;
+  sp = c->sequence_parallel;
+  dist = l->tp > 1;
+  keep = c->keep_operands;
+  FAIL_IF(ctx, row && sp && x->shape.dim[0] % l->tp != 0, NVFP4_EINVAL,
+          "linear: row parallel SP input %s: sequence dim %lld is not divisible by TP %d "
+          "(the output is reduce-scattered along it)",
+          nvfp4_shape_format(x->shape, sb, sizeof sb), (long long)x->shape.dim[0], l->tp);
+  FAIL_IF(ctx, quantized(l) && x->dtype != NVFP4_BF16 &&
+          (!c->recipe.no_input_rht || !c->recipe.no_grad_rht), NVFP4_EINVAL,
+          "linear: the NVFP4 recipe's RHT needs bf16 activations, input is %s "
+          "(switch input and grad RHT off, or pass bf16)", nvfp4_dtype_name(x->dtype));
+  forget_forward(l);
+
+  memset(&qi, 0, sizeof qi);
+  qi.rowwise = 1;
+  qi.columnwise = !c->frozen_weight;
+  qi.rht = qi.columnwise && !c->recipe.no_input_rht;
+  if (col && sp && dist && !c->recipe.no_amax_reduction) qi.amax_group = c->tp_group;
+  memset(&qw, 0, sizeof qw);
+  qw.rowwise = qw.columnwise = 1;
+  qw.two_d = !c->recipe.no_weight_2d;
+
+  CHECK_GOTO(prepare(l, x, &qi, &qx), st, fail);
+  CHECK_GOTO(prepare(l, l->w, &qw, &l->w_op), st, fail);
+  own(l->fwd, l->w_op);
+  if (col && sp && dist) {            /* §4.1: gather the quantized input, rowwise */
+    if (quantized(l)) {
+      nvfp4_gather_opts g;
+      memset(&g, 0, sizeof g);
+      g.rowwise = 1;
+      g.rule = c->gather_rule;
+      CHECK_GOTO(nvfp4_all_gather(c->tp_group, qx, &g, &gx), st, fail);
+    }
+    else
+      CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, qx, &gx), st, fail);
+  }
+  CHECK_GOTO(nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_ROWWISE, gx ? gx : qx, NVFP4_ROWWISE,
+                            row ? NULL : l->b, x->dtype,
+                            c->recipe.kind == NVFP4_RECIPE_BF16, &out), st, fail);
+  if (row && dist) {                   /* §3.1 step 5 / §3.3 */
+    if (sp) CHECK_GOTO(nvfp4_reduce_scatter(c->tp_group, out, &red), st, fail);
+    else CHECK_GOTO(nvfp4_all_reduce_sum(c->tp_group, out, &red), st, fail);
+    nvfp4_tensor_destroy(out);
+    out = red;
+    red = NULL;
+  }
+  if (row && l->b != NULL) CHECK_GOTO(add_bias(ctx, out, l->b), st, fail);
+
+  /* what backward needs */
+  if (keep) {
+    l->kept[NVFP4_LIN_FPROP_INPUT] = gx ? gx : qx;
+    l->kept[NVFP4_LIN_WEIGHT] = l->w_op;
+    if (!(col && sp && dist)) l->kept[NVFP4_LIN_WGRAD_INPUT] = qx;
+  }
+  if (gx != NULL) {
+    if (keep) own(l->fwd, gx);
+    else nvfp4_tensor_destroy(gx);     /* TE frees the gathered input at once */
+    gx = NULL;
+  }
+  if (!keep) drop_rowwise(qx);
+  if (c->frozen_weight && !keep) nvfp4_tensor_destroy(qx);
+  else {
+    own(l->fwd, qx);
+    l->x_wgrad = c->frozen_weight ? NULL : qx;
+  }
+  qx = NULL;
+  l->x_shape = x->shape;
+  l->y_shape = out->shape;
+  l->act_dt = x->dtype;
+  l->have_fwd = 1;
+  *y = out;
+  return NVFP4_OK;
+fail:
+  nvfp4_tensor_destroy(qx);
+  nvfp4_tensor_destroy(gx);
+  nvfp4_tensor_destroy(out);
+  nvfp4_tensor_destroy(red);
+  forget_forward(l);
+  return st;
+}
+
+
+/* ---- backward ----------------------------------------------------------- */
+
+/* Column sums of dy ([.., N_l] -> [N_l]) as a GEMM with a row of ones. */
+static nvfp4_status bias_grad (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_tensor **db) {
+  nvfp4_ctx *ctx = l->ctx;
+  int64_t M = nvfp4_shape_M(dy->shape), d[2] = {1, M}, i;
+  nvfp4_tensor *ones = NULL, *s = NULL, *red = NULL;
+  float *h = (float *)malloc((size_t)(M ? M : 1) * sizeof *h);
+  nvfp4_status st;
+  *db = NULL;
+  FAIL_IF(ctx, h == NULL, NVFP4_ENOMEM, "linear: out of host memory (bias grad)");
+  for (i = 0; i < M; i++) h[i] = 1.0f;
+  st = nvfp4_tensor_from_host(ctx, nvfp4_shape_make(2, d), NVFP4_F32, h,
+                              (size_t)M * sizeof *h, &ones);
+  free(h);
+  CHECK(st);
+  CHECK_GOTO(nvfp4_gemm(ctx, dy, NVFP4_COLUMNWISE, ones, NVFP4_ROWWISE, NULL,
+                        l->cfg.params_dtype, &s), st, done);
+  if (l->cfg.parallel == NVFP4_PARALLEL_ROW && l->cfg.sequence_parallel && l->tp > 1) {
+    CHECK_GOTO(nvfp4_all_reduce_sum(l->cfg.tp_group, s, &red), st, done);
+    nvfp4_tensor_destroy(s);
+    s = red;
+    red = NULL;
+  }
+  st = nvfp4_tensor_reshape(s, l->b->shape, db);
+done:
+  nvfp4_tensor_destroy(ones);
+  nvfp4_tensor_destroy(s);
+  nvfp4_tensor_destroy(red);
+  return st;
+}
+
+
+nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
+                                    nvfp4_tensor **dx, nvfp4_tensor **dw,
+                                    nvfp4_tensor **db) {
+  const nvfp4_linear_config *c;
+  nvfp4_ctx *ctx;
+  nvfp4_tensor *gdy = NULL, *dxf = NULL, *dxo = NULL, *xw = NULL, *dwo = NULL,
+               *dbo = NULL;
+  nvfp4_handle *h = NULL;
+  nvfp4_qopts qg;
+  nvfp4_status st;
+  int col, row, sp, dist, bf;
+  char a[128], b[128];
+  if (l == NULL) return NVFP4_EINVAL;
+  ctx = l->ctx;
+  c = &l->cfg;
+  FAIL_IF(ctx, dx == NULL, NVFP4_EINVAL, "linear_backward: dx is NULL");
+  *dx = NULL;
+  if (dw) *dw = NULL;
+  if (db) *db = NULL;
+  FAIL_IF(ctx, !l->have_fwd, NVFP4_EUSAGE, "linear_backward: no forward to differentiate");
+  CHECK(nvfp4i_check_tensor(ctx, dy, "grad_output"));
+  FAIL_IF(ctx, !nvfp4_shape_equal(dy->shape, l->y_shape) || dy->dtype != l->act_dt,
+          NVFP4_EINVAL, "linear: grad_output %s %s does not match the output %s %s",
+          nvfp4_dtype_name(dy->dtype), nvfp4_shape_format(dy->shape, a, sizeof a),
+          nvfp4_dtype_name(l->act_dt), nvfp4_shape_format(l->y_shape, b, sizeof b));
+  col = c->parallel == NVFP4_PARALLEL_COLUMN;
+  row = c->parallel == NVFP4_PARALLEL_ROW;
+  sp = c->sequence_parallel;
+  dist = l->tp > 1;
+  bf = c->recipe.kind == NVFP4_RECIPE_BF16;
+  free_list(l->bwd);
+  l->kept[NVFP4_LIN_GRAD_OUTPUT] = NULL;
+  if (col && sp && dist) l->kept[NVFP4_LIN_WGRAD_INPUT] = NULL;
+
+  /* grad_output quantizer (§2.1, §2.2): rowwise for dgrad, columnwise for
+  ** wgrad; RHT and SR; amax reduced over TP for row+SP. */
+  memset(&qg, 0, sizeof qg);
+  qg.rowwise = 1;
+  qg.columnwise = !c->frozen_weight;
+  qg.rht = qg.columnwise && !c->recipe.no_grad_rht;
+  qg.sr = !c->recipe.no_grad_sr;
+  qg.sr_seed = c->recipe.seed + (uint64_t)l->rank * 0x9E3779B97F4A7C15ull;
+  qg.sr_offset = l->sr_offset;
+  l->sr_offset += (uint64_t)nvfp4_shape_numel(dy->shape) + 1;
+  if (row && sp && dist && !c->recipe.no_amax_reduction) qg.amax_group = c->tp_group;
+
+  if (row && sp && dist) {             /* §3.2: gather dY, kept N-D (2.21) */
+    if (quantized(l)) {
+      nvfp4_gather_opts g;
+      memset(&g, 0, sizeof g);
+      g.quant = &qg;
+      g.rule = c->gather_rule;
+      CHECK_GOTO(nvfp4_all_gather(c->tp_group, dy, &g, &gdy), st, fail);
+    }
+    else
+      CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, dy, &gdy), st, fail);
+  }
+  else
+    CHECK_GOTO(prepare(l, dy, &qg, &gdy), st, fail);
+
+  /* §4.2 step 2: start re-gathering the saved input (columnwise) */
+  if (!c->frozen_weight && col && sp && dist) {
+    if (quantized(l)) {
+      nvfp4_gather_opts g;
+      memset(&g, 0, sizeof g);
+      g.columnwise = 1;
+      g.rule = c->gather_rule;
+      CHECK_GOTO(nvfp4_all_gather_async(c->tp_group, l->x_wgrad, &g, &h), st, fail);
+    }
+    else
+      CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, l->x_wgrad, &xw), st, fail);
+  }
+
+  /* dgrad: dY . W, then the column-parallel reduction */
+  CHECK_GOTO(nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_COLUMNWISE, gdy, NVFP4_ROWWISE, NULL,
+                            l->act_dt, bf, &dxf), st, fail);
+  if (col && dist) {
+    if (sp) CHECK_GOTO(nvfp4_reduce_scatter(c->tp_group, dxf, &dxo), st, fail);
+    else CHECK_GOTO(nvfp4_all_reduce_sum(c->tp_group, dxf, &dxo), st, fail);
+    nvfp4_tensor_destroy(dxf);
+    dxf = NULL;
+  }
+  else {
+    dxo = dxf;
+    dxf = NULL;
+  }
+  if (!nvfp4_shape_equal(dxo->shape, l->x_shape)) {   /* view to inp_shape */
+    nvfp4_tensor *r = NULL;
+    CHECK_GOTO(nvfp4_tensor_reshape(dxo, l->x_shape, &r), st, fail);
+    nvfp4_tensor_destroy(dxo);
+    dxo = r;
+  }
+
+  /* wgrad: dY^T . X, both columnwise */
+  if (!c->frozen_weight) {
+    if (h != NULL) {
+      CHECK_GOTO(nvfp4_handle_wait(h, &xw), st, fail);
+      CHECK_GOTO(nvfp4_handle_take(h, &xw), st, fail);
+      nvfp4_handle_destroy(h);
+      h = NULL;
+    }
+    CHECK_GOTO(nvfp4i_gemm_ex(ctx, xw ? xw : l->x_wgrad, NVFP4_COLUMNWISE, gdy,
+                              NVFP4_COLUMNWISE, NULL, c->params_dtype, bf, &dwo), st, fail);
+  }
+  if (l->b != NULL && db != NULL) CHECK_GOTO(bias_grad(l, dy, &dbo), st, fail);
+
+  if (c->keep_operands) {
+    l->kept[NVFP4_LIN_GRAD_OUTPUT] = gdy;
+    own(l->bwd, gdy);
+    gdy = NULL;
+    if (xw != NULL) {
+      l->kept[NVFP4_LIN_WGRAD_INPUT] = xw;
+      own(l->bwd, xw);
+      xw = NULL;
+    }
+  }
+  nvfp4_tensor_destroy(gdy);
+  nvfp4_tensor_destroy(xw);
+  *dx = dxo;
+  if (dw) *dw = dwo; else nvfp4_tensor_destroy(dwo);
+  if (db) *db = dbo;
+  return NVFP4_OK;
+fail:
+  nvfp4_handle_destroy(h);
+  nvfp4_tensor_destroy(gdy);
+  nvfp4_tensor_destroy(dxf);
+  nvfp4_tensor_destroy(dxo);
+  nvfp4_tensor_destroy(xw);
+  nvfp4_tensor_destroy(dwo);
+  nvfp4_tensor_destroy(dbo);
+  return st;
+}
