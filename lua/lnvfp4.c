@@ -1,0 +1,1088 @@
+/*
+** lnvfp4.c -- the `nvfp4` Lua module: the context, shapes, tensors,
+** quantize / dequantize / swap_first_dims, byte equality and relative error.
+** Communicators, gathers and the watchdog are in lnvfp4comm.c, the Linear
+** layer in llinear.c; the helpers all of them share are in lnvfp4.h.
+** A strict binding (style.md §3.8): errors are raised, option tables reject
+** unknown keys, dims are 1-based.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "lnvfp4.h"
+
+
+/*
+** {======================================================
+** Helpers shared by the binding files (lnvfp4.h)
+** =======================================================
+*/
+
+nvfp4_ctx *nvfp4L_getctx (lua_State *L) {
+  nvfp4_ctx **p;
+  lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CTX);  /* ctx userdata */
+  p = (nvfp4_ctx **)lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (p == NULL || *p == NULL)
+    luaL_error(L, "nvfp4: no context (the module is not open)");
+  return *p;
+}
+
+
+void nvfp4L_checkstatus (lua_State *L, nvfp4_status s) {
+  if (s != NVFP4_OK)
+    luaL_error(L, "%s (%s)", nvfp4_last_error(nvfp4L_getctx(L)),
+               nvfp4_status_string(s));
+}
+
+
+nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg) {
+  LTensor *p = (LTensor *)luaL_checkudata(L, arg, NVFP4L_TENSOR);
+  luaL_argcheck(L, p->t != NULL, arg, "tensor is closed");
+  return p->t;
+}
+
+
+LTensor *nvfp4L_newtensor (lua_State *L) {
+  LTensor *p = (LTensor *)lua_newuserdatauv(L, sizeof(LTensor), 0);
+  p->t = NULL;
+  luaL_setmetatable(L, NVFP4L_TENSOR);
+  return p;
+}
+
+
+void nvfp4L_pushshape (lua_State *L, nvfp4_shape s) {
+  int i;
+  lua_createtable(L, s.ndim, 0);
+  for (i = 0; i < s.ndim; i++) {
+    lua_pushinteger(L, (lua_Integer)s.dim[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  luaL_setmetatable(L, NVFP4L_SHAPE);
+}
+
+
+nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
+  nvfp4_shape s;
+  lua_Integer n, i;
+  memset(&s, 0, sizeof s);
+  luaL_checktype(L, arg, LUA_TTABLE);
+  n = (lua_Integer)lua_rawlen(L, arg);
+  luaL_argcheck(L, n <= NVFP4_MAX_DIMS, arg, "shape has more than 8 dims");
+  for (i = 1; i <= n; i++) {
+    int isint;
+    lua_Integer d;
+    lua_rawgeti(L, arg, i);
+    d = lua_tointegerx(L, -1, &isint);
+    if (!isint || d < 0)
+      luaL_argerror(L, arg, lua_pushfstring(L,
+                    "shape dim %d must be a non-negative integer, got %s",
+                    (int)i, isint ? lua_tostring(L, -1) : luaL_typename(L, -1)));
+    s.dim[i - 1] = (int64_t)d;
+    lua_pop(L, 1);
+  }
+  s.ndim = (int)n;
+  return s;
+}
+
+
+int nvfp4L_checkdim (lua_State *L, int arg, int ndim) {
+  lua_Integer d = luaL_checkinteger(L, arg);
+  if (d < 1 || d > ndim)
+    luaL_argerror(L, arg, lua_pushfstring(L, "dim %d is outside 1..%d",
+                                          (int)d, ndim));
+  return (int)d - 1;   /* the one place where Lua dims become C dims */
+}
+
+
+static const char *const dtype_names[] = {"fp32", "bf16", "u8", NULL};
+
+nvfp4_dtype nvfp4L_checkdtype (lua_State *L, int arg, const char *def) {
+  return (nvfp4_dtype)luaL_checkoption(L, arg, def, dtype_names);
+}
+
+
+void nvfp4L_checkopts (lua_State *L, int arg, const char *const names[]) {
+  if (lua_isnoneornil(L, arg)) return;
+  luaL_checktype(L, arg, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, arg) != 0) {
+    int i, ok = 0;
+    lua_pop(L, 1);  /* value; key stays for lua_next */
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *k = lua_tostring(L, -1);
+      for (i = 0; names[i] != NULL && !ok; i++) ok = strcmp(k, names[i]) == 0;
+      if (!ok)
+        luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s'", k));
+    } else
+      luaL_argerror(L, arg, lua_pushfstring(L, "option keys must be strings, got %s",
+                                            luaL_typename(L, -1)));
+  }
+}
+
+
+int nvfp4L_opterror (lua_State *L, int arg, const char *key, const char *msg) {
+  return luaL_argerror(L, arg, lua_pushfstring(L, "option '%s' %s", key, msg));
+}
+
+
+int nvfp4L_getopt (lua_State *L, int arg, const char *key) {
+  if (lua_isnoneornil(L, arg)) {
+    lua_pushnil(L);
+    return LUA_TNIL;
+  }
+  return lua_getfield(L, arg, key);
+}
+
+
+int nvfp4L_optbool (lua_State *L, int arg, const char *key, int def) {
+  int t = nvfp4L_getopt(L, arg, key), v = def;
+  if (t == LUA_TBOOLEAN) v = lua_toboolean(L, -1);
+  else if (t != LUA_TNIL)
+    nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be a boolean, got %s",
+                                                  luaL_typename(L, -1)));
+  lua_pop(L, 1);
+  return v;
+}
+
+
+lua_Integer nvfp4L_optint (lua_State *L, int arg, const char *key, lua_Integer def) {
+  int t = nvfp4L_getopt(L, arg, key), isint = 0;
+  lua_Integer v = def;
+  if (t != LUA_TNIL) {
+    v = lua_tointegerx(L, -1, &isint);
+    if (t != LUA_TNUMBER || !isint)
+      nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be an integer, got %s",
+                                                    luaL_typename(L, -1)));
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+
+lua_Number nvfp4L_optnum (lua_State *L, int arg, const char *key, lua_Number def) {
+  int t = nvfp4L_getopt(L, arg, key);
+  lua_Number v = def;
+  if (t == LUA_TNUMBER) v = lua_tonumber(L, -1);
+  else if (t != LUA_TNIL)
+    nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be a number, got %s",
+                                                  luaL_typename(L, -1)));
+  lua_pop(L, 1);
+  return v;
+}
+
+
+/* The run seed (--seed, or the one nvfp4-lua picked), default for seeds. */
+static lua_Integer runseed (lua_State *L) {
+  lua_Integer s = 0;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS) == LUA_TTABLE) {
+    lua_getfield(L, -1, "seed");
+    s = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return s;
+}
+
+
+static const char *const qopt_names[] = {
+  "rowwise", "columnwise", "rht", "rht_signs", "sr", "seed", "offset",
+  "two_d", "amax", "amax_group", NULL
+};
+
+nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
+  nvfp4_qopts o;
+  int t;
+  memset(&o, 0, sizeof o);
+  nvfp4L_checkopts(L, arg, qopt_names);
+  o.rowwise = nvfp4L_optbool(L, arg, "rowwise", 0);
+  o.columnwise = nvfp4L_optbool(L, arg, "columnwise", 0);
+  o.rht = nvfp4L_optbool(L, arg, "rht", 0);
+  o.rht_no_signs = !nvfp4L_optbool(L, arg, "rht_signs", 1);
+  o.sr = nvfp4L_optbool(L, arg, "sr", 0);
+  o.two_d = nvfp4L_optbool(L, arg, "two_d", 0);
+  o.sr_seed = (uint64_t)nvfp4L_optint(L, arg, "seed", runseed(L));
+  o.sr_offset = (uint64_t)nvfp4L_optint(L, arg, "offset", 0);
+  if (!o.sr && (nvfp4L_getopt(L, arg, "seed") != LUA_TNIL))
+    nvfp4L_opterror(L, arg, "seed", "needs sr = true");
+  lua_pop(L, 1);
+  if (o.rht_no_signs && !o.rht)
+    nvfp4L_opterror(L, arg, "rht_signs", "needs rht = true");
+  t = nvfp4L_getopt(L, arg, "amax");
+  if (t == LUA_TNUMBER) {
+    o.has_amax = 1;
+    o.amax[0] = o.amax[1] = (float)lua_tonumber(L, -1);
+  } else if (t == LUA_TTABLE && lua_rawlen(L, -1) == 2) {
+    o.has_amax = 1;
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    if (!lua_isnumber(L, -2) || !lua_isnumber(L, -1))
+      nvfp4L_opterror(L, arg, "amax", "must be a number or {rowwise, columnwise}");
+    o.amax[0] = (float)lua_tonumber(L, -2);
+    o.amax[1] = (float)lua_tonumber(L, -1);
+    lua_pop(L, 2);
+  } else if (t != LUA_TNIL)
+    nvfp4L_opterror(L, arg, "amax", "must be a number or {rowwise, columnwise}");
+  lua_pop(L, 1);
+  if (nvfp4L_getopt(L, arg, "amax_group") != LUA_TNIL) {
+    if (luaL_testudata(L, -1, NVFP4L_COMM) == NULL)
+      nvfp4L_opterror(L, arg, "amax_group", "must be an nvfp4.comm");
+    o.amax_group = nvfp4L_tocomm(L, lua_gettop(L));
+    /* the comm stays referenced by the caller's option table */
+  }
+  lua_pop(L, 1);
+  return o;
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** Shapes
+** =======================================================
+*/
+
+static int shape_tostring (lua_State *L) {
+  luaL_Buffer b;
+  lua_Integer i, n;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  n = (lua_Integer)lua_rawlen(L, 1);
+  luaL_buffinit(L, &b);
+  luaL_addchar(&b, '[');
+  for (i = 1; i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    luaL_addvalue(&b);                /* tostring of an integer is itself */
+    if (i < n) luaL_addstring(&b, ", ");
+  }
+  luaL_addchar(&b, ']');
+  luaL_pushresult(&b);
+  return 1;
+}
+
+
+static int shape_eq (lua_State *L) {
+  lua_Integer i, n = (lua_Integer)lua_rawlen(L, 1);
+  int eq = lua_istable(L, 2) && (lua_Integer)lua_rawlen(L, 2) == n;
+  for (i = 1; eq && i <= n; i++) {
+    lua_rawgeti(L, 1, i);
+    lua_rawgeti(L, 2, i);
+    eq = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+  }
+  lua_pushboolean(L, eq);
+  return 1;
+}
+
+
+static int mod_shape (lua_State *L) {
+  nvfp4L_pushshape(L, nvfp4L_checkshape(L, 1));
+  return 1;
+}
+
+
+/* nvfp4.buffer_shapes(shape) -> {rowwise_data=, rowwise_scale_inv=, ..}:
+** the shape rules of spec §6 for a tensor of that logical shape. */
+static int mod_buffer_shapes (lua_State *L) {
+  nvfp4_shape s = nvfp4L_checkshape(L, 1);
+  lua_createtable(L, 0, 4);
+  nvfp4L_pushshape(L, nvfp4_rowwise_data_shape(s));
+  lua_setfield(L, -2, "rowwise_data");
+  nvfp4L_pushshape(L, nvfp4_rowwise_scale_shape(s));
+  lua_setfield(L, -2, "rowwise_scale_inv");
+  nvfp4L_pushshape(L, nvfp4_columnwise_data_shape(s));
+  lua_setfield(L, -2, "columnwise_data");
+  nvfp4L_pushshape(L, nvfp4_columnwise_scale_shape(s));
+  lua_setfield(L, -2, "columnwise_scale_inv");
+  return 1;
+}
+
+
+static const char *const rule_names[] = {"flat2d", "nd", NULL};
+
+/* nvfp4.cw_rule(name, local_shape) -> {in_shape_t=, rows=, packed_cols=,
+** scale_width=}: the gather's columnwise bookkeeping under a rule. */
+static int mod_cw_rule (lua_State *L) {
+  nvfp4_cw_rule r = (nvfp4_cw_rule)luaL_checkoption(L, 1, NULL, rule_names);
+  nvfp4_cw_bookkeeping b = nvfp4_cw_rule_apply(r, nvfp4L_checkshape(L, 2));
+  lua_createtable(L, 0, 4);
+  nvfp4L_pushshape(L, b.in_shape_t);
+  lua_setfield(L, -2, "in_shape_t");
+  lua_pushinteger(L, (lua_Integer)b.rows);
+  lua_setfield(L, -2, "rows");
+  lua_pushinteger(L, (lua_Integer)b.packed_cols);
+  lua_setfield(L, -2, "packed_cols");
+  lua_pushinteger(L, (lua_Integer)b.scale_width);
+  lua_setfield(L, -2, "scale_width");
+  return 1;
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** Tensors: creation from Lua values
+** =======================================================
+*/
+
+static uint16_t f32_to_bf16 (float f) {   /* RNE; NaN stays quiet NaN */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+
+static float bf16_to_f32 (uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+
+/* Store v as element i of a host buffer of dtype dt. */
+static void setelem (lua_State *L, void *buf, nvfp4_dtype dt, size_t i,
+                     lua_Number v, int arg) {
+  switch (dt) {
+    case NVFP4_F32: ((float *)buf)[i] = (float)v; break;
+    case NVFP4_BF16: ((uint16_t *)buf)[i] = f32_to_bf16((float)v); break;
+    default:
+      if (!(v >= 0 && v <= 255 && v == floor(v)))
+        luaL_argerror(L, arg, lua_pushfstring(L, "u8 value %f is not an integer in 0..255", v));
+      ((uint8_t *)buf)[i] = (uint8_t)v;
+  }
+}
+
+
+static lua_Number getelem (const void *buf, nvfp4_dtype dt, size_t i) {
+  switch (dt) {
+    case NVFP4_F32: return ((const float *)buf)[i];
+    case NVFP4_BF16: return bf16_to_f32(((const uint16_t *)buf)[i]);
+    default: return ((const uint8_t *)buf)[i];
+  }
+}
+
+
+/* Push a new tensor from a host buffer (freed by the caller). */
+static void pushfromhost (lua_State *L, nvfp4_shape s, nvfp4_dtype dt,
+                          const void *host) {
+  LTensor *p = nvfp4L_newtensor(L);
+  size_t n = (size_t)nvfp4_shape_numel(s) * nvfp4_dtype_size(dt);
+  nvfp4L_checkstatus(L, nvfp4_tensor_from_host(nvfp4L_getctx(L), s, dt, host, n, &p->t));
+}
+
+
+/* A host scratch buffer owned by the Lua stack (freed by the GC even when
+** an error is raised before we are done with it). */
+static void *scratch (lua_State *L, size_t n) {
+  return lua_newuserdatauv(L, n > 0 ? n : 1, 0);
+}
+
+
+/* Walk the nesting of t (at idx) to find its shape: the lengths of the
+** first elements, level by level. */
+static nvfp4_shape nestedshape (lua_State *L, int idx) {
+  nvfp4_shape s;
+  int depth = 0;
+  memset(&s, 0, sizeof s);
+  lua_pushvalue(L, idx);
+  while (lua_istable(L, -1)) {
+    luaL_argcheck(L, depth < NVFP4_MAX_DIMS, 1, "table nested deeper than 8 dims");
+    s.dim[depth++] = (int64_t)lua_rawlen(L, -1);
+    if (lua_rawlen(L, -1) == 0) break;
+    lua_rawgeti(L, -1, 1);
+    lua_remove(L, -2);
+  }
+  lua_pop(L, 1);
+  s.ndim = depth;
+  return s;
+}
+
+
+/* Copy the nested table at idx (level 'level' of shape s) into buf. */
+static void flatten (lua_State *L, int idx, nvfp4_shape s, int level,
+                     void *buf, nvfp4_dtype dt, size_t *pos) {
+  int64_t i;
+  if ((int64_t)lua_rawlen(L, idx) != s.dim[level] || !lua_istable(L, idx))
+    luaL_argerror(L, 1, lua_pushfstring(L, "ragged table: a row at depth %d has "
+                  "length %d, expected %d", level + 1, (int)lua_rawlen(L, idx),
+                  (int)s.dim[level]));
+  for (i = 1; i <= s.dim[level]; i++) {
+    lua_rawgeti(L, idx, (lua_Integer)i);
+    if (level + 1 < s.ndim) {
+      luaL_argcheck(L, lua_istable(L, -1), 1, "ragged table: number where a row was expected");
+      flatten(L, lua_gettop(L), s, level + 1, buf, dt, pos);
+    } else {
+      if (!lua_isnumber(L, -1))
+        luaL_argerror(L, 1, lua_pushfstring(L, "element %d is a %s, not a number",
+                      (int)(*pos + 1), luaL_typename(L, -1)));
+      setelem(L, buf, dt, (*pos)++, lua_tonumber(L, -1), 1);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+
+/* nvfp4.tensor(nested_table [, dtype]) */
+static int mod_tensor (lua_State *L) {
+  nvfp4_shape s;
+  nvfp4_dtype dt;
+  void *buf;
+  size_t pos = 0;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  dt = nvfp4L_checkdtype(L, 2, "fp32");
+  lua_settop(L, 2);
+  s = nestedshape(L, 1);
+  buf = scratch(L, (size_t)nvfp4_shape_numel(s) * nvfp4_dtype_size(dt));
+  if (nvfp4_shape_numel(s) > 0) flatten(L, 1, s, 0, buf, dt, &pos);
+  pushfromhost(L, s, dt, buf);
+  return 1;
+}
+
+
+/* Shape from a table or an integer (a 1-D length). */
+static nvfp4_shape checkshapeorlen (lua_State *L, int arg) {
+  if (lua_type(L, arg) == LUA_TNUMBER) {
+    int64_t n = (int64_t)luaL_checkinteger(L, arg);
+    luaL_argcheck(L, n >= 0, arg, "length must be >= 0");
+    return nvfp4_shape_make(1, &n);
+  }
+  return nvfp4L_checkshape(L, arg);
+}
+
+
+/* fill(shape, dtype, kind): 0 zeros, 1 ones, 2 arange (0, 1, 2, ..) */
+static int fill (lua_State *L, int kind) {
+  nvfp4_shape s = checkshapeorlen(L, 1);
+  nvfp4_dtype dt = nvfp4L_checkdtype(L, 2, "fp32");
+  size_t i, n = (size_t)nvfp4_shape_numel(s);
+  void *buf;
+  if (kind == 0) {
+    LTensor *p = nvfp4L_newtensor(L);
+    nvfp4L_checkstatus(L, nvfp4_tensor_create(nvfp4L_getctx(L), s, dt, &p->t));
+    return 1;
+  }
+  buf = scratch(L, n * nvfp4_dtype_size(dt));
+  for (i = 0; i < n; i++)
+    setelem(L, buf, dt, i, kind == 1 ? 1.0 : (lua_Number)(dt == NVFP4_U8 ? i % 256 : i), 1);
+  pushfromhost(L, s, dt, buf);
+  return 1;
+}
+
+static int mod_zeros (lua_State *L) { return fill(L, 0); }
+static int mod_ones (lua_State *L) { return fill(L, 1); }
+static int mod_arange (lua_State *L) { return fill(L, 2); }
+
+
+static const char *const rand_opts[] = {"seed", "lo", "hi", NULL};
+
+/* nvfp4.randn(shape, dtype [, {seed=}]) / nvfp4.uniform(.., {seed=, lo=, hi=}) */
+static int randtensor (lua_State *L, int uniform) {
+  nvfp4_shape s = checkshapeorlen(L, 1);
+  nvfp4_dtype dt = nvfp4L_checkdtype(L, 2, "fp32");
+  uint64_t seed;
+  LTensor *p;
+  luaL_argcheck(L, dt != NVFP4_U8, 2, "random tensors are fp32 or bf16");
+  nvfp4L_checkopts(L, 3, rand_opts);
+  seed = (uint64_t)nvfp4L_optint(L, 3, "seed", runseed(L));
+  if (!uniform) {
+    if (nvfp4L_getopt(L, 3, "lo") != LUA_TNIL || nvfp4L_getopt(L, 3, "hi") != LUA_TNIL)
+      nvfp4L_opterror(L, 3, "lo/hi", "only apply to uniform");
+    lua_pop(L, 2);
+    p = nvfp4L_newtensor(L);
+    nvfp4L_checkstatus(L, nvfp4_tensor_randn(nvfp4L_getctx(L), s, dt, seed, &p->t));
+  } else {
+    lua_Number lo = nvfp4L_optnum(L, 3, "lo", 0.0), hi = nvfp4L_optnum(L, 3, "hi", 1.0);
+    if (!(lo < hi)) nvfp4L_opterror(L, 3, "lo", "must be less than hi");
+    p = nvfp4L_newtensor(L);
+    nvfp4L_checkstatus(L, nvfp4_tensor_uniform(nvfp4L_getctx(L), s, dt, seed, lo, hi, &p->t));
+  }
+  return 1;
+}
+
+static int mod_randn (lua_State *L) { return randtensor(L, 0); }
+static int mod_uniform (lua_State *L) { return randtensor(L, 1); }
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** Tensor methods
+** =======================================================
+*/
+
+static int tensor_gc (lua_State *L) {
+  LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
+  nvfp4_tensor_destroy(p->t);  /* NULL-safe */
+  p->t = NULL;
+  return 0;
+}
+
+
+static int tensor_tostring (lua_State *L) {
+  LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
+  char sb[160];
+  if (p->t == NULL)
+    lua_pushliteral(L, "nvfp4.tensor (closed)");
+  else
+    lua_pushfstring(L, "nvfp4.tensor %s %s %s", nvfp4_dtype_name(nvfp4_tensor_dtype(p->t)),
+                    nvfp4_shape_format(nvfp4_tensor_shape(p->t), sb, sizeof sb),
+                    nvfp4_ctx_backend(nvfp4_tensor_ctx(p->t)));
+  return 1;
+}
+
+
+static int tensor_shape (lua_State *L) {
+  nvfp4L_pushshape(L, nvfp4_tensor_shape(nvfp4L_totensor(L, 1)));
+  return 1;
+}
+
+
+static int tensor_dtype (lua_State *L) {
+  lua_pushstring(L, nvfp4_dtype_name(nvfp4_tensor_dtype(nvfp4L_totensor(L, 1))));
+  return 1;
+}
+
+
+static int tensor_ndim (lua_State *L) {
+  lua_pushinteger(L, nvfp4_tensor_shape(nvfp4L_totensor(L, 1)).ndim);
+  return 1;
+}
+
+
+static int tensor_numel (lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)nvfp4_shape_numel(nvfp4_tensor_shape(nvfp4L_totensor(L, 1))));
+  return 1;
+}
+
+
+static int tensor_isclosed (lua_State *L) {
+  LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
+  lua_pushboolean(L, p->t == NULL);
+  return 1;
+}
+
+
+/* A plain tensor's elements on the host, in a scratch userdata. */
+static void *tohost (lua_State *L, int arg, nvfp4_tensor *t, size_t *nbytes) {
+  void *buf;
+  luaL_argcheck(L, nvfp4_tensor_dtype(t) != NVFP4_FP4, arg,
+                "needs a plain tensor (fp4: dequantize it or use bytes(name))");
+  *nbytes = (size_t)nvfp4_shape_numel(nvfp4_tensor_shape(t)) *
+            nvfp4_dtype_size(nvfp4_tensor_dtype(t));
+  buf = scratch(L, *nbytes);
+  nvfp4L_checkstatus(L, nvfp4_tensor_to_host(t, buf, *nbytes));
+  return buf;
+}
+
+
+/* t:get(i, j, ..) -> number: one element, 1-based indices. */
+static int tensor_get (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  nvfp4_shape s = nvfp4_tensor_shape(t);
+  size_t n, off = 0;
+  int i;
+  const void *buf;
+  if (lua_gettop(L) - 1 != s.ndim)
+    return luaL_error(L, "get: a %d-D tensor needs %d indices, got %d",
+                      s.ndim, s.ndim, lua_gettop(L) - 1);
+  for (i = 0; i < s.ndim; i++) {
+    lua_Integer k = luaL_checkinteger(L, i + 2);
+    if (k < 1 || k > s.dim[i])
+      luaL_argerror(L, i + 2, lua_pushfstring(L, "index %d is outside 1..%d",
+                                              (int)k, (int)s.dim[i]));
+    off = off * (size_t)s.dim[i] + (size_t)(k - 1);
+  }
+  buf = tohost(L, 1, t, &n);
+  lua_pushnumber(L, getelem(buf, nvfp4_tensor_dtype(t), off));
+  return 1;
+}
+
+
+static void pushlist (lua_State *L, const void *buf, nvfp4_dtype dt,
+                      nvfp4_shape s, int level, size_t *pos) {
+  int64_t i;
+  lua_createtable(L, (int)s.dim[level], 0);
+  for (i = 0; i < s.dim[level]; i++) {
+    if (level + 1 < s.ndim) pushlist(L, buf, dt, s, level + 1, pos);
+    else lua_pushnumber(L, getelem(buf, dt, (*pos)++));
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+
+/* t:tolist() -> nested tables of numbers (a number for a 0-D tensor). */
+static int tensor_tolist (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  nvfp4_shape s = nvfp4_tensor_shape(t);
+  size_t n, pos = 0;
+  const void *buf = tohost(L, 1, t, &n);
+  if (s.ndim == 0) lua_pushnumber(L, getelem(buf, nvfp4_tensor_dtype(t), 0));
+  else pushlist(L, buf, nvfp4_tensor_dtype(t), s, 0, &pos);
+  return 1;
+}
+
+
+static int tensor_clone (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  LTensor *p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_tensor_clone(t, &p->t));
+  return 1;
+}
+
+
+static int tensor_reshape (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  nvfp4_shape s = nvfp4L_checkshape(L, 2);
+  LTensor *p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_tensor_reshape(t, s, &p->t));
+  return 1;
+}
+
+
+/* t:narrow(dim, start, length): a copy of elements start..start+length-1
+** along a 1-based dim (plain tensors; e.g. a rank's shard of a full tensor). */
+static int tensor_narrow (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  nvfp4_shape s = nvfp4_tensor_shape(t), o;
+  int d = nvfp4L_checkdim(L, 2, s.ndim), i;
+  lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  size_t n, outer = 1, inner = nvfp4_dtype_size(nvfp4_tensor_dtype(t)), r;
+  const char *src;
+  char *dst;
+  luaL_argcheck(L, start >= 1 && start <= s.dim[d] + 1, 3, "start is outside the dim");
+  luaL_argcheck(L, len >= 0 && start - 1 + len <= s.dim[d], 4, "length runs past the dim");
+  for (i = 0; i < d; i++) outer *= (size_t)s.dim[i];
+  for (i = d + 1; i < s.ndim; i++) inner *= (size_t)s.dim[i];
+  src = (const char *)tohost(L, 1, t, &n);
+  o = s;
+  o.dim[d] = (int64_t)len;
+  dst = (char *)scratch(L, outer * (size_t)len * inner);
+  for (r = 0; r < outer; r++)
+    memcpy(dst + r * (size_t)len * inner,
+           src + (r * (size_t)s.dim[d] + (size_t)(start - 1)) * inner, (size_t)len * inner);
+  pushfromhost(L, o, nvfp4_tensor_dtype(t), dst);
+  return 1;
+}
+
+
+static const char *const buffer_names[] = {
+  "rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv", NULL
+};
+
+static int checkfp4 (lua_State *L, int arg, nvfp4_tensor *t) {
+  if (nvfp4_tensor_dtype(t) != NVFP4_FP4)
+    luaL_argerror(L, arg, lua_pushfstring(L, "needs an fp4 tensor, got %s",
+                  nvfp4_dtype_name(nvfp4_tensor_dtype(t))));
+  return 1;
+}
+
+
+/* t:buffer_shape(name) -> shape, or nil when that usage is absent. */
+static int tensor_buffer_shape (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  nvfp4_buffer b = (nvfp4_buffer)luaL_checkoption(L, 2, NULL, buffer_names);
+  int has;
+  checkfp4(L, 1, t);
+  has = (b <= NVFP4_ROWWISE_SCALE) ? nvfp4_tensor_has_rowwise(t) : nvfp4_tensor_has_columnwise(t);
+  if (!has) lua_pushnil(L);
+  else nvfp4L_pushshape(L, nvfp4_tensor_buffer_shape(t, b));
+  return 1;
+}
+
+
+/* The shortcuts t:rowwise_data_shape() etc.: upvalue 1 is the buffer name. */
+static int tensor_buffer_shape_of (lua_State *L) {
+  lua_settop(L, 1);
+  lua_pushvalue(L, lua_upvalueindex(1));
+  return tensor_buffer_shape(L);
+}
+
+
+/* t:bytes([name]) -> string: a plain tensor's elements, or one NVFP4
+** buffer (padding included). */
+static int tensor_bytes (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  nvfp4_buffer b;
+  size_t n;
+  void *buf;
+  if (nvfp4_tensor_dtype(t) != NVFP4_FP4) {
+    luaL_argcheck(L, lua_isnoneornil(L, 2), 2, "a plain tensor has one buffer: no name");
+    buf = tohost(L, 1, t, &n);
+    lua_pushlstring(L, (const char *)buf, n);
+    return 1;
+  }
+  b = (nvfp4_buffer)luaL_checkoption(L, 2, NULL, buffer_names);
+  n = (size_t)nvfp4_shape_numel(nvfp4_tensor_buffer_shape(t, b));
+  buf = scratch(L, n);
+  nvfp4L_checkstatus(L, nvfp4_tensor_buffer_read(t, b, buf, n));
+  lua_pushlstring(L, (const char *)buf, n);
+  return 1;
+}
+
+
+static const char *const dir_names[] = {"rowwise", "columnwise", NULL};
+
+/* t:amax([dir]) -> number: the FP32 amax of "rowwise" (default) or
+** "columnwise". */
+static int tensor_amax (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  int col;
+  float a = 0;
+  checkfp4(L, 1, t);
+  if (lua_isnoneornil(L, 2)) col = nvfp4_tensor_has_rowwise(t) ? 0 : 1;
+  else col = luaL_checkoption(L, 2, NULL, dir_names);
+  nvfp4L_checkstatus(L, nvfp4_tensor_amax(t, col, &a));
+  lua_pushnumber(L, a);
+  return 1;
+}
+
+
+static int tensor_has_rowwise (lua_State *L) {
+  lua_pushboolean(L, nvfp4_tensor_has_rowwise(nvfp4L_totensor(L, 1)));
+  return 1;
+}
+
+
+static int tensor_has_columnwise (lua_State *L) {
+  lua_pushboolean(L, nvfp4_tensor_has_columnwise(nvfp4L_totensor(L, 1)));
+  return 1;
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** Numerics and comparison
+** =======================================================
+*/
+
+static int mod_quantize (lua_State *L) {
+  nvfp4_tensor *x = nvfp4L_totensor(L, 1);
+  nvfp4_qopts o = nvfp4L_checkqopts(L, 2);
+  LTensor *q = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), x, &o, &q->t));
+  return 1;
+}
+
+
+static int mod_dequantize (lua_State *L) {
+  nvfp4_tensor *q = nvfp4L_totensor(L, 1);
+  nvfp4_dtype dt = nvfp4L_checkdtype(L, 2, "fp32");
+  LTensor *p;
+  luaL_argcheck(L, dt != NVFP4_U8, 2, "dequantize to fp32 or bf16");
+  p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_dequantize(nvfp4L_getctx(L), q, dt, &p->t));
+  return 1;
+}
+
+
+static int mod_swap_first_dims (lua_State *L) {
+  nvfp4_tensor *x = nvfp4L_totensor(L, 1);
+  LTensor *p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_swap_first_dims(nvfp4L_getctx(L), x, &p->t));
+  return 1;
+}
+
+
+/* Compare two host byte strings; on a difference push false and a message
+** naming what, the first differing index (0-based byte) and both values. */
+static int cmpbytes (lua_State *L, const char *what, const unsigned char *a,
+                     size_t na, const unsigned char *b, size_t nb) {
+  size_t i, n = na < nb ? na : nb;
+  if (na != nb) {
+    lua_pushboolean(L, 0);
+    lua_pushfstring(L, "%s: sizes differ (%I vs %I bytes)", what,
+                    (lua_Integer)na, (lua_Integer)nb);
+    return 2;
+  }
+  for (i = 0; i < n && a[i] == b[i]; i++) ;
+  if (i == n) return 0;
+  {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: first difference at byte %zu (0-based) of %zu: "
+             "0x%02x vs 0x%02x", what, i, n, a[i], b[i]);
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, msg);
+  }
+  return 2;
+}
+
+
+/* The bytes of one buffer of t (or the elements of a plain tensor). */
+static const unsigned char *readbuf (lua_State *L, nvfp4_tensor *t, int b, size_t *n) {
+  void *buf;
+  if (b < 0) return (const unsigned char *)tohost(L, 1, t, n);
+  *n = (size_t)nvfp4_shape_numel(nvfp4_tensor_buffer_shape(t, (nvfp4_buffer)b));
+  buf = scratch(L, *n);
+  nvfp4L_checkstatus(L, nvfp4_tensor_buffer_read(t, (nvfp4_buffer)b, buf, *n));
+  return (const unsigned char *)buf;
+}
+
+
+/* nvfp4.equal(a, b) -> true | false, msg.  Plain: dtype, shape, bytes.
+** FP4: shape, usages, every buffer's shape and bytes, and both amaxes. */
+static int mod_equal (lua_State *L) {
+  nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 2);
+  nvfp4_dtype da = nvfp4_tensor_dtype(a), db = nvfp4_tensor_dtype(b);
+  char sa[160], sb[160];
+  int i, r;
+  if (da != db || !nvfp4_shape_equal(nvfp4_tensor_shape(a), nvfp4_tensor_shape(b))) {
+    lua_pushboolean(L, 0);
+    lua_pushfstring(L, "tensors differ: %s %s vs %s %s", nvfp4_dtype_name(da),
+                    nvfp4_shape_format(nvfp4_tensor_shape(a), sa, sizeof sa),
+                    nvfp4_dtype_name(db),
+                    nvfp4_shape_format(nvfp4_tensor_shape(b), sb, sizeof sb));
+    return 2;
+  }
+  if (da != NVFP4_FP4) {
+    size_t na, nb;
+    const unsigned char *pa = readbuf(L, a, -1, &na), *pb = readbuf(L, b, -1, &nb);
+    if ((r = cmpbytes(L, "elements", pa, na, pb, nb)) != 0) return r;
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  for (i = 0; i < 2; i++) {
+    int ha = i ? nvfp4_tensor_has_columnwise(a) : nvfp4_tensor_has_rowwise(a);
+    int hb = i ? nvfp4_tensor_has_columnwise(b) : nvfp4_tensor_has_rowwise(b);
+    float xa = 0, xb = 0;
+    int k;
+    if (ha != hb) {
+      lua_pushboolean(L, 0);
+      lua_pushfstring(L, "%s usage: %s vs %s", dir_names[i], ha ? "present" : "absent",
+                      hb ? "present" : "absent");
+      return 2;
+    }
+    if (!ha) continue;
+    for (k = 2 * i; k < 2 * i + 2; k++) {
+      nvfp4_shape ba = nvfp4_tensor_buffer_shape(a, (nvfp4_buffer)k);
+      nvfp4_shape bb = nvfp4_tensor_buffer_shape(b, (nvfp4_buffer)k);
+      size_t na, nb;
+      const unsigned char *pa, *pb;
+      if (!nvfp4_shape_equal(ba, bb)) {
+        lua_pushboolean(L, 0);
+        lua_pushfstring(L, "%s: shapes differ: %s vs %s", buffer_names[k],
+                        nvfp4_shape_format(ba, sa, sizeof sa), nvfp4_shape_format(bb, sb, sizeof sb));
+        return 2;
+      }
+      pa = readbuf(L, a, k, &na);
+      pb = readbuf(L, b, k, &nb);
+      if ((r = cmpbytes(L, buffer_names[k], pa, na, pb, nb)) != 0) return r;
+      lua_pop(L, 2);
+    }
+    nvfp4L_checkstatus(L, nvfp4_tensor_amax(a, i, &xa));
+    nvfp4L_checkstatus(L, nvfp4_tensor_amax(b, i, &xb));
+    if (memcmp(&xa, &xb, sizeof xa) != 0) {
+      lua_pushboolean(L, 0);
+      lua_pushfstring(L, "%s amax: %f vs %f", dir_names[i], (double)xa, (double)xb);
+      return 2;
+    }
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+
+/* nvfp4.rel_error(a, b) -> ||a - b||_2 / ||b||_2 (||a - b||_2 when b is 0),
+** computed in double on the host; plain tensors of one shape. */
+static int mod_rel_error (lua_State *L) {
+  nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 2);
+  nvfp4_shape s = nvfp4_tensor_shape(a);
+  size_t na, nb, i, n = (size_t)nvfp4_shape_numel(s);
+  const void *pa, *pb;
+  double num = 0, den = 0;
+  char sa[160], sb[160];
+  if (!nvfp4_shape_equal(s, nvfp4_tensor_shape(b)))
+    return luaL_error(L, "rel_error: shapes differ: %s vs %s",
+                      nvfp4_shape_format(s, sa, sizeof sa),
+                      nvfp4_shape_format(nvfp4_tensor_shape(b), sb, sizeof sb));
+  pa = tohost(L, 1, a, &na);
+  pb = tohost(L, 2, b, &nb);
+  for (i = 0; i < n; i++) {
+    double x = getelem(pa, nvfp4_tensor_dtype(a), i), y = getelem(pb, nvfp4_tensor_dtype(b), i);
+    num += (x - y) * (x - y);
+    den += y * y;
+  }
+  lua_pushnumber(L, den > 0 ? sqrt(num / den) : sqrt(num));
+  return 1;
+}
+
+/* }====================================================== */
+
+
+/*
+** {======================================================
+** The module
+** =======================================================
+*/
+
+static int mod_version (lua_State *L) {
+  lua_pushstring(L, nvfp4_version_string());
+  return 1;
+}
+
+
+static int mod_backend (lua_State *L) {
+  lua_pushstring(L, nvfp4_ctx_backend(nvfp4L_getctx(L)));
+  return 1;
+}
+
+
+/* nvfp4.exit_status(n): the status nvfp4-lua exits with after a normal end
+** (the scenario framework sets 1 when a case failed). */
+static int mod_exit_status (lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  luaL_argcheck(L, n >= 0 && n <= 255, 1, "exit status must be in 0..255");
+  lua_pushinteger(L, n);
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT);
+  return 0;
+}
+
+
+/* nvfp4.isatty([fd]) -> whether fd (default 1, stdout) is a terminal. */
+static int mod_isatty (lua_State *L) {
+  lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 1)));
+  return 1;
+}
+
+
+static int ctx_gc (lua_State *L) {
+  nvfp4_ctx **p = (nvfp4_ctx **)luaL_checkudata(L, 1, NVFP4L_CTX);
+  nvfp4_ctx_destroy(*p);
+  *p = NULL;
+  return 0;
+}
+
+
+/* Create the process's context once (kept in the registry; it is collected
+** last because it is created before any tensor). */
+static void openctx (lua_State *L) {
+  nvfp4_ctx **p;
+  const char *why = "";
+  nvfp4_status st;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CTX) != LUA_TNIL) {
+    lua_pop(L, 1);
+    return;
+  }
+  lua_pop(L, 1);
+  p = (nvfp4_ctx **)lua_newuserdatauv(L, sizeof *p, 0);
+  *p = NULL;
+  luaL_newmetatable(L, NVFP4L_CTX);
+  lua_pushcfunction(L, ctx_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_setmetatable(L, -2);
+  st = nvfp4_ctx_create(NVFP4_BACKEND_AUTO, p, &why);
+  if (st != NVFP4_OK)
+    luaL_error(L, "nvfp4: cannot create a context: %s (%s)", why, nvfp4_status_string(st));
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CTX);
+}
+
+
+static const luaL_Reg mod_funcs[] = {
+  {"shape", mod_shape},
+  {"buffer_shapes", mod_buffer_shapes},
+  {"cw_rule", mod_cw_rule},
+  {"tensor", mod_tensor},
+  {"zeros", mod_zeros},
+  {"ones", mod_ones},
+  {"arange", mod_arange},
+  {"randn", mod_randn},
+  {"uniform", mod_uniform},
+  {"quantize", mod_quantize},
+  {"dequantize", mod_dequantize},
+  {"swap_first_dims", mod_swap_first_dims},
+  {"equal", mod_equal},
+  {"rel_error", mod_rel_error},
+  {"version", mod_version},
+  {"backend", mod_backend},
+  {"exit_status", mod_exit_status},
+  {"isatty", mod_isatty},
+  {NULL, NULL}
+};
+
+
+static const luaL_Reg tensor_meth[] = {
+  {"shape", tensor_shape},
+  {"dtype", tensor_dtype},
+  {"ndim", tensor_ndim},
+  {"numel", tensor_numel},
+  {"get", tensor_get},
+  {"tolist", tensor_tolist},
+  {"clone", tensor_clone},
+  {"reshape", tensor_reshape},
+  {"narrow", tensor_narrow},
+  {"bytes", tensor_bytes},
+  {"amax", tensor_amax},
+  {"buffer_shape", tensor_buffer_shape},
+  {"has_rowwise", tensor_has_rowwise},
+  {"has_columnwise", tensor_has_columnwise},
+  {"isclosed", tensor_isclosed},
+  {"close", tensor_gc},
+  {NULL, NULL}
+};
+
+
+static const luaL_Reg tensor_metameth[] = {
+  {"__index", NULL},  /* placeholder: the method table */
+  {"__gc", tensor_gc},
+  {"__close", tensor_gc},
+  {"__tostring", tensor_tostring},
+  {NULL, NULL}
+};
+
+
+static void createmeta (lua_State *L) {
+  int i;
+  static const char *const shortcut[][2] = {
+    {"rowwise_data_shape", "rowwise_data"}, {"rowwise_scale_shape", "rowwise_scale_inv"},
+    {"columnwise_data_shape", "columnwise_data"}, {"columnwise_shape", "columnwise_data"},
+    {"columnwise_scale_shape", "columnwise_scale_inv"}
+  };
+  luaL_newmetatable(L, NVFP4L_TENSOR);              /* metatable for tensors */
+  luaL_setfuncs(L, tensor_metameth, 0);
+  luaL_newlibtable(L, tensor_meth);                 /* method table */
+  luaL_setfuncs(L, tensor_meth, 0);
+  for (i = 0; i < (int)(sizeof shortcut / sizeof shortcut[0]); i++) {
+    lua_pushstring(L, shortcut[i][1]);
+    lua_pushcclosure(L, tensor_buffer_shape_of, 1);
+    lua_setfield(L, -2, shortcut[i][0]);
+  }
+  lua_setfield(L, -2, "__index");                   /* metatable.__index = methods */
+  lua_pop(L, 1);
+  luaL_newmetatable(L, NVFP4L_SHAPE);               /* shared by shape tables */
+  lua_pushcfunction(L, shape_eq);
+  lua_setfield(L, -2, "__eq");
+  lua_pushcfunction(L, shape_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+}
+
+
+int luaopen_nvfp4 (lua_State *L) {
+  int mod;
+  openctx(L);
+  createmeta(L);
+  luaL_newlib(L, mod_funcs);                        /* the module table */
+  mod = lua_gettop(L);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+  }
+  lua_getfield(L, -1, "seed");
+  lua_setfield(L, mod, "seed");                     /* nvfp4.seed: the run seed */
+  lua_setfield(L, mod, "options");                  /* nvfp4.options */
+  lua_pushliteral(L, NVFP4_VERSION);
+  lua_setfield(L, mod, "_VERSION");
+  nvfp4L_open_comm(L, mod);
+  nvfp4L_open_linear(L, mod);
+  lua_settop(L, mod);
+  return 1;
+}
+
+/* }====================================================== */

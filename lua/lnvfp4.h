@@ -1,0 +1,81 @@
+/*
+** lnvfp4.h -- internal header of the `nvfp4` Lua module, shared by the
+** binding files (lnvfp4.c: tensors, shapes, quantize; lnvfp4comm.c:
+** communicators, gathers, the watchdog; llinear.c: the Linear layer) and
+** nvfp4-lua.c.  Not installed.
+**
+** Conventions for every binding (style.md §3.8):
+**  - raise errors, never return nil, msg; library failures go through
+**    nvfp4L_checkstatus, which quotes the context's message;
+**  - option tables are strict: nvfp4L_checkopts rejects unknown keys
+**    ("bad argument #2 to 'quantize' (unknown option 'colwise')"), the
+**    nvfp4L_opt* getters check each value's type;
+**  - dims are 1-based in Lua; nvfp4L_checkdim is the one place that
+**    translates them;
+**  - a new handle is pushed closed first (nvfp4L_newtensor) and filled by
+**    the library call, so an error in between leaks nothing.
+*/
+#ifndef LNVFP4_H
+#define LNVFP4_H
+
+#include <lua.h>
+#include <lauxlib.h>
+#include "nvfp4.h"
+
+#define NVFP4L_TENSOR   "nvfp4.tensor"     /* metatable names */
+#define NVFP4L_COMM     "nvfp4.comm"
+#define NVFP4L_HANDLE   "nvfp4.handle"
+#define NVFP4L_SHAPE    "nvfp4.shape"      /* shared metatable of shape tables */
+#define NVFP4L_CTX      "nvfp4.ctx"        /* registry: the process's context */
+/* Registry fields set by nvfp4-lua before the script runs: */
+#define NVFP4L_OPTIONS  "nvfp4.options"    /* table: the harness options */
+#define NVFP4L_EXIT     "nvfp4.exit"       /* integer: the program's exit status */
+
+typedef struct LTensor { nvfp4_tensor *t; } LTensor;  /* t == NULL: closed */
+
+/* The process's context (created when the module is opened, from
+** --backend / $NVFP4_BACKEND).  Raises if the module is not open. */
+nvfp4_ctx    *nvfp4L_getctx (lua_State *L);
+/* Raise "<library message> (<status string>)" unless s is NVFP4_OK. */
+void          nvfp4L_checkstatus (lua_State *L, nvfp4_status s);
+
+/* Tensors.  totensor raises "nvfp4.tensor expected" or "tensor is closed";
+** newtensor pushes a closed tensor handle to fill through &p->t. */
+nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg);
+LTensor      *nvfp4L_newtensor (lua_State *L);
+
+/* Shapes: a Lua table {d1, d2, ..} with the shared shape metatable (__eq,
+** __tostring "[4096, 1, 8192]").  checkshape accepts any sequence of
+** non-negative integers (at most NVFP4_MAX_DIMS). */
+void          nvfp4L_pushshape (lua_State *L, nvfp4_shape s);
+nvfp4_shape   nvfp4L_checkshape (lua_State *L, int arg);
+/* A 1-based dim at arg (1..ndim) -> 0-based. */
+int           nvfp4L_checkdim (lua_State *L, int arg, int ndim);
+/* "fp32" | "bf16" | "u8" (FP4 only where allowed). */
+nvfp4_dtype   nvfp4L_checkdtype (lua_State *L, int arg, const char *def);
+
+/* Option tables.  arg may be none/nil (all defaults).  names is a
+** NULL-terminated list of allowed keys. */
+void          nvfp4L_checkopts (lua_State *L, int arg, const char *const names[]);
+int           nvfp4L_optbool (lua_State *L, int arg, const char *key, int def);
+lua_Integer   nvfp4L_optint (lua_State *L, int arg, const char *key, lua_Integer def);
+lua_Number    nvfp4L_optnum (lua_State *L, int arg, const char *key, lua_Number def);
+/* Pushes the option's value (nil if absent) and returns its type. */
+int           nvfp4L_getopt (lua_State *L, int arg, const char *key);
+/* Raise "bad argument #arg to 'f' (option 'key' <msg>)". */
+int           nvfp4L_opterror (lua_State *L, int arg, const char *key,
+                               const char *msg);
+
+/* Quantization options from a strict table (see the README for the keys). */
+nvfp4_qopts   nvfp4L_checkqopts (lua_State *L, int arg);
+
+/* Communicators (lnvfp4comm.c). */
+struct nvfp4_comm *nvfp4L_tocomm (lua_State *L, int arg);
+
+/* Module openers: each adds its functions to the module table at modidx
+** and registers its metatables.  luaopen_nvfp4 calls them in this order. */
+int           luaopen_nvfp4 (lua_State *L);
+void          nvfp4L_open_comm (lua_State *L, int modidx);
+void          nvfp4L_open_linear (lua_State *L, int modidx);   /* llinear.c */
+
+#endif

@@ -1,0 +1,439 @@
+/*
+** lnvfp4comm.c -- the `nvfp4` module's communicators: nvfp4.world(),
+** comm:split(tp), the collectives (plain and NVFP4 all-gather with the
+** columnwise rule by name, reduce-scatter, all-reduce, host-value
+** reductions), async gather handles, and nvfp4.watchdog, the per-case
+** timeout that ends the whole job (MPI_Abort) when a case hangs.
+*/
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "nvfp4_mpi.h"
+#include "lnvfp4.h"
+
+#define WORLD_KEY  "nvfp4.world"    /* registry: the cached world comm */
+
+typedef struct LComm { nvfp4_comm *c; } LComm;          /* c == NULL: closed */
+typedef struct LHandle { nvfp4_handle *h; } LHandle;    /* uservalues: x, comm, result */
+
+
+nvfp4_comm *nvfp4L_tocomm (lua_State *L, int arg) {
+  LComm *p = (LComm *)luaL_checkudata(L, arg, NVFP4L_COMM);
+  luaL_argcheck(L, p->c != NULL, arg, "communicator is closed");
+  return p->c;
+}
+
+
+static LComm *newcomm (lua_State *L) {
+  LComm *p = (LComm *)lua_newuserdatauv(L, sizeof(LComm), 0);
+  p->c = NULL;
+  luaL_setmetatable(L, NVFP4L_COMM);
+  return p;
+}
+
+
+/* nvfp4.world() -> the communicator over MPI_COMM_WORLD (one per process). */
+static int mod_world (lua_State *L) {
+  if (lua_getfield(L, LUA_REGISTRYINDEX, WORLD_KEY) == LUA_TNIL) {
+    nvfp4_ctx *ctx = nvfp4L_getctx(L);
+    LComm *p = newcomm(L);
+    nvfp4L_checkstatus(L, nvfp4_comm_create_mpi(ctx, MPI_COMM_WORLD, &p->c));
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, WORLD_KEY);
+  }
+  return 1;
+}
+
+
+static int comm_gc (lua_State *L) {
+  LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
+  nvfp4_comm_destroy(p->c);
+  p->c = NULL;
+  return 0;
+}
+
+
+static int comm_tostring (lua_State *L) {
+  LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
+  if (p->c == NULL) lua_pushliteral(L, "nvfp4.comm (closed)");
+  else lua_pushfstring(L, "nvfp4.comm rank %d of %d %s", nvfp4_comm_rank(p->c),
+                       nvfp4_comm_size(p->c), nvfp4_comm_transport(p->c));
+  return 1;
+}
+
+
+/* comm.rank (0-based, as MPI), comm.size, comm.transport; else methods. */
+static int comm_index (lua_State *L) {
+  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  const char *k = luaL_checkstring(L, 2);
+  if (strcmp(k, "rank") == 0) lua_pushinteger(L, nvfp4_comm_rank(c));
+  else if (strcmp(k, "size") == 0) lua_pushinteger(L, nvfp4_comm_size(c));
+  else if (strcmp(k, "transport") == 0) lua_pushstring(L, nvfp4_comm_transport(c));
+  else lua_gettable(L, lua_upvalueindex(1));    /* methods[k] */
+  return 1;
+}
+
+
+static int comm_split (lua_State *L) {
+  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  lua_Integer tp = luaL_checkinteger(L, 2);
+  LComm *p;
+  luaL_argcheck(L, tp >= 1 && tp <= nvfp4_comm_size(c), 2, lua_pushfstring(L,
+                "tp=%d must be in 1..%d", (int)tp, nvfp4_comm_size(c)));
+  p = newcomm(L);
+  nvfp4L_checkstatus(L, nvfp4_comm_split(c, (int)tp, &p->c));
+  return 1;
+}
+
+
+static int comm_barrier (lua_State *L) {
+  nvfp4L_checkstatus(L, nvfp4_comm_barrier(nvfp4L_tocomm(L, 1)));
+  return 0;
+}
+
+
+/* comm:all_reduce_max(v) where v is a number or a list of numbers; all
+** integers: exact int reduction; otherwise FP32.  Returns the same form. */
+static int comm_all_reduce_max (lua_State *L) {
+  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  int scalar = lua_type(L, 2) == LUA_TNUMBER, isint = 1, i, n;
+  int *iv;
+  float *fv;
+  if (!scalar) luaL_checktype(L, 2, LUA_TTABLE);
+  n = scalar ? 1 : (int)lua_rawlen(L, 2);
+  iv = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)(n + 1), 0);
+  fv = (float *)lua_newuserdatauv(L, sizeof(float) * (size_t)(n + 1), 0);
+  for (i = 0; i < n; i++) {
+    if (scalar) lua_pushvalue(L, 2); else lua_rawgeti(L, 2, i + 1);
+    if (!lua_isnumber(L, -1))
+      luaL_argerror(L, 2, lua_pushfstring(L, "element %d is not a number", i + 1));
+    isint = isint && lua_isinteger(L, -1);
+    fv[i] = (float)lua_tonumber(L, -1);
+    iv[i] = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+  }
+  /* every rank must take the same path: agree on "all integers" first */
+  {
+    int notint = !isint;
+    nvfp4L_checkstatus(L, nvfp4_comm_all_reduce_max_int(c, &notint, 1));
+    isint = !notint;
+  }
+  nvfp4L_checkstatus(L, isint ? nvfp4_comm_all_reduce_max_int(c, iv, n)
+                              : nvfp4_comm_all_reduce_max_f32(c, fv, n));
+  if (!scalar) lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    if (isint) lua_pushinteger(L, iv[i]); else lua_pushnumber(L, fv[i]);
+    if (!scalar) lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+
+/* comm:all_gather_int(v) -> {v of rank 0, v of rank 1, ..} */
+static int comm_all_gather_int (lua_State *L) {
+  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  lua_Integer v = luaL_checkinteger(L, 2);
+  int i, n = nvfp4_comm_size(c);
+  int *out = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)n, 0);
+  nvfp4L_checkstatus(L, nvfp4_comm_all_gather_int(c, (int)v, out));
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushinteger(L, out[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+
+/* comm:all_gather_string(s) -> {s of rank 0, ..}: for reports (the
+** framework gathers failure messages with it).  Straight MPI on host. */
+static int comm_all_gather_string (lua_State *L) {
+  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  size_t len;
+  const char *s = luaL_checklstring(L, 2, &len);
+  int i, n = nvfp4_comm_size(c), total = 0, mine;
+  int *lens = (int *)lua_newuserdatauv(L, sizeof(int) * 2 * (size_t)n, 0), *offs = lens + n;
+  char *buf;
+  luaL_argcheck(L, len < (1u << 24), 2, "string longer than 16 MiB");
+  mine = (int)len;
+  if (MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
+    return luaL_error(L, "all_gather_string: MPI_Allgather failed");
+  for (i = 0; i < n; i++) {
+    offs[i] = total;
+    total += lens[i];
+  }
+  buf = (char *)lua_newuserdatauv(L, (size_t)total + 1, 0);
+  if (MPI_Allgatherv(s, mine, MPI_CHAR, buf, lens, offs, MPI_CHAR, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
+    return luaL_error(L, "all_gather_string: MPI_Allgatherv failed");
+  lua_createtable(L, n, 0);
+  for (i = 0; i < n; i++) {
+    lua_pushlstring(L, buf + offs[i], (size_t)lens[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+
+/* comm:reduce_scatter(x) / comm:all_reduce(x): sums of plain tensors. */
+static int comm_reduce_scatter (lua_State *L) {
+  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_tensor *x = nvfp4L_totensor(L, 2);
+  LTensor *p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_reduce_scatter(c, x, &p->t));
+  return 1;
+}
+
+
+static int comm_all_reduce (lua_State *L) {
+  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_tensor *x = nvfp4L_totensor(L, 2);
+  LTensor *p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_all_reduce_sum(c, x, &p->t));
+  return 1;
+}
+
+
+static const char *const gather_opts[] = {
+  "rule", "rowwise", "columnwise", "quantize", "async", NULL
+};
+
+
+/* comm:all_gather(x [, dim] [, opts]) along dim 1 (the only one, TE's).
+**   plain x, no opts.quantize: high-precision concatenation;
+**   plain x, opts.quantize = {quantize options}: the NVFP4 gather of a
+**     shard quantized with its amax reduced over comm;
+**   fp4 x: the NVFP4 gather, usages opts.rowwise / opts.columnwise;
+**   opts.rule = "flat2d" (default) | "nd" (TE 2.21's columnwise rule);
+**   opts.async = true: returns an nvfp4.handle; h:wait() gives the tensor. */
+static int comm_all_gather (lua_State *L) {
+  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_tensor *x = nvfp4L_totensor(L, 2);
+  int fp4 = nvfp4_tensor_dtype(x) == NVFP4_FP4, o = 3, async, hasq;
+  nvfp4_gather_opts g;
+  nvfp4_qopts q;
+  memset(&g, 0, sizeof g);
+  if (lua_type(L, 3) == LUA_TNUMBER) {
+    nvfp4L_checkdim(L, 3, nvfp4_tensor_shape(x).ndim);
+    luaL_argcheck(L, lua_tointeger(L, 3) == 1, 3, "the gather runs along dim 1 only");
+    o = 4;
+  }
+  lua_settop(L, o);
+  nvfp4L_checkopts(L, o, gather_opts);
+  async = nvfp4L_optbool(L, o, "async", 0);
+  if (nvfp4L_getopt(L, o, "rule") != LUA_TNIL &&
+      (lua_type(L, -1) != LUA_TSTRING ||
+       nvfp4_cw_rule_parse(lua_tostring(L, -1), &g.rule) != NVFP4_OK))
+    nvfp4L_opterror(L, o, "rule", lua_pushfstring(L, "must be \"flat2d\" or \"nd\", got %s",
+                    luaL_tolstring(L, -1, NULL)));
+  lua_pop(L, 1);
+  hasq = nvfp4L_getopt(L, o, "quantize") != LUA_TNIL;  /* the qopts table, at top */
+  if (fp4) {
+    if (hasq) nvfp4L_opterror(L, o, "quantize", "applies to a plain tensor, not an fp4 one");
+    g.rowwise = nvfp4L_optbool(L, o, "rowwise", 0);
+    g.columnwise = nvfp4L_optbool(L, o, "columnwise", 0);
+  } else {
+    if (nvfp4L_optbool(L, o, "rowwise", 0) || nvfp4L_optbool(L, o, "columnwise", 0))
+      nvfp4L_opterror(L, o, "rowwise/columnwise", "apply to an fp4 tensor "
+                      "(for a plain one, say quantize = {rowwise = .., columnwise = ..})");
+    if (hasq) {
+      luaL_checktype(L, lua_gettop(L), LUA_TTABLE);
+      q = nvfp4L_checkqopts(L, lua_gettop(L));
+      g.quant = &q;
+    }
+  }
+  if (!fp4 && !hasq) {
+    LTensor *p;
+    if (async) nvfp4L_opterror(L, o, "async", "needs an NVFP4 gather (fp4 x or quantize = {..})");
+    p = nvfp4L_newtensor(L);
+    nvfp4L_checkstatus(L, nvfp4_all_gather_plain(c, x, &p->t));
+  } else if (!async) {
+    LTensor *p = nvfp4L_newtensor(L);
+    nvfp4L_checkstatus(L, nvfp4_all_gather(c, x, &g, &p->t));
+  } else {
+    LHandle *h = (LHandle *)lua_newuserdatauv(L, sizeof(LHandle), 3);
+    h->h = NULL;
+    luaL_setmetatable(L, NVFP4L_HANDLE);
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, -2, 1);                 /* keep x alive while in flight */
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 2);                 /* and the comm */
+    nvfp4L_checkstatus(L, nvfp4_all_gather_async(c, x, &g, &h->h));
+  }
+  return 1;
+}
+
+
+/* h:wait() -> the gathered tensor; waiting again returns the same one. */
+static int handle_wait (lua_State *L) {
+  LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
+  nvfp4_tensor *borrowed = NULL;
+  LTensor *p;
+  if (lua_getiuservalue(L, 1, 3) != LUA_TNIL) return 1;
+  luaL_argcheck(L, h->h != NULL, 1, "handle is closed");
+  nvfp4L_checkstatus(L, nvfp4_handle_wait(h->h, &borrowed));
+  p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_handle_take(h->h, &p->t));
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, 1, 3);
+  return 1;
+}
+
+
+static int handle_finish_count (lua_State *L) {
+  LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
+  luaL_argcheck(L, h->h != NULL, 1, "handle is closed");
+  lua_pushinteger(L, nvfp4_handle_finish_count(h->h));
+  return 1;
+}
+
+
+static int handle_gc (lua_State *L) {
+  LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
+  nvfp4_handle_destroy(h->h);
+  h->h = NULL;
+  return 0;
+}
+
+
+static int handle_tostring (lua_State *L) {
+  LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
+  lua_pushstring(L, h->h == NULL ? "nvfp4.handle (closed)" : "nvfp4.handle");
+  return 1;
+}
+
+
+/*
+** {======================================================
+** Watchdog: a thread that ends the job when a case runs past its time
+** =======================================================
+*/
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int started, armed;
+  struct timespec deadline;
+  double secs;
+  char label[512];
+} wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0, 0}, 0, ""};
+
+
+static void wd_fire (void) {
+  int rank = 0, level = MPI_THREAD_SINGLE;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  fprintf(stderr, "[rank %d] %s timed out after %g s\n", rank, wd.label, wd.secs);
+  fflush(stderr);
+  fflush(stdout);
+  MPI_Query_thread(&level);
+  if (level == MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, 124);
+  _exit(124);   /* mpirun ends the job when a rank exits non-zero unfinalized */
+}
+
+
+static void *wd_main (void *arg) {
+  pthread_mutex_lock(&wd.mu);
+  for (;;) {
+    if (!wd.armed)
+      pthread_cond_wait(&wd.cv, &wd.mu);
+    else if (pthread_cond_timedwait(&wd.cv, &wd.mu, &wd.deadline) == ETIMEDOUT && wd.armed) {
+      struct timespec now;
+      clock_gettime(CLOCK_REALTIME, &now);
+      if (now.tv_sec > wd.deadline.tv_sec ||
+          (now.tv_sec == wd.deadline.tv_sec && now.tv_nsec >= wd.deadline.tv_nsec))
+        wd_fire();
+    }
+  }
+  return NULL;
+}
+
+
+/* nvfp4.watchdog(seconds, label): arm (re-arm) the timer; when it runs
+** out this process prints "[rank r] <label> timed out after S s" and ends
+** the whole job.  nvfp4.watchdog(0) or nvfp4.watchdog() disarms. */
+static int mod_watchdog (lua_State *L) {
+  lua_Number s = luaL_optnumber(L, 1, 0);
+  const char *label = luaL_optstring(L, 2, "nvfp4-lua");
+  luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
+  pthread_mutex_lock(&wd.mu);
+  if (!wd.started && s > 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, wd_main, NULL) != 0) {
+      pthread_mutex_unlock(&wd.mu);
+      return luaL_error(L, "watchdog: cannot start a thread");
+    }
+    pthread_detach(t);
+    wd.started = 1;
+  }
+  wd.armed = s > 0;
+  if (wd.armed) {
+    clock_gettime(CLOCK_REALTIME, &wd.deadline);
+    wd.deadline.tv_sec += (time_t)s;
+    wd.deadline.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+    if (wd.deadline.tv_nsec >= 1000000000L) {
+      wd.deadline.tv_sec++;
+      wd.deadline.tv_nsec -= 1000000000L;
+    }
+    wd.secs = s;
+    snprintf(wd.label, sizeof wd.label, "%s", label);
+  }
+  pthread_cond_signal(&wd.cv);
+  pthread_mutex_unlock(&wd.mu);
+  return 0;
+}
+
+/* }====================================================== */
+
+
+static const luaL_Reg comm_meth[] = {
+  {"split", comm_split},
+  {"barrier", comm_barrier},
+  {"all_gather", comm_all_gather},
+  {"reduce_scatter", comm_reduce_scatter},
+  {"all_reduce", comm_all_reduce},
+  {"all_reduce_max", comm_all_reduce_max},
+  {"all_gather_int", comm_all_gather_int},
+  {"all_gather_string", comm_all_gather_string},
+  {"close", comm_gc},
+  {NULL, NULL}
+};
+
+
+static const luaL_Reg handle_meth[] = {
+  {"wait", handle_wait},
+  {"finish_count", handle_finish_count},
+  {"close", handle_gc},
+  {NULL, NULL}
+};
+
+
+void nvfp4L_open_comm (lua_State *L, int modidx) {
+  luaL_newmetatable(L, NVFP4L_COMM);              /* comm metatable */
+  luaL_newlib(L, comm_meth);
+  lua_pushcclosure(L, comm_index, 1);             /* __index sees methods */
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, comm_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, comm_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, comm_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  luaL_newmetatable(L, NVFP4L_HANDLE);            /* handle metatable */
+  luaL_newlib(L, handle_meth);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, handle_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, handle_gc);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, handle_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, mod_world);
+  lua_setfield(L, modidx, "world");
+  lua_pushcfunction(L, mod_watchdog);
+  lua_setfield(L, modidx, "watchdog");
+}

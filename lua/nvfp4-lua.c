@@ -1,0 +1,239 @@
+/*
+** nvfp4-lua.c -- a Lua 5.4 interpreter with MPI and the `nvfp4` module:
+**   mpirun -np N nvfp4-lua [options] scenario.lua [args]
+** lua.c's shape: everything runs in protected mode; an uncaught error is
+** printed as "[rank r] file:line: message" plus a traceback and ends the
+** whole job with MPI_Abort, so no rank is left waiting in a collective.
+** The Lua state is closed (tensors, comms, context) before MPI_Finalize.
+*/
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <mpi.h>
+#include <lua.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include "config.h"
+#include "lnvfp4.h"
+
+#ifndef NVFP4_LUADIR          /* where `make install` puts nvfp4/scenario.lua */
+#define NVFP4_LUADIR "/usr/local/share/nvfp4/lua"
+#endif
+#ifndef NVFP4_SRCLUADIR       /* the source tree's lua/, for uninstalled runs */
+#define NVFP4_SRCLUADIR NVFP4_LUADIR
+#endif
+#ifndef NVFP4_BUILDDIR
+#define NVFP4_BUILDDIR "/nonexistent"
+#endif
+
+static int rank = 0;
+
+static const char usage[] =
+  "usage: nvfp4-lua [options] [script [args]]\n"
+  "  --help            this text\n"
+  "  --version         library, Lua, MPI, CUDA and NCCL versions\n"
+  "  --backend B       cpu | cuda (default: $NVFP4_BACKEND, else cuda if usable)\n"
+  "  --seed N          the run seed (default: picked and printed; replays a run)\n"
+  "  -e STAT           execute string STAT before the script\n"
+  "scenario framework (require \"nvfp4.scenario\"):\n"
+  "  --list            list the cases and exit\n"
+  "  --filter PATTERN  run only the cases whose name matches (Lua pattern)\n"
+  "  --timeout S       per-case timeout in seconds (default 60)\n"
+  "  --tap             TAP version 13 on standard output\n"
+  "  --junit FILE      write a JUnit XML report to FILE\n"
+  "  -v, --verbose     a line per case and per assertion, also when not a terminal\n"
+  "Without mpirun it runs as one rank.\n";
+
+
+static int msghandler (lua_State *L) {            /* lua.c */
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+      return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+
+static int docall (lua_State *L, int narg) {
+  int status, base = lua_gettop(L) - narg;
+  lua_pushcfunction(L, msghandler);
+  lua_insert(L, base);
+  status = lua_pcall(L, narg, 0, base);
+  lua_remove(L, base);
+  return status;
+}
+
+
+/* Options before the script go into the registry table NVFP4L_OPTIONS
+** (name without dashes -> value string or true; -e into options.e[]).
+** Returns the index of the script in argv (argc when none). */
+static int collectargs (lua_State *L, int argc, char **argv) {
+  static const char *const withval[] = {"backend", "seed", "timeout", "junit", "filter", NULL};
+  static const char *const flags[] = {"help", "version", "list", "tap", "verbose", NULL};
+  int i, k, ne = 0;
+  lua_newtable(L);
+  lua_newtable(L);                                /* options.e */
+  for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1] != '\0'; i++) {
+    const char *a = argv[i], *name = a + 2, *eq;
+    if (strcmp(a, "--") == 0) { i++; break; }
+    if (strcmp(a, "-e") == 0 || strcmp(a, "-v") == 0 || strcmp(a, "-h") == 0) {
+      if (a[1] == 'v' || a[1] == 'h') { lua_pushboolean(L, 1); lua_setfield(L, -3, a[1] == 'v' ? "verbose" : "help"); continue; }
+      if (++i >= argc) luaL_error(L, "'-e' needs an argument\n%s", usage);
+      lua_pushstring(L, argv[i]);
+      lua_rawseti(L, -2, ++ne);
+      continue;
+    }
+    if (a[1] != '-') luaL_error(L, "unrecognized option '%s'\n%s", a, usage);
+    eq = strchr(name, '=');
+    lua_pushlstring(L, name, eq ? (size_t)(eq - name) : strlen(name));
+    for (k = 0; flags[k] && strcmp(lua_tostring(L, -1), flags[k]) != 0; k++) ;
+    if (flags[k] != NULL && eq == NULL) { lua_pushboolean(L, 1); lua_settable(L, -4); continue; }
+    for (k = 0; withval[k] && strcmp(lua_tostring(L, -1), withval[k]) != 0; k++) ;
+    if (withval[k] == NULL) luaL_error(L, "unrecognized option '%s'\n%s", a, usage);
+    if (eq == NULL && ++i >= argc) luaL_error(L, "'%s' needs an argument\n%s", a, usage);
+    lua_pushstring(L, eq ? eq + 1 : argv[i]);
+    lua_settable(L, -4);
+  }
+  lua_setfield(L, -2, "e");
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
+  return i;
+}
+
+
+/* The run seed: --seed, else one picked on rank 0 and broadcast. */
+static void setseed (lua_State *L) {
+  long long seed = 0;
+  int isnum = 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
+  if (lua_getfield(L, -1, "seed") != LUA_TNIL) {
+    seed = (long long)lua_tointegerx(L, -1, &isnum);
+    if (!isnum || seed < 0) luaL_error(L, "--seed: '%s' is not a non-negative integer", lua_tostring(L, -1));
+  } else if (rank == 0)
+    seed = (long long)((unsigned long long)time(NULL) * 2654435761u ^ (unsigned)getpid()) & 0x7fffffffLL;
+  MPI_Bcast(&seed, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  lua_pushinteger(L, (lua_Integer)seed);
+  lua_setfield(L, -3, "seed");
+  lua_pop(L, 2);
+}
+
+
+/* package.path: $NVFP4_LUA_PATH, else the source tree's lua/ when this
+** program runs from the build tree, else the installed directory. */
+static void setpath (lua_State *L) {
+  char exe[PATH_MAX];
+  const char *dir = getenv("NVFP4_LUA_PATH");
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (dir == NULL) {
+    exe[n > 0 ? n : 0] = '\0';
+    dir = strncmp(exe, NVFP4_BUILDDIR "/", strlen(NVFP4_BUILDDIR) + 1) == 0
+          ? NVFP4_SRCLUADIR : NVFP4_LUADIR;
+  }
+  lua_getglobal(L, "package");
+  lua_pushfstring(L, "%s/?.lua;", dir);
+  lua_getfield(L, -2, "path");
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_pop(L, 1);
+}
+
+
+/* Whether option name was given (for "e": whether any -e was). */
+static int getflag (lua_State *L, const char *name) {
+  int t, on;
+  lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
+  t = lua_getfield(L, -1, name);
+  on = (t == LUA_TTABLE) ? lua_rawlen(L, -1) > 0 : t != LUA_TNIL;
+  lua_pop(L, 2);
+  return on;
+}
+
+
+static void createargtable (lua_State *L, char **argv, int argc, int script) {
+  int i;
+  lua_createtable(L, argc - script, script + 1);
+  for (i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i - script);               /* arg[0] = script, as lua.c */
+  }
+  lua_setglobal(L, "arg");
+}
+
+
+static int pmain (lua_State *L) {
+  int argc = (int)lua_tointeger(L, 1), script, i;
+  char **argv = (char **)lua_touserdata(L, 2);
+  luaL_openlibs(L);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+  lua_pushcfunction(L, luaopen_nvfp4);
+  lua_setfield(L, -2, "nvfp4");                   /* require "nvfp4" */
+  lua_pop(L, 1);
+  setpath(L);
+  script = collectargs(L, argc, argv);
+  setseed(L);
+  if (getflag(L, "help") || (script == argc && !getflag(L, "version") && !getflag(L, "e"))) {
+    if (rank == 0) fputs(usage, stdout);
+    return 0;
+  }
+  if (getflag(L, "version")) {
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int n;
+    MPI_Get_library_version(mpi, &n);
+    if (rank == 0) printf("nvfp4-lua: %s; %s; %.*s\n", nvfp4_version_string(), LUA_RELEASE,
+                          (int)strcspn(mpi, ",\n"), mpi);
+    return 0;
+  }
+  lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
+  if (lua_getfield(L, -1, "backend") == LUA_TSTRING)
+    setenv("NVFP4_BACKEND", lua_tostring(L, -1), 1);   /* the module's ctx reads it */
+  lua_settop(L, 2);
+  createargtable(L, argv, argc, script < argc ? script : 0);
+  lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
+  lua_getfield(L, -1, "e");
+  for (i = 1; i <= (int)lua_rawlen(L, -1); i++) {
+    lua_rawgeti(L, -1, i);
+    if (luaL_loadbuffer(L, lua_tostring(L, -1), lua_rawlen(L, -1), "=(command line)") != LUA_OK
+        || docall(L, 0) != LUA_OK)
+      return lua_error(L);
+    lua_pop(L, 1);
+  }
+  if (script < argc) {
+    int n = argc - script - 1;
+    if (luaL_loadfile(L, argv[script]) != LUA_OK) return lua_error(L);
+    for (i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);   /* ... */
+    if (docall(L, n) != LUA_OK) return lua_error(L);
+  }
+  return 0;
+}
+
+
+int main (int argc, char **argv) {
+  int provided, status = 0;
+  lua_State *L;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  /* the watchdog may abort */
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  L = luaL_newstate();
+  if (L == NULL) {
+    fprintf(stderr, "[rank %d] nvfp4-lua: cannot create a Lua state\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  lua_pushcfunction(L, pmain);
+  lua_pushinteger(L, argc);
+  lua_pushlightuserdata(L, argv);
+  if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+    fprintf(stderr, "[rank %d] %s\n", rank, lua_tostring(L, -1));
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);   /* peers may be waiting in a collective */
+  }
+  if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT) == LUA_TNUMBER)
+    status = (int)lua_tointeger(L, -1);
+  lua_close(L);                     /* __gc: tensors, comms, ctx; before MPI_Finalize */
+  MPI_Finalize();
+  return status;
+}
