@@ -1,5 +1,242 @@
-/* placeholder until the reference quantizer lands */
+/*
+** ref_quantize.c -- the CPU reference numerics: amax (incl. post-RHT),
+** quantize (rowwise / columnwise, 1D / 2D blocks, RHT, RN / SR) and rowwise
+** dequantize, bit-exact with spec/nvfp4-numerics.md §3-§10 (the operation
+** order of §4 matters).  The CUDA backend must match these bit for bit.
+**
+** Layouts (spec §6): x is [M, K] row-major (M = product of leading dims).
+**   rowwise:    data [M, K/2], scale [ru(M,128), ru(K/16,4)], entry [m][j]
+**               for block x[m][16j..16j+15];
+**   columnwise: the [K, M] matrix X^T (RHT'd when o->rht), data [K, M/2],
+**               scale [ru(K,128), ru(M/16,4)], entry [k][j] for block
+**               X[16j..16j+15][k].
+** Even element in the low nibble.  Scale padding is written as 0x00 (TE
+** leaves it uninitialized: our deliberate difference, design.md 2).
+**
+** Stochastic rounding (ours, spec §17.1 leaves the hardware mapping open):
+** in the 2-D buffer being quantized (rowwise [M, K]: stream 0; columnwise
+** [K, M] after RHT: stream 1) the element at flat index e = r*cols + c uses
+** the random byte nvfp4i_sr_byte(sr_seed, sr_offset, stream, e) of
+** lib/philox.h: byte (e & 3) of word ((e >> 2) & 3) of
+** philox4x32_10(key = sr_seed, counter = {blk lo32, blk hi32, stream, 0}),
+** blk = sr_offset + (e >> 4); then "round up iff frac + r/256 >= 1"
+** (nvfp4i_e2m1_encode_sr).  kernels/ use the same inline functions.
+**
+** Decisions: amaxes (tensor and block) ignore NaN, as the kernel's max does;
+** a NaN element encodes to +6 (0x7), -0.0 to 0x8 (kernel, spec §1).
+*/
+#include <stdlib.h>
+#include <string.h>
 #include "ref_quantize.h"
-nvfp4_status nvfp4i_ref_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht, unsigned m, float a[2]) { return NVFP4_ENOTSUP; }
-nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopts *o, nvfp4_tensor *q) { return NVFP4_ENOTSUP; }
-nvfp4_status nvfp4i_ref_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q, nvfp4_tensor *out) { return NVFP4_ENOTSUP; }
+#include "ref_codec.h"
+#include "philox.h"
+
+
+/* Row r of x (F32 or BF16) as K floats (exact). */
+static void load_row (const nvfp4_tensor *x, int64_t r, int64_t K, float *dst) {
+  int64_t k;
+  if (x->dtype == NVFP4_F32)
+    memcpy(dst, (const float *)x->data.p + r * K, (size_t)K * sizeof(float));
+  else {
+    const uint16_t *s = (const uint16_t *)x->data.p + r * K;
+    for (k = 0; k < K; k++) dst[k] = nvfp4i_bf16_to_f32(s[k]);
+  }
+}
+
+
+/* max |v_i| over n values, NaN ignored, starting from 0. */
+static float absmax (const float *v, int64_t n) {
+  float a = 0.0f;
+  int64_t i;
+  for (i = 0; i < n; i++) {
+    float t = fabsf(v[i]);
+    if (t > a) a = t;
+  }
+  return a;
+}
+
+
+/* The 16-row stripe j of x transposed: tile[k*16 + r] = x[16j + r][k],
+** RHT'd (and rounded to bf16) per k when mask >= 0. */
+static void load_stripe (const nvfp4_tensor *x, int64_t j, int64_t K, float *row,
+                         float *tile, long mask) {
+  int64_t r, k;
+  for (r = 0; r < 16; r++) {
+    load_row(x, 16 * j + r, K, row);
+    for (k = 0; k < K; k++) tile[k * 16 + r] = row[k];
+  }
+  if (mask >= 0)
+    for (k = 0; k < K; k++) {
+      uint16_t h[16];
+      nvfp4i_rht16(tile + k * 16, (unsigned)mask, h);
+      for (r = 0; r < 16; r++) tile[k * 16 + r] = nvfp4i_bf16_to_f32(h[r]);
+    }
+}
+
+
+nvfp4_status nvfp4i_ref_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
+                              unsigned sign_mask, float amax[2]) {
+  int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape), r;
+  float *row, *tile = NULL, a = 0.0f;
+  amax[0] = amax[1] = 0.0f;
+  if (M * K == 0) return NVFP4_OK;
+  row = (float *)malloc((size_t)K * sizeof(float));
+  FAIL_IF(ctx, row == NULL, NVFP4_ENOMEM, "amax: cannot allocate %lld floats",
+          (long long)K);
+  for (r = 0; r < M; r++) {
+    float t;
+    load_row(x, r, K, row);
+    t = absmax(row, K);
+    if (t > a) a = t;
+  }
+  amax[0] = amax[1] = a;
+  if (rht) {                              /* max |bf16(RHT(x^T))| (§8) */
+    tile = (float *)malloc((size_t)K * 16 * sizeof(float));
+    if (tile == NULL) {
+      free(row);
+      return nvfp4i_fail(ctx, NVFP4_ENOMEM, "amax: cannot allocate a %lldx16 tile",
+                         (long long)K);
+    }
+    a = 0.0f;
+    for (r = 0; r < M / 16; r++) {
+      float t;
+      load_stripe(x, r, K, row, tile, (long)sign_mask);
+      t = absmax(tile, K * 16);
+      if (t > a) a = t;
+    }
+    amax[1] = a;
+  }
+  free(tile);
+  free(row);
+  return NVFP4_OK;
+}
+
+
+/* Quantize one 16-element block v (spec §4): a_b given (2D) or < 0 to
+** compute it; writes 8 packed bytes and returns the scale byte.  rb: the 16
+** SR bytes or NULL for RN. */
+static uint8_t quantize_block (const float *v, float a_b, nvfp4i_gscale g,
+                               const uint8_t *rb, uint8_t *out) {
+  float enc;
+  uint8_t sf, c[16];
+  int i;
+  if (a_b < 0.0f) a_b = absmax(v, 16);
+  sf = nvfp4i_block_scale(a_b, g, &enc);
+  if (rb == NULL)
+    for (i = 0; i < 16; i++) c[i] = nvfp4i_e2m1_encode(v[i] * enc);
+  else
+    for (i = 0; i < 16; i++) c[i] = nvfp4i_e2m1_encode_sr(v[i] * enc, rb[i]);
+  for (i = 0; i < 8; i++) out[i] = (uint8_t)(c[2 * i] | (c[2 * i + 1] << 4));
+  return sf;
+}
+
+
+/* 16x16 tile amaxes for 2D mode: tam[(m/16) * KB + k/16] (a partial last
+** tile row when M % 16 != 0, rowwise only). */
+static void tile_amax (const nvfp4_tensor *x, int64_t M, int64_t K, float *row,
+                       float *tam) {
+  int64_t KB = K / 16, m, b;
+  memset(tam, 0, (size_t)((M + 15) / 16 * KB) * sizeof(float));
+  for (m = 0; m < M; m++) {
+    load_row(x, m, K, row);
+    for (b = 0; b < KB; b++) {
+      float t = absmax(row + 16 * b, 16);
+      float *d = &tam[(m / 16) * KB + b];
+      if (t > *d) *d = t;
+    }
+  }
+}
+
+
+static void quantize_rowwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
+                              nvfp4_tensor *q, float *row, const float *tam) {
+  int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape), KB = K / 16;
+  int64_t scols = q->row_scale.shape.dim[1], m, b;
+  nvfp4i_gscale g = nvfp4i_gscale_make(q->amax[0]);
+  uint8_t *data = (uint8_t *)q->row_data.p, *scale = (uint8_t *)q->row_scale.p;
+  uint8_t rb[16];
+  memset(scale, 0, q->row_scale.nbytes);
+  for (m = 0; m < M; m++) {
+    load_row(x, m, K, row);
+    for (b = 0; b < KB; b++) {
+      float a_b = tam ? tam[(m / 16) * KB + b] : -1.0f;
+      if (o->sr)   /* e = m*K + 16b: SR block m*KB + b */
+        nvfp4i_sr_block_bytes(o->sr_seed, o->sr_offset + (uint64_t)(m * KB + b),
+                              NVFP4I_SR_ROWWISE, rb);
+      scale[m * scols + b] = quantize_block(row + 16 * b, a_b, g, o->sr ? rb : NULL,
+                                            data + m * (K / 2) + 8 * b);
+    }
+  }
+}
+
+
+static void quantize_columnwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
+                                 nvfp4_tensor *q, float *row, float *tile,
+                                 const float *tam) {
+  int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape);
+  int64_t MB = M / 16, KB = K / 16, scols = q->col_scale.shape.dim[1], j, k;
+  long mask = o->rht ? (long)(o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS) : -1;
+  nvfp4i_gscale g = nvfp4i_gscale_make(q->amax[1]);
+  uint8_t *data = (uint8_t *)q->col_data.p, *scale = (uint8_t *)q->col_scale.p;
+  uint8_t rb[16];
+  memset(scale, 0, q->col_scale.nbytes);
+  for (j = 0; j < MB; j++) {
+    load_stripe(x, j, K, row, tile, mask);
+    for (k = 0; k < K; k++) {
+      float a_b = tam ? tam[j * KB + k / 16] : -1.0f;
+      if (o->sr)   /* e = k*M + 16j: SR block k*MB + j */
+        nvfp4i_sr_block_bytes(o->sr_seed, o->sr_offset + (uint64_t)(k * MB + j),
+                              NVFP4I_SR_COLUMNWISE, rb);
+      scale[k * scols + j] = quantize_block(tile + 16 * k, a_b, g, o->sr ? rb : NULL,
+                                            data + k * (M / 2) + 8 * j);
+    }
+  }
+}
+
+
+nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                  const nvfp4_qopts *o, nvfp4_tensor *q) {
+  int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape);
+  float *row = NULL, *tile = NULL, *tam = NULL;
+  nvfp4_status st = NVFP4_OK;
+  if (q->has_row && q->row_scale.nbytes) memset(q->row_scale.p, 0, q->row_scale.nbytes);
+  if (q->has_col && q->col_scale.nbytes) memset(q->col_scale.p, 0, q->col_scale.nbytes);
+  if (M * K == 0) return NVFP4_OK;
+  row = (float *)malloc((size_t)K * sizeof(float));
+  if (q->has_col) tile = (float *)malloc((size_t)K * 16 * sizeof(float));
+  if (o->two_d) tam = (float *)malloc((size_t)((M + 15) / 16 * (K / 16)) * sizeof(float));
+  if (row == NULL || (q->has_col && tile == NULL) || (o->two_d && tam == NULL)) {
+    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "quantize: cannot allocate work space "
+                     "for K=%lld", (long long)K);
+    goto done;
+  }
+  if (tam) tile_amax(x, M, K, row, tam);
+  if (q->has_row) quantize_rowwise(x, o, q, row, tam);
+  if (q->has_col) quantize_columnwise(x, o, q, row, tile, tam);
+done:
+  free(tam);
+  free(tile);
+  free(row);
+  return st;
+}
+
+
+nvfp4_status nvfp4i_ref_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
+                                    nvfp4_tensor *out) {
+  int64_t M = nvfp4_shape_M(q->shape), K = nvfp4_shape_K(q->shape), KB = K / 16;
+  int64_t scols = q->row_scale.shape.dim[1], m, b, i;
+  const uint8_t *data = (const uint8_t *)q->row_data.p;
+  const uint8_t *scale = (const uint8_t *)q->row_scale.p;
+  for (m = 0; m < M; m++)
+    for (b = 0; b < KB; b++) {
+      float fs = nvfp4i_dequant_scale(scale[m * scols + b], q->amax[0]);
+      const uint8_t *d = data + m * (K / 2) + 8 * b;
+      int64_t base = m * K + 16 * b;
+      for (i = 0; i < 16; i++) {
+        float v = nvfp4i_e2m1_value((d[i / 2] >> (4 * (i & 1))) & 0xfu) * fs;
+        if (out->dtype == NVFP4_F32) ((float *)out->data.p)[base + i] = v;
+        else ((uint16_t *)out->data.p)[base + i] = nvfp4i_f32_to_bf16(v);
+      }
+    }
+  return NVFP4_OK;
+}

@@ -1,0 +1,149 @@
+/*
+** quantize.c -- the public quantize, dequantize and swap_first_dims: every
+** argument is validated here, once, then the backend table does the work
+** (lib/ref_quantize.c on the CPU, kernels/ on CUDA).
+*/
+#include <math.h>
+#include <string.h>
+#include "nvfp4_int.h"
+
+
+/* The options as the backends see them: a usage is always set. */
+static nvfp4_qopts normalize (const nvfp4_qopts *opts) {
+  nvfp4_qopts o;
+  if (opts != NULL) o = *opts;
+  else memset(&o, 0, sizeof o);
+  if (!o.rowwise && !o.columnwise) o.rowwise = 1;
+  return o;
+}
+
+
+static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                 const nvfp4_qopts *o) {
+  char msg[256];
+  int i;
+  FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "quantize: input dtype %s is not fp32 or bf16", nvfp4_dtype_name(x->dtype));
+  if (nvfp4_shape_check_quantizable(x->shape, o->rowwise, o->columnwise, msg,
+                                    sizeof msg) != NVFP4_OK)
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "quantize: %s", msg);
+  FAIL_IF(ctx, o->rht && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "quantize: RHT needs a bf16 input, got %s (spec §8)",
+          nvfp4_dtype_name(x->dtype));
+  FAIL_IF(ctx, o->rht && !o->columnwise, NVFP4_EINVAL,
+          "quantize: RHT applies to the columnwise copy only; ask for "
+          "columnwise usage (spec §8)");
+  FAIL_IF(ctx, o->rht_no_signs && !o->rht, NVFP4_EINVAL,
+          "quantize: rht_no_signs is set without rht");
+  FAIL_IF(ctx, o->two_d && (o->rht || o->sr), NVFP4_EINVAL,
+          "quantize: 2D (16x16) blocks exclude %s (spec §7)",
+          o->rht ? "RHT" : "stochastic rounding");
+  if (o->has_amax)
+    for (i = 0; i < 2; i++)
+      FAIL_IF(ctx, !(o->amax[i] >= 0.0f), NVFP4_EINVAL,
+              "quantize: given %s amax %g must be >= 0 and not NaN",
+              i ? "columnwise" : "rowwise", (double)o->amax[i]);
+  FAIL_IF(ctx, o->amax_group != NULL && nvfp4_comm_ctx(o->amax_group) != ctx,
+          NVFP4_EUSAGE, "quantize: amax_group belongs to another context");
+  return NVFP4_OK;
+}
+
+
+/* Order (spec §3.1): amax (backend, or given), MAX-all-reduce of both over
+** amax_group, allocate, cast.  Nothing is written to *out on failure. */
+nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                             const nvfp4_qopts *opts, nvfp4_tensor **out) {
+  nvfp4_qopts o;
+  nvfp4_tensor *q;
+  nvfp4_status st;
+  float amax[2];
+  if (ctx == NULL) return NVFP4_EINVAL;
+  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "quantize: out is NULL");
+  *out = NULL;
+  CHECK(nvfp4i_check_tensor(ctx, x, "quantize"));
+  o = normalize(opts);
+  CHECK(check_qopts(ctx, x, &o));
+  if (o.has_amax) { amax[0] = o.amax[0]; amax[1] = o.amax[1]; }
+  else
+    CHECK(ctx->ops->amax(ctx, x, o.rht,
+                         o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax));
+  if (o.amax_group != NULL)
+    CHECK(nvfp4_comm_all_reduce_max_f32(o.amax_group, amax, 2));
+  CHECK(nvfp4i_tensor_alloc_fp4(ctx, x->shape, o.rowwise, o.columnwise, &q));
+  q->amax[0] = amax[0];
+  q->amax[1] = amax[1];
+  q->rht = o.rht;
+  q->rht_no_signs = o.rht_no_signs;
+  q->sr = o.sr;
+  q->two_d = o.two_d;
+  if ((st = ctx->ops->quantize(ctx, x, &o, q)) != NVFP4_OK) {
+    nvfp4_tensor_destroy(q);
+    return st;
+  }
+  *out = q;
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
+                               nvfp4_dtype dt, nvfp4_tensor **out) {
+  nvfp4_tensor *y;
+  nvfp4_status st;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "dequantize: out is NULL");
+  *out = NULL;
+  CHECK(nvfp4i_check_tensor(ctx, q, "dequantize"));
+  FAIL_IF(ctx, q->dtype != NVFP4_FP4, NVFP4_EINVAL,
+          "dequantize: input is a %s tensor, not fp4", nvfp4_dtype_name(q->dtype));
+  FAIL_IF(ctx, !q->has_row, NVFP4_EUSAGE,
+          "dequantize: the tensor has no rowwise copy (only the rowwise copy "
+          "can be dequantized, spec §10)");
+  FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
+          "dequantize: output dtype %s is not fp32 or bf16", nvfp4_dtype_name(dt));
+  CHECK(nvfp4i_tensor_alloc_plain(ctx, q->shape, dt, &y));
+  if (nvfp4_shape_numel(q->shape) > 0 &&
+      (st = ctx->ops->dequantize(ctx, q, y)) != NVFP4_OK) {
+    nvfp4_tensor_destroy(y);
+    return st;
+  }
+  *out = y;
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
+                                    nvfp4_tensor **out) {
+  nvfp4_tensor *y;
+  nvfp4_shape s;
+  nvfp4_status st;
+  char sb[128];
+  size_t inner;
+  int i;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "swap_first_dims: out is NULL");
+  *out = NULL;
+  CHECK(nvfp4i_check_tensor(ctx, in, "swap_first_dims"));
+  nvfp4_shape_format(in->shape, sb, sizeof sb);
+  FAIL_IF(ctx, in->dtype == NVFP4_FP4, NVFP4_EINVAL,
+          "swap_first_dims: input %s is fp4; swap its buffers (u8) instead", sb);
+  /* TE checks the pointer before the rank (spec §13) */
+  FAIL_IF(ctx, nvfp4_shape_numel(in->shape) == 0 || in->data.p == NULL,
+          NVFP4_EINVAL, "Input is not allocated (swap_first_dims: input %s "
+          "has no elements)", sb);
+  FAIL_IF(ctx, in->shape.ndim < 2, NVFP4_EINVAL,
+          "swap_first_dims: input %s has rank %d, needs at least 2", sb,
+          in->shape.ndim);
+  s = in->shape;
+  s.dim[0] = in->shape.dim[1];
+  s.dim[1] = in->shape.dim[0];
+  inner = nvfp4_dtype_size(in->dtype);
+  for (i = 2; i < s.ndim; i++) inner *= (size_t)s.dim[i];
+  CHECK(nvfp4i_tensor_alloc_plain(ctx, s, in->dtype, &y));
+  if ((st = ctx->ops->swap_first_dims(ctx, y->data.p, in->data.p, in->shape.dim[0],
+                                      in->shape.dim[1], inner)) != NVFP4_OK) {
+    nvfp4_tensor_destroy(y);
+    return st;
+  }
+  *out = y;
+  return NVFP4_OK;
+}

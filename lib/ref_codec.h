@@ -1,0 +1,203 @@
+/*
+** ref_codec.h -- the scalar NVFP4 codecs of the CPU reference, written once
+** (spec/nvfp4-numerics.md §1-§5, §10): E2M1 (RNE and stochastic, satfinite),
+** E4M3 (RNE, satfinite), the global scale S_enc and the per-block §4 step.
+** Everything here is static inline, integer or exactly rounded fp32 only,
+** and __host__ __device__ under nvcc, so kernels/ can call the same code.
+**
+** Decisions (kernel behaviour, spec §1, §2, §17): -0.0 and y in [-0.25, 0)
+** encode to E2M1 0x8; NaN encodes to +6 (0x7); E4M3 NaN is 0x7F; |v| >= 448
+** and Inf saturate to 448 (0x7E / 0xFE); amax 0 or +Inf gives S_enc = 1.
+*/
+#ifndef NVFP4_REF_CODEC_H
+#define NVFP4_REF_CODEC_H
+
+#include <stdint.h>
+#include <float.h>
+#include <math.h>
+#include "philox.h"              /* NVFP4I_HD */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NVFP4I_INV6       0.16666667163372040f  /* fl(1/6) = 0x3E2AAAAB */
+#define NVFP4I_GLOBAL_E   2688.0f               /* 448 * 6 */
+
+static inline NVFP4I_HD uint32_t nvfp4i_f32_bits (float f) {
+  union { float f; uint32_t u; } v;
+  v.f = f;
+  return v.u;
+}
+
+
+static inline NVFP4I_HD float nvfp4i_bits_f32 (uint32_t u) {
+  union { float f; uint32_t u; } v;
+  v.u = u;
+  return v.f;
+}
+
+
+/* E2M1 code -> value (§1 table; 0x8 is -0.0). */
+static inline NVFP4I_HD float nvfp4i_e2m1_value (unsigned c) {
+  static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  float v = mag[c & 7];
+  return (c & 8) ? -v : v;
+}
+
+
+/* fp32 -> E2M1, round to nearest even, satfinite (cvt.rn.satfinite.e2m1x2).
+** Ties: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4; |y| > 6 and
+** Inf -> +-6; NaN -> 0x7; the sign is kept for results that round to 0
+** (-0.0 -> 0x8).  fp32 subnormals are not flushed (they round to +-0). */
+static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode (float y) {
+  uint32_t u = nvfp4i_f32_bits(y);
+  float a = nvfp4i_bits_f32(u & 0x7fffffffu);
+  uint8_t c;
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7;
+  if (a <= 0.25f) c = 0;
+  else if (a < 0.75f) c = 1;
+  else if (a <= 1.25f) c = 2;
+  else if (a < 1.75f) c = 3;
+  else if (a <= 2.5f) c = 4;
+  else if (a < 3.5f) c = 5;
+  else if (a <= 5.0f) c = 6;
+  else c = 7;
+  return (uint8_t)(c | ((u >> 28) & 8u));
+}
+
+
+/* fp32 -> E2M1 with stochastic rounding by the random byte r (spec §5.2
+** software rule): with lo <= |y| < hi the two grid neighbours and
+** frac = (|y| - lo) / (hi - lo), round away from zero iff
+** frac + r/256 >= 1, evaluated exactly: (|y| - lo)*256 >= (256 - r)*step.
+** Grid points stay put; |y| >= 6 and Inf -> +-6; NaN -> 0x7; sign kept. */
+static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode_sr (float y, unsigned r) {
+  uint32_t u = nvfp4i_f32_bits(y);
+  float a = nvfp4i_bits_f32(u & 0x7fffffffu);
+  float step, lo;
+  uint8_t c;
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7;
+  if (a >= 6.0f) return (uint8_t)(7 | ((u >> 28) & 8u));
+  step = a >= 4.0f ? 2.0f : a >= 2.0f ? 1.0f : 0.5f;
+  lo = floorf(a / step) * step;              /* exact: step is 2^k */
+  /* a - lo is exact (same binade or lo = 0); both products are exact */
+  if ((a - lo) * 256.0f >= (float)(256u - (r & 0xffu)) * step) lo += step;
+  /* lo is now a grid value: 0, .5, 1, 1.5, 2, 3, 4 or 6 */
+  if (lo < 2.0f) c = (uint8_t)(lo * 2.0f);   /* 0..3 */
+  else if (lo < 4.0f) c = (uint8_t)(lo + 2.0f);  /* 2 -> 4, 3 -> 5 */
+  else c = lo < 6.0f ? 6 : 7;
+  return (uint8_t)(c | ((u >> 28) & 8u));
+}
+
+
+/* Shift m right by s (1..31) with round to nearest even. */
+static inline NVFP4I_HD uint32_t nvfp4i_rne_shift (uint32_t m, int s) {
+  uint32_t q, rem, half;
+  if (s >= 32) return 0;                     /* m < 2^24 < half */
+  q = m >> s;
+  rem = m & ((1u << s) - 1u);
+  half = 1u << (s - 1);
+  if (rem > half || (rem == half && (q & 1u))) q++;
+  return q;
+}
+
+
+/* fp32 -> E4M3 ("fn": no Inf, 0x7F NaN), RNE, satfinite
+** (cvt.rn.satfinite.e4m3x2.f32): |v| >= 448 (and Inf) -> +-448 (464 is a
+** tie that goes to 448), |v| <= 2^-10 -> +-0, NaN -> 0x7F, sign kept. */
+static inline NVFP4I_HD uint8_t nvfp4i_e4m3_encode (float v) {
+  uint32_t u = nvfp4i_f32_bits(v);
+  uint32_t a = u & 0x7fffffffu, sign = (u >> 24) & 0x80u, m, q;
+  int e;
+  if (a > 0x7f800000u) return 0x7F;
+  if (a >= 0x43e00000u) return (uint8_t)(0x7E | sign);          /* 448 */
+  e = (int)(a >> 23);                                           /* biased */
+  m = (a & 0x7fffffu) | (e ? 0x800000u : 0u);
+  if (e == 0) e = 1;                         /* fp32 subnormal: 2^-149 lsb */
+  if (e - 127 < -6) {
+    /* E4M3 subnormal: count units of 2^-9; value = m * 2^(e-150) */
+    q = nvfp4i_rne_shift(m, 141 - e);        /* 0..8; 8 is min normal 0x08 */
+    return (uint8_t)(q | sign);
+  }
+  q = nvfp4i_rne_shift(m, 20);               /* 8..16, 16 carries */
+  return (uint8_t)((((uint32_t)(e - 127 + 7) << 3) + (q - 8)) | sign);
+}
+
+
+/* E4M3 byte -> exact fp32 value (NaN for 0x7F/0xFF). */
+static inline NVFP4I_HD float nvfp4i_e4m3_value (unsigned b) {
+  unsigned E = (b >> 3) & 15u, M = b & 7u;
+  float v;
+  if (E == 15 && M == 7) return nvfp4i_bits_f32(0x7fc00000u);
+  if (E == 0) v = (float)M * 0.001953125f;               /* M * 2^-9 */
+  else v = nvfp4i_bits_f32(((E - 7 + 127) << 23) | (M << 20));
+  return (b & 0x80u) ? -v : v;
+}
+
+
+/* Global encode scale (spec §3.2, main kernels): amax 0 -> 1; otherwise
+** fminf(fl(2688/amax), FLT_MAX), and a result of 0 (amax = +Inf) -> 1.
+** A NaN amax gives FLT_MAX. */
+static inline NVFP4I_HD float nvfp4i_senc (float amax) {
+  float t;
+  if (amax == 0.0f) return 1.0f;
+  t = fminf(NVFP4I_GLOBAL_E / amax, FLT_MAX);
+  return t == 0.0f ? 1.0f : t;
+}
+
+
+/* Per-tensor constants of one direction (spec §4 steps 1-2). */
+typedef struct nvfp4i_gscale {
+  float s_enc;          /* S_enc */
+  float s_dec;          /* fl(1/S_enc) */
+  float m;              /* fl(S_enc * fl(1/6)) */
+} nvfp4i_gscale;
+
+static inline NVFP4I_HD nvfp4i_gscale nvfp4i_gscale_make (float amax) {
+  nvfp4i_gscale g;
+  g.s_enc = nvfp4i_senc(amax);
+  g.s_dec = 1.0f / g.s_enc;
+  g.m = g.s_enc * NVFP4I_INV6;
+  return g;
+}
+
+
+/* Spec §4 steps 4-6 for a block of amax a_b (NaN-free, >= 0): returns the
+** E4M3 scale byte and sets *enc, the multiplier applied to every element:
+** s = fminf(fl(a_b*m), FLT_MAX); sf = e4m3(s);
+** enc = fminf(fl(1 / fl(sf32 * S_dec)), FLT_MAX). */
+static inline NVFP4I_HD uint8_t nvfp4i_block_scale (float a_b, nvfp4i_gscale g,
+                                                    float *enc) {
+  float s = fminf(a_b * g.m, FLT_MAX);
+  uint8_t sf = nvfp4i_e4m3_encode(s);
+  float d = nvfp4i_e4m3_value(sf) * g.s_dec;
+  *enc = fminf(1.0f / d, FLT_MAX);
+  return sf;
+}
+
+
+/* Dequantization factor of a block (spec §10, EMAX 448):
+** fl(fl(sf32 * amax) * fl(1/2688)). */
+static inline NVFP4I_HD float nvfp4i_dequant_scale (uint8_t sf, float amax) {
+  return (nvfp4i_e4m3_value(sf) * amax) * (1.0f / 2688.0f);
+}
+
+
+/* ---- host-only helpers (lib/ref_codec.c) ------------------------------ */
+/* Round a double to bf16 bits once, RNE, with bf16 subnormals and overflow
+** to +-Inf; NaN -> quiet NaN.  Exact for exact inputs (no double rounding
+** through fp32). */
+uint16_t nvfp4i_bf16_from_double (double d);
+
+/* The 16-point RHT of spec §8: out_c = bf16_rn(0.25 * sum_r v_r s_r H[r][c])
+** with s_r = -1 iff bit r of sign_mask is set, H the Sylvester Hadamard
+** matrix; the sum is exact (fp64 fast path when exact, otherwise a wide
+** integer accumulator), rounded once.  An exactly-zero sum gives +0.
+** v: 16 values that are exact bf16 values (as fp32); out: bf16 bits. */
+void nvfp4i_rht16 (const float v[16], unsigned sign_mask, uint16_t out[16]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
