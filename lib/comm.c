@@ -140,3 +140,50 @@ nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c, const void *send,
   MPI_CHECK(c->ctx, MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, c->mpi));
   return NVFP4_OK;
 }
+
+
+nvfp4_status nvfp4i_comm_all_gather_host (nvfp4_comm *c, const void *send,
+                                          size_t n, void *recv) {
+  FAIL_IF(c->ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
+          "all_gather_host: %zu bytes per rank exceed MPI's int count", n);
+  MPI_CHECK(c->ctx, MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, c->mpi));
+  return NVFP4_OK;
+}
+
+
+/* Device buffers go through host memory with the backend's own copies, so
+** this works for any backend; an NCCL path (ncclSend/ncclRecv in a group)
+** can be slotted in here later without changing callers. */
+static nvfp4_status all_to_all_staged (nvfp4_comm *c, const void *send,
+                                       size_t n, void *recv) {
+  nvfp4_ctx *ctx = c->ctx;
+  size_t total = n * (size_t)c->size;
+  char *hs, *hr;
+  nvfp4_status st = NVFP4_OK;
+  int rc;
+  if (total == 0) return NVFP4_OK;
+  hs = (char *)malloc(total);
+  hr = (char *)malloc(total);
+  if (hs == NULL || hr == NULL) {
+    free(hs); free(hr);
+    return nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_to_all: cannot stage %zu bytes", total);
+  }
+  if ((st = ctx->ops->to_host(ctx, hs, send, total)) != NVFP4_OK) goto done;
+  rc = MPI_Alltoall(hs, (int)n, MPI_BYTE, hr, (int)n, MPI_BYTE, c->mpi);
+  if (rc != MPI_SUCCESS) { st = mpi_fail(ctx, rc, "MPI_Alltoall"); goto done; }
+  st = ctx->ops->from_host(ctx, recv, hr, total);
+done:
+  free(hs);
+  free(hr);
+  return st;
+}
+
+
+nvfp4_status nvfp4i_comm_all_to_all_bytes (nvfp4_comm *c, const void *send,
+                                           size_t n, void *recv) {
+  FAIL_IF(c->ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
+          "all_to_all: %zu bytes per rank pair exceed MPI's int count", n);
+  if (c->transport != NVFP4I_MPI) return all_to_all_staged(c, send, n, recv);
+  MPI_CHECK(c->ctx, MPI_Alltoall(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, c->mpi));
+  return NVFP4_OK;
+}

@@ -29,4 +29,42 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c,
                                                        const void *send,
                                                        size_t n, void *recv);
 
+/* Host-memory byte all-gather in rank order (always MPI, whatever the
+** transport): for small descriptors, statuses and metadata. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_gather_host (nvfp4_comm *c,
+                                                      const void *send,
+                                                      size_t n, void *recv);
+/* Byte all-to-all: block r (n bytes at send + r*n) goes to rank r, and
+** rank r's block for this rank lands at recv + r*n.  Buffers in the ctx's
+** memory; a device transport stages through host memory for now. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_to_all_bytes (nvfp4_comm *c,
+                                                       const void *send,
+                                                       size_t n, void *recv);
+
+/* Flags of the metadata descriptor that collectives compare across ranks
+** (lib/collectives.c).  ROW/COL: usages wanted; HAVE_*: usages present in
+** an FP4 input; the rest: how it is (to be) quantized. */
+enum {
+  NVFP4I_META_ROW = 1, NVFP4I_META_COL = 2, NVFP4I_META_HAVE_ROW = 4,
+  NVFP4I_META_HAVE_COL = 8, NVFP4I_META_ND = 16, NVFP4I_META_RHT = 32,
+  NVFP4I_META_SR = 64, NVFP4I_META_TWO_D = 128
+};
+
+/* Collective, before any data collective: every rank contributes its local
+** status (an argument error found without communicating), shape, dtype and
+** flags.  Returns OK when all ranks are OK and agree; otherwise the same
+** outcome on every rank: EMISMATCH "<what>: ranks disagree: rank r has
+** [..] dt (flags), rank 0 has [..] dt (flags)" naming the first rank that
+** differs from rank 0; or, when some rank failed locally, that rank keeps
+** its own status and message and the others get EPEER naming it. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c,
+                                                 const char *what,
+                                                 nvfp4_status local,
+                                                 nvfp4_shape shape,
+                                                 nvfp4_dtype dt, int flags);
+/* Collective: agree on a local status after local work (allocation, local
+** quantize).  Local failure: returned as is; a peer's: EPEER naming it. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
+                                            nvfp4_status local);
+
 #endif

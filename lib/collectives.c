@@ -1,0 +1,330 @@
+/*
+** collectives.c -- plain-tensor collectives along dim 0 (all-gather,
+** reduce-scatter, all-reduce sum) and the cross-rank agreement helpers that
+** every data collective calls first, so that a shape or dtype mismatch, or a
+** rank that failed locally, gives the same clear error on every rank
+** instead of a hang or corrupted data (design.md decision 8).
+**
+** Sums are deterministic and identical on every rank: in FP32, in rank
+** order, starting from +0: ((0 + x_0) + x_1) + .. + x_(size-1); BF16 is
+** rounded once (RNE) at the end.  A sum of -0.0 values therefore gives +0.0.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "comm_int.h"
+
+
+/* ---- metadata agreement ------------------------------------------------ */
+
+typedef struct meta {           /* fixed size: all-gathered as bytes */
+  int32_t status, ndim, dtype, flags;
+  int64_t dim[NVFP4_MAX_DIMS];
+} meta;
+
+
+static void meta_make (meta *m, nvfp4_status st, nvfp4_shape s, nvfp4_dtype dt,
+                       int flags) {
+  int i;
+  memset(m, 0, sizeof *m);
+  m->status = (int32_t)st;
+  m->ndim = (s.ndim < 0 || s.ndim > NVFP4_MAX_DIMS) ? 0 : s.ndim;
+  for (i = 0; i < m->ndim; i++) m->dim[i] = s.dim[i];
+  m->dtype = (int32_t)dt;
+  m->flags = flags;
+}
+
+
+static int meta_same (const meta *a, const meta *b) {
+  int i;
+  if (a->ndim != b->ndim || a->dtype != b->dtype || a->flags != b->flags) return 0;
+  for (i = 0; i < a->ndim; i++)
+    if (a->dim[i] != b->dim[i]) return 0;
+  return 1;
+}
+
+
+/* "[16, 2, 64] bf16 (rowwise+columnwise, rule nd)" */
+static char *meta_format (const meta *m, char *buf, size_t n) {
+  static const char *const fname[] = {
+    "rowwise", "columnwise", "has rowwise", "has columnwise", "rule nd",
+    "rht", "sr", "2d"
+  };
+  nvfp4_shape s;
+  size_t used;
+  int i, first = 1;
+  s = nvfp4_shape_make(m->ndim, m->dim);
+  nvfp4_shape_format(s, buf, n);
+  used = strlen(buf);
+  used += (size_t)snprintf(buf + used, used < n ? n - used : 0, " %s",
+                           nvfp4_dtype_name((nvfp4_dtype)m->dtype));
+  for (i = 0; i < 8 && used < n; i++) {
+    if (!(m->flags & (1 << i))) continue;
+    used += (size_t)snprintf(buf + used, n - used, "%s%s", first ? " (" : "+",
+                             fname[i]);
+    first = 0;
+  }
+  if (!first && used < n) snprintf(buf + used, n - used, ")");
+  return buf;
+}
+
+
+/* The first rank (lowest) whose status is not OK, or -1. */
+static int first_failed (const meta *all, int size) {
+  int r;
+  for (r = 0; r < size; r++)
+    if (all[r].status != NVFP4_OK) return r;
+  return -1;
+}
+
+
+nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c, const char *what,
+                                     nvfp4_status local, nvfp4_shape shape,
+                                     nvfp4_dtype dt, int flags) {
+  meta mine, stackbuf[16], *all = stackbuf;
+  char a[256], b[256];
+  nvfp4_status st;
+  int r;
+  meta_make(&mine, local, shape, dt, flags);
+  if (c->size > 16) {
+    /* If this allocation fails the rank still joins, with a failed status. */
+    all = (meta *)malloc(sizeof *all * (size_t)c->size);
+    if (all == NULL) {
+      all = stackbuf;
+      return nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the "
+                         "metadata table for %d ranks", what, c->size);
+    }
+  }
+  if ((st = nvfp4i_comm_all_gather_host(c, &mine, sizeof mine, all)) != NVFP4_OK)
+    goto done;
+  if ((r = first_failed(all, c->size)) >= 0) {
+    st = local != NVFP4_OK ? local
+         : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed before the "
+                       "collective (%s)", what, r,
+                       nvfp4_status_string((nvfp4_status)all[r].status));
+    goto done;
+  }
+  for (r = 1; r < c->size; r++)
+    if (!meta_same(&all[r], &all[0])) {
+      st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: ranks disagree: rank %d "
+                       "has %s, rank 0 has %s", what, r,
+                       meta_format(&all[r], a, sizeof a),
+                       meta_format(&all[0], b, sizeof b));
+      goto done;
+    }
+done:
+  if (all != stackbuf) free(all);
+  return st;
+}
+
+
+nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
+                                nvfp4_status local) {
+  int stackbuf[64], *all = stackbuf, v = (int)local, r;
+  nvfp4_status st;
+  if (c->size > 64) {
+    all = (int *)malloc(sizeof *all * (size_t)c->size);
+    if (all == NULL) {
+      /* Cannot even agree: fall back to a MAX reduction of the status. */
+      if (nvfp4_comm_all_reduce_max_int(c, &v, 1) != NVFP4_OK) return NVFP4_EMPI;
+      if (local != NVFP4_OK) return local;
+      return v == NVFP4_OK ? NVFP4_OK
+             : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: another rank failed", what);
+    }
+  }
+  st = nvfp4i_comm_all_gather_host(c, &v, sizeof v, all);
+  if (st == NVFP4_OK) {
+    for (r = 0; r < c->size; r++)
+      if (all[r] != NVFP4_OK) break;
+    if (r < c->size)
+      st = local != NVFP4_OK ? local
+           : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed (%s)", what,
+                         r, nvfp4_status_string((nvfp4_status)all[r]));
+  }
+  if (all != stackbuf) free(all);
+  return st;
+}
+
+
+/* ---- plain collectives ------------------------------------------------- */
+
+/* Local argument check, no communication.  sum: F32/BF16 only. */
+static nvfp4_status check_plain (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                 const char *what, int sum) {
+  CHECK(nvfp4i_check_tensor(ctx, x, what));
+  FAIL_IF(ctx, x->dtype == NVFP4_FP4, NVFP4_EINVAL, "%s: x is an fp4 tensor; "
+          "use nvfp4_all_gather for NVFP4 tensors", what);
+  FAIL_IF(ctx, sum && x->dtype == NVFP4_U8, NVFP4_EINVAL,
+          "%s: u8 tensors cannot be summed (fp32 or bf16 only)", what);
+  FAIL_IF(ctx, x->shape.ndim < 1, NVFP4_EINVAL,
+          "%s: x is a scalar; collectives along dim 0 need ndim >= 1", what);
+  return NVFP4_OK;
+}
+
+
+static nvfp4_shape shape_of (const nvfp4_tensor *x) {
+  nvfp4_shape s;
+  if (x != NULL) return x->shape;
+  memset(&s, 0, sizeof s);
+  return s;
+}
+
+
+nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
+                                     nvfp4_tensor **out) {
+  nvfp4_ctx *ctx;
+  nvfp4_tensor *t = NULL;
+  nvfp4_shape g;
+  nvfp4_status st;
+  if (c == NULL) return NVFP4_EINVAL;
+  ctx = c->ctx;
+  st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "all_gather_plain: out is NULL")
+                   : check_plain(ctx, x, "all_gather_plain", 0);
+  if (out != NULL) *out = NULL;
+  CHECK(nvfp4i_comm_check_same(c, "all_gather_plain", st, shape_of(x),
+                               x ? x->dtype : NVFP4_F32, 0));
+  g = x->shape;
+  g.dim[0] *= c->size;
+  st = nvfp4i_tensor_alloc_plain(ctx, g, x->dtype, &t);
+  CHECK(nvfp4i_comm_agree(c, "all_gather_plain", st));
+  st = nvfp4i_comm_all_gather_bytes(c, x->data.p, x->data.nbytes, t->data.p);
+  if (st != NVFP4_OK) {
+    nvfp4_tensor_destroy(t);
+    return st;
+  }
+  *out = t;
+  return NVFP4_OK;
+}
+
+
+/* acc (FP32, n elements, zeroed) += block r of src for r in rank order. */
+static nvfp4_status sum_blocks (nvfp4_ctx *ctx, float *acc, const void *src,
+                                nvfp4_dtype dt, size_t n, int size) {
+  size_t blk = n * nvfp4_dtype_size(dt);
+  int r;
+  for (r = 0; r < size; r++)
+    CHECK(ctx->ops->add_f32(ctx, acc, (const char *)src + (size_t)r * blk, dt, n));
+  return NVFP4_OK;
+}
+
+
+/* Round the FP32 sums once into a BF16 tensor (staged through host memory:
+** the backend table has no conversion entry). */
+static nvfp4_status store_bf16 (nvfp4_ctx *ctx, nvfp4_tensor *t, const float *acc,
+                                size_t n) {
+  float *h = (float *)malloc(n * sizeof *h + 1);
+  uint16_t *b = (uint16_t *)malloc(n * sizeof *b + 1);
+  nvfp4_status st = NVFP4_OK;
+  size_t i;
+  if (h == NULL || b == NULL) {
+    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "cannot stage %zu sums on the host", n);
+    goto done;
+  }
+  if (n > 0 && (st = ctx->ops->to_host(ctx, h, acc, n * sizeof *h)) != NVFP4_OK) goto done;
+  for (i = 0; i < n; i++) b[i] = nvfp4i_f32_to_bf16(h[i]);
+  if (n > 0) st = ctx->ops->from_host(ctx, t->data.p, b, n * sizeof *b);
+done:
+  free(h);
+  free(b);
+  return st;
+}
+
+
+/* out (allocated, dtype dt, n elements) = sum over ranks of the size blocks
+** in buf (ctx memory, size * n elements of dt). */
+static nvfp4_status reduce_into (nvfp4_ctx *ctx, nvfp4_tensor *out,
+                                 const void *buf, size_t n, int size) {
+  nvfp4i_buf acc;
+  nvfp4_status st;
+  if (n == 0) return NVFP4_OK;
+  if (out->dtype == NVFP4_F32) {
+    CHECK(ctx->ops->memset(ctx, out->data.p, 0, n * sizeof(float)));
+    return sum_blocks(ctx, (float *)out->data.p, buf, NVFP4_F32, n, size);
+  }
+  CHECK(nvfp4i_buf_alloc(ctx, &acc, nvfp4_shape_make(1, (int64_t[]){(int64_t)n}),
+                         sizeof(float)));
+  if ((st = ctx->ops->memset(ctx, acc.p, 0, n * sizeof(float))) == NVFP4_OK &&
+      (st = sum_blocks(ctx, (float *)acc.p, buf, out->dtype, n, size)) == NVFP4_OK)
+    st = store_bf16(ctx, out, (const float *)acc.p, n);
+  nvfp4i_buf_free(ctx, &acc);
+  return st;
+}
+
+
+nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
+                                   nvfp4_tensor **out) {
+  nvfp4_ctx *ctx;
+  nvfp4_tensor *t = NULL;
+  nvfp4i_buf recv;
+  nvfp4_shape o;
+  nvfp4_status st;
+  size_t n, blk;
+  char sb[128];
+  if (c == NULL) return NVFP4_EINVAL;
+  ctx = c->ctx;
+  st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "reduce_scatter: out is NULL")
+                   : check_plain(ctx, x, "reduce_scatter", 1);
+  if (out != NULL) *out = NULL;
+  CHECK(nvfp4i_comm_check_same(c, "reduce_scatter", st, shape_of(x),
+                               x ? x->dtype : NVFP4_F32, 0));
+  /* Shapes agree, so this fails the same way on every rank. */
+  FAIL_IF(ctx, x->shape.dim[0] % c->size != 0, NVFP4_EINVAL,
+          "reduce_scatter: dim 0 of %s is %lld, not a multiple of the "
+          "communicator size %d", nvfp4_shape_format(x->shape, sb, sizeof sb),
+          (long long)x->shape.dim[0], c->size);
+  o = x->shape;
+  o.dim[0] /= c->size;
+  n = (size_t)nvfp4_shape_numel(o);
+  blk = n * nvfp4_dtype_size(x->dtype);
+  memset(&recv, 0, sizeof recv);
+  st = nvfp4i_tensor_alloc_plain(ctx, o, x->dtype, &t);
+  if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, x->shape, nvfp4_dtype_size(x->dtype));
+  if ((st = nvfp4i_comm_agree(c, "reduce_scatter", st)) != NVFP4_OK) goto fail;
+  /* Block r of every rank comes to rank r, in rank order. */
+  CHECK_GOTO(nvfp4i_comm_all_to_all_bytes(c, x->data.p, blk, recv.p), st, fail);
+  CHECK_GOTO(reduce_into(ctx, t, recv.p, n, c->size), st, fail);
+  nvfp4i_buf_free(ctx, &recv);
+  *out = t;
+  return NVFP4_OK;
+fail:
+  nvfp4i_buf_free(ctx, &recv);
+  nvfp4_tensor_destroy(t);
+  return st;
+}
+
+
+/* Every rank gathers all contributions (size x the tensor) and sums them in
+** rank order, so all ranks hold bit-identical results.  Memory: size times
+** the tensor; fine for the Linear layer's activations at test sizes. */
+nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
+                                   nvfp4_tensor **out) {
+  nvfp4_ctx *ctx;
+  nvfp4_tensor *t = NULL;
+  nvfp4i_buf recv;
+  nvfp4_shape g;
+  nvfp4_status st;
+  size_t n;
+  if (c == NULL) return NVFP4_EINVAL;
+  ctx = c->ctx;
+  st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "all_reduce_sum: out is NULL")
+                   : check_plain(ctx, x, "all_reduce_sum", 1);
+  if (out != NULL) *out = NULL;
+  CHECK(nvfp4i_comm_check_same(c, "all_reduce_sum", st, shape_of(x),
+                               x ? x->dtype : NVFP4_F32, 0));
+  n = (size_t)nvfp4_shape_numel(x->shape);
+  g = x->shape;
+  g.dim[0] *= c->size;
+  memset(&recv, 0, sizeof recv);
+  st = nvfp4i_tensor_alloc_plain(ctx, x->shape, x->dtype, &t);
+  if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, g, nvfp4_dtype_size(x->dtype));
+  if ((st = nvfp4i_comm_agree(c, "all_reduce_sum", st)) != NVFP4_OK) goto fail;
+  CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, x->data.p, x->data.nbytes, recv.p), st, fail);
+  CHECK_GOTO(reduce_into(ctx, t, recv.p, n, c->size), st, fail);
+  nvfp4i_buf_free(ctx, &recv);
+  *out = t;
+  return NVFP4_OK;
+fail:
+  nvfp4i_buf_free(ctx, &recv);
+  nvfp4_tensor_destroy(t);
+  return st;
+}

@@ -1,0 +1,251 @@
+/*
+** test_collectives.c -- plain-tensor collectives along dim 0 at 2 and 4
+** ranks: all-gather rank order, reduce-scatter and all-reduce sums (FP32
+** and BF16, summed in FP32 in rank order and rounded once), and the
+** cross-rank metadata check (same error on every rank, no hang).
+*/
+#include "mpicheck.h"
+
+static nvfp4_comm *world;
+
+/* Host FP32 values of a plain tensor (F32 or BF16). */
+static float *host_f32 (const nvfp4_tensor *t) {
+  size_t n = (size_t)nvfp4_shape_numel(nvfp4_tensor_shape(t)), i;
+  float *f = (float *)malloc(n * sizeof *f + 1);
+  if (nvfp4_tensor_dtype(t) == NVFP4_F32) {
+    EXPECT_OK(nvfp4_tensor_to_host(t, f, n * sizeof *f));
+  }
+  else {
+    uint16_t *b = (uint16_t *)malloc(n * sizeof *b + 1);
+    union { uint32_t u; float f; } v;
+    EXPECT_OK(nvfp4_tensor_to_host(t, b, n * sizeof *b));
+    for (i = 0; i < n; i++) { v.u = (uint32_t)b[i] << 16; f[i] = v.f; }
+    free(b);
+  }
+  return f;
+}
+
+
+static uint16_t to_bf16 (float f) {       /* RNE, finite inputs */
+  union { uint32_t u; float f; } v;
+  v.f = f;
+  return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+
+
+static void test_all_gather_rank_order (void) {
+  nvfp4_shape s = SHAPE2(3, 5);
+  float mine[15], got[15 * 8];
+  uint8_t u8[6], gu8[6 * 8];
+  nvfp4_tensor *x = NULL, *g = NULL;
+  int r, i;
+  for (i = 0; i < 15; i++) mine[i] = (float)(mc_rank * 1000 + i);
+  EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, s, NVFP4_F32, mine, sizeof mine, &x));
+  EXPECT_OK(nvfp4_all_gather_plain(world, x, &g));
+  EXPECT_SHAPE(nvfp4_tensor_shape(g), SHAPE2(3 * mc_size, 5));
+  EXPECT_OK(nvfp4_tensor_to_host(g, got, sizeof(float) * 15 * (size_t)mc_size));
+  for (r = 0; r < mc_size; r++)
+    for (i = 0; i < 15; i++)
+      EXPECT_MSG(got[r * 15 + i] == (float)(r * 1000 + i), "gathered[%d] = %g, "
+                 "expected rank %d's element %d", r * 15 + i, got[r * 15 + i], r, i);
+  nvfp4_tensor_destroy(x);
+  nvfp4_tensor_destroy(g);
+  /* u8, 1-D */
+  for (i = 0; i < 6; i++) u8[i] = (uint8_t)(mc_rank * 16 + i);
+  EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, mc_shape(1, (int64_t)6), NVFP4_U8, u8, 6, &x));
+  EXPECT_OK(nvfp4_all_gather_plain(world, x, &g));
+  EXPECT_SHAPE(nvfp4_tensor_shape(g), mc_shape(1, (int64_t)(6 * mc_size)));
+  EXPECT_OK(nvfp4_tensor_to_host(g, gu8, 6 * (size_t)mc_size));
+  for (r = 0; r < mc_size; r++)
+    for (i = 0; i < 6; i++) EXPECT_EQ_I(gu8[r * 6 + i], r * 16 + i);
+  nvfp4_tensor_destroy(x);
+  nvfp4_tensor_destroy(g);
+}
+
+
+/* Every rank's input is randn(shape, seed 100 + rank), so each rank can
+** rebuild all inputs and the expected sums itself. */
+static nvfp4_tensor *input_of (int r, nvfp4_shape s, nvfp4_dtype dt) {
+  nvfp4_tensor *t = NULL;
+  EXPECT_OK(nvfp4_tensor_randn(mc_ctx, s, dt, 100 + (uint64_t)r, &t));
+  return t;
+}
+
+
+/* expected[i] over elements [off, off + n) of the full inputs. */
+static float *expected_sum (nvfp4_shape s, nvfp4_dtype dt, size_t off, size_t n) {
+  float *acc = (float *)calloc(n + 1, sizeof *acc);
+  int r;
+  size_t i;
+  for (r = 0; r < mc_size; r++) {
+    nvfp4_tensor *t = input_of(r, s, dt);
+    float *v = host_f32(t);
+    for (i = 0; i < n; i++) acc[i] += v[off + i];
+    free(v);
+    nvfp4_tensor_destroy(t);
+  }
+  return acc;
+}
+
+
+static void check_sum (const nvfp4_tensor *got, const float *acc, size_t n,
+                       nvfp4_dtype dt, const char *what) {
+  size_t i;
+  if (dt == NVFP4_F32) {
+    float *g = host_f32(got);
+    EXPECT_BYTES(g, acc, n * sizeof *g, what);
+    free(g);
+  }
+  else {
+    uint16_t *g = (uint16_t *)malloc(n * 2 + 1), *w = (uint16_t *)malloc(n * 2 + 1);
+    EXPECT_OK(nvfp4_tensor_to_host(got, g, n * 2));
+    for (i = 0; i < n; i++) w[i] = to_bf16(acc[i]);
+    EXPECT_BYTES(g, w, n * 2, what);
+    free(g);
+    free(w);
+  }
+}
+
+
+static void test_reduce_scatter (void) {
+  nvfp4_dtype dts[2] = {NVFP4_F32, NVFP4_BF16};
+  int k;
+  for (k = 0; k < 2; k++) {
+    nvfp4_shape s = SHAPE3(2 * mc_size, 3, 40);
+    size_t n = (size_t)(2 * 3 * 40);
+    nvfp4_tensor *x = input_of(mc_rank, s, dts[k]), *y = NULL;
+    float *acc = expected_sum(s, dts[k], (size_t)mc_rank * n, n);
+    EXPECT_OK(nvfp4_reduce_scatter(world, x, &y));
+    EXPECT_SHAPE(nvfp4_tensor_shape(y), SHAPE3(2, 3, 40));
+    EXPECT(nvfp4_tensor_dtype(y) == dts[k]);
+    if (y != NULL) check_sum(y, acc, n, dts[k], dts[k] == NVFP4_F32 ? "reduce_scatter fp32"
+                                                                     : "reduce_scatter bf16");
+    free(acc);
+    nvfp4_tensor_destroy(x);
+    nvfp4_tensor_destroy(y);
+  }
+}
+
+
+static void test_all_reduce (void) {
+  nvfp4_dtype dts[2] = {NVFP4_F32, NVFP4_BF16};
+  int k;
+  for (k = 0; k < 2; k++) {
+    nvfp4_shape s = SHAPE2(7, 33);
+    size_t n = 7 * 33;
+    nvfp4_tensor *x = input_of(mc_rank, s, dts[k]), *y = NULL;
+    float *acc = expected_sum(s, dts[k], 0, n);
+    EXPECT_OK(nvfp4_all_reduce_sum(world, x, &y));
+    EXPECT_SHAPE(nvfp4_tensor_shape(y), s);
+    if (y != NULL) check_sum(y, acc, n, dts[k], "all_reduce_sum");
+    free(acc);
+    nvfp4_tensor_destroy(x);
+    nvfp4_tensor_destroy(y);
+  }
+}
+
+
+/* BF16 sums are rounded once: 1 + 2^-8 + 2^-8 + 2^-8 in bf16 steps would
+** stay at 1 (each step ties to even); in FP32, then rounded, it becomes
+** 1 + 2^-6. */
+static void test_bf16_rounded_once (void) {
+  uint16_t v[4], got[4];
+  nvfp4_tensor *x = NULL, *y = NULL;
+  int i;
+  for (i = 0; i < 4; i++) v[i] = to_bf16(mc_rank == 0 ? 1.0f : 1.0f / 256.0f);
+  EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, SHAPE2(1, 4), NVFP4_BF16, v, sizeof v, &x));
+  EXPECT_OK(nvfp4_all_reduce_sum(world, x, &y));
+  if (y != NULL) {
+    EXPECT_OK(nvfp4_tensor_to_host(y, got, sizeof got));
+    for (i = 0; i < 4; i++)
+      EXPECT_EQ_I(got[i], to_bf16(1.0f + (float)(mc_size - 1) / 256.0f));
+    /* With 2 ranks there is a single add, so rounding once changes nothing. */
+    if (mc_size >= 3) EXPECT(got[0] != to_bf16(1.0f));
+  }
+  nvfp4_tensor_destroy(x);
+  nvfp4_tensor_destroy(y);
+}
+
+
+static void test_errors (void) {
+  nvfp4_tensor *x = NULL, *y = NULL;
+  nvfp4_status st;
+  /* dim 0 not divisible by the size: EINVAL everywhere, naming the rule */
+  x = input_of(mc_rank, SHAPE2(mc_size + 1, 16), NVFP4_F32);
+  EXPECT_ST(nvfp4_reduce_scatter(world, x, &y), NVFP4_EINVAL);
+  EXPECT(y == NULL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "not a multiple of the communicator size");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  nvfp4_tensor_destroy(x);
+
+  /* shape mismatch on rank 1: EMISMATCH on every rank, same message */
+  x = input_of(mc_rank, SHAPE2(mc_rank == 1 ? 4 : 2, 16), NVFP4_F32);
+  EXPECT_ST(nvfp4_all_gather_plain(world, x, &y), NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [4, 16] fp32, rank 0 has [2, 16] fp32");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  EXPECT_ST(nvfp4_reduce_scatter(world, x, &y), NVFP4_EMISMATCH);
+  EXPECT_ST(nvfp4_all_reduce_sum(world, x, &y), NVFP4_EMISMATCH);
+  nvfp4_tensor_destroy(x);
+
+  /* dtype mismatch on the last rank */
+  x = input_of(mc_rank, SHAPE2(2, 16), mc_rank == mc_size - 1 ? NVFP4_BF16 : NVFP4_F32);
+  EXPECT_ST(nvfp4_all_reduce_sum(world, x, &y), NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "bf16");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  nvfp4_tensor_destroy(x);
+
+  /* a local argument error on rank 0 only: it keeps its error, peers EPEER */
+  x = input_of(mc_rank, SHAPE2(2, 16), NVFP4_F32);
+  st = nvfp4_all_gather_plain(world, mc_rank == 0 ? NULL : x, &y);
+  EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
+  if (mc_rank != 0) EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 0 failed");
+  nvfp4_tensor_destroy(x);
+
+  /* u8 cannot be summed */
+  {
+    uint8_t b[16] = {0};
+    EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, SHAPE2(1, 16), NVFP4_U8, b, 16, &x));
+    EXPECT_ST(nvfp4_all_reduce_sum(world, x, &y), NVFP4_EINVAL);
+    nvfp4_tensor_destroy(x);
+  }
+  /* and the comm still works afterwards */
+  EXPECT_OK(nvfp4_comm_barrier(world));
+}
+
+
+static void test_groups (void) {
+  nvfp4_comm *g = NULL;
+  float v[2], got[4];
+  nvfp4_tensor *x = NULL, *y = NULL;
+  SKIP_IF(mc_size % 2 != 0 || mc_size < 4, "needs a world of 4 to hold two TP-2 groups");
+  EXPECT_OK(nvfp4_comm_split(world, 2, &g));
+  v[0] = (float)mc_rank; v[1] = (float)(10 * mc_rank);
+  EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, SHAPE2(1, 2), NVFP4_F32, v, sizeof v, &x));
+  EXPECT_OK(nvfp4_all_reduce_sum(g, x, &y));
+  if (y != NULL) {
+    int base = mc_rank / 2 * 2;
+    EXPECT_OK(nvfp4_tensor_to_host(y, got, 2 * sizeof(float)));
+    EXPECT(got[0] == (float)(2 * base + 1));
+    EXPECT(got[1] == (float)(10 * (2 * base + 1)));
+  }
+  nvfp4_tensor_destroy(y);
+  nvfp4_tensor_destroy(x);
+  nvfp4_comm_destroy(g);
+}
+
+
+int main (int argc, char **argv) {
+  int rc;
+  mc_init(&argc, &argv);
+  if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK)
+    MPI_Abort(MPI_COMM_WORLD, 99);
+  RUN(test_all_gather_rank_order);
+  RUN(test_reduce_scatter);
+  RUN(test_all_reduce);
+  RUN(test_bf16_rounded_once);
+  RUN(test_errors);
+  RUN(test_groups);
+  nvfp4_comm_destroy(world);
+  rc = mc_finish();
+  return rc;
+}

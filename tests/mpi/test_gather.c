@@ -1,0 +1,698 @@
+/*
+** test_gather.c -- the NVFP4 all-gather at 2 and 4 ranks
+** (spec/sp-linear-and-gather.md §5-§7, §11; cases/field-cases.md).
+**
+** The central property: with the amax reduced over the group,
+** gather(quantize(shard)) is byte-identical to quantize(gather(shard)):
+** rowwise and columnwise data, scales (zero padding included) and amaxes.
+** Every rank builds the full tensor from a seed, takes its shard, and
+** compares the gathered result with its own single-rank quantize of the
+** full tensor.
+*/
+#include "mpicheck.h"
+
+static nvfp4_comm *world, *tp2;   /* tp2: groups of 2 consecutive ranks */
+
+#define ROUNDUP(x, m) (((x) + (m) - 1) / (m) * (m))
+
+
+static nvfp4_tensor *full_randn (nvfp4_shape s, nvfp4_dtype dt, uint64_t seed) {
+  nvfp4_tensor *t = NULL;
+  EXPECT_OK(nvfp4_tensor_randn(mc_ctx, s, dt, seed, &t));
+  return t;
+}
+
+
+/* Part r of parts along dim d (host round trip; the test may touch bytes). */
+static nvfp4_tensor *slice (const nvfp4_tensor *full, int d, int r, int parts) {
+  nvfp4_shape s = nvfp4_tensor_shape(full), o = s;
+  size_t es = nvfp4_dtype_size(nvfp4_tensor_dtype(full));
+  size_t outer = 1, inner = es, i, n = (size_t)nvfp4_shape_numel(s) * es;
+  int k;
+  char *h = (char *)malloc(n + 1), *p;
+  nvfp4_tensor *t = NULL;
+  for (k = 0; k < d; k++) outer *= (size_t)s.dim[k];
+  for (k = d + 1; k < s.ndim; k++) inner *= (size_t)s.dim[k];
+  o.dim[d] = s.dim[d] / parts;
+  p = (char *)malloc(n / (size_t)parts + 1);
+  EXPECT_OK(nvfp4_tensor_to_host(full, h, n));
+  for (i = 0; i < outer; i++)
+    memcpy(p + i * (size_t)o.dim[d] * inner,
+           h + (i * (size_t)s.dim[d] + (size_t)r * (size_t)o.dim[d]) * inner,
+           (size_t)o.dim[d] * inner);
+  EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, o, nvfp4_tensor_dtype(full), p,
+                                   n / (size_t)parts, &t));
+  free(h);
+  free(p);
+  return t;
+}
+
+
+static uint8_t *rd (const nvfp4_tensor *t, nvfp4_buffer b, size_t *n) {
+  size_t m = (size_t)nvfp4_shape_numel(nvfp4_tensor_buffer_shape(t, b));
+  uint8_t *p = (uint8_t *)malloc(m + 1);
+  EXPECT_OK(nvfp4_tensor_buffer_read(t, b, p, m));
+  if (n) *n = m;
+  return p;
+}
+
+
+static const char *const bname[] = {
+  "rowwise data", "rowwise scale", "columnwise data", "columnwise scale"
+};
+
+
+/* Shapes, bytes and amaxes of every usage of ref, identical in got; only
+** the buffers in mask (bit b: nvfp4_buffer b). */
+static void expect_same_bufs (const nvfp4_tensor *got, const nvfp4_tensor *ref,
+                              int mask, const char *what) {
+  char msg[256];
+  int b;
+  if (got == NULL || ref == NULL) {
+    EXPECT_MSG(0, "%s: missing tensor", what);
+    return;
+  }
+  EXPECT_SHAPE(nvfp4_tensor_shape(got), nvfp4_tensor_shape(ref));
+  EXPECT_EQ_I(nvfp4_tensor_has_rowwise(got), nvfp4_tensor_has_rowwise(ref));
+  EXPECT_EQ_I(nvfp4_tensor_has_columnwise(got), nvfp4_tensor_has_columnwise(ref));
+  for (b = 0; b < 4; b++) {
+    nvfp4_shape gs = nvfp4_tensor_buffer_shape(got, (nvfp4_buffer)b);
+    nvfp4_shape rs = nvfp4_tensor_buffer_shape(ref, (nvfp4_buffer)b);
+    size_t n;
+    uint8_t *x, *y;
+    if (rs.ndim == 0 || !(mask & (1 << b))) continue;
+    snprintf(msg, sizeof msg, "%s: %s", what, bname[b]);
+    if (!nvfp4_shape_equal(gs, rs)) {
+      EXPECT_SHAPE(gs, rs);
+      continue;
+    }
+    x = rd(got, (nvfp4_buffer)b, &n);
+    y = rd(ref, (nvfp4_buffer)b, NULL);
+    EXPECT_BYTES(x, y, n, msg);
+    free(x);
+    free(y);
+  }
+  for (b = 0; b < 2; b++) {
+    float ag = -1, ar = -2;
+    if (b == 0 ? !nvfp4_tensor_has_rowwise(ref) : !nvfp4_tensor_has_columnwise(ref)) continue;
+    EXPECT_OK(nvfp4_tensor_amax(got, b, &ag));
+    EXPECT_OK(nvfp4_tensor_amax(ref, b, &ar));
+    EXPECT_MSG(ag == ar, "%s: %s amax %g, expected %g", what, b ? "columnwise" : "rowwise",
+               (double)ag, (double)ar);
+  }
+}
+
+
+static void expect_same_fp4 (const nvfp4_tensor *got, const nvfp4_tensor *ref,
+                             const char *what) {
+  expect_same_bufs(got, ref, 0xF, what);
+}
+
+
+static nvfp4_tensor *quant (const nvfp4_tensor *x, const nvfp4_qopts *o) {
+  nvfp4_tensor *q = NULL;
+  EXPECT_OK(nvfp4_quantize(mc_ctx, x, o, &q));
+  return q;
+}
+
+
+static nvfp4_qopts qopts (int row, int col, int rht, nvfp4_comm *group) {
+  nvfp4_qopts o;
+  memset(&o, 0, sizeof o);
+  o.rowwise = (unsigned)row;
+  o.columnwise = (unsigned)col;
+  o.rht = (unsigned)rht;
+  o.amax_group = group;
+  return o;
+}
+
+
+static nvfp4_gather_opts gopts_plain (const nvfp4_qopts *q, nvfp4_cw_rule rule) {
+  nvfp4_gather_opts g;
+  memset(&g, 0, sizeof g);
+  g.quant = q;
+  g.rule = rule;
+  return g;
+}
+
+
+static nvfp4_gather_opts gopts_fp4 (int row, int col) {
+  nvfp4_gather_opts g;
+  memset(&g, 0, sizeof g);
+  g.rowwise = (unsigned)row;
+  g.columnwise = (unsigned)col;
+  return g;
+}
+
+
+/* Both input paths for one global shape, against quantize(full). */
+static void check_both_paths (nvfp4_comm *c, nvfp4_shape gshape, nvfp4_dtype dt,
+                              int rht, uint64_t seed) {
+  int P = nvfp4_comm_size(c), r = nvfp4_comm_rank(c);
+  nvfp4_tensor *full = full_randn(gshape, dt, seed);
+  nvfp4_tensor *shard = slice(full, 0, r, P);
+  nvfp4_qopts o = qopts(1, 1, rht, NULL), og = qopts(1, 1, rht, c);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D), gq = gopts_fp4(1, 1);
+  nvfp4_tensor *ref = quant(full, &o), *g = NULL, *qs, *g2 = NULL;
+  char what[160], sb[64];
+  nvfp4_shape_format(gshape, sb, sizeof sb);
+  snprintf(what, sizeof what, "plain %s %s%s", sb, nvfp4_dtype_name(dt), rht ? " rht" : "");
+  EXPECT_OK(nvfp4_all_gather(c, shard, &gp, &g));
+  expect_same_fp4(g, ref, what);
+  qs = quant(shard, &og);
+  snprintf(what, sizeof what, "quantized %s %s%s", sb, nvfp4_dtype_name(dt), rht ? " rht" : "");
+  EXPECT_OK(nvfp4_all_gather(c, qs, &gq, &g2));
+  expect_same_fp4(g2, ref, what);
+  nvfp4_tensor_destroy(full);
+  nvfp4_tensor_destroy(shard);
+  nvfp4_tensor_destroy(ref);
+  nvfp4_tensor_destroy(g);
+  nvfp4_tensor_destroy(qs);
+  nvfp4_tensor_destroy(g2);
+}
+
+
+/* [S, B, H] with B in 1..5, S/TP = 48 (a multiple of 16, not of 128), plus
+** 2-D and 4-D, fp32 and bf16 with RHT on the columnwise copy. */
+static void test_gather_equals_full_quantize (void) {
+  int P = mc_size, b;
+  for (b = 1; b <= 5; b++) {
+    check_both_paths(world, SHAPE3(48 * P, b, 64), NVFP4_F32, 0, 10 + (uint64_t)b);
+    check_both_paths(world, SHAPE3(48 * P, b, 64), NVFP4_BF16, 1, 20 + (uint64_t)b);
+  }
+  check_both_paths(world, SHAPE2(48 * P, 96), NVFP4_F32, 0, 31);
+  check_both_paths(world, SHAPE2(48 * P, 96), NVFP4_BF16, 1, 32);
+  check_both_paths(world, SHAPE4(16 * P, 3, 2, 32), NVFP4_F32, 0, 33);
+  check_both_paths(world, SHAPE4(16 * P, 3, 2, 32), NVFP4_BF16, 1, 34);
+}
+
+
+/* Rank-tagged payloads (BH-23): rank r's shard is bf16 [16,1,64] filled
+** with r+1; its scale rows land at r*M_local and rows [16r, 16r+16)
+** dequantize to r+1 (nearest integer), exactly as quantize(full) does. */
+static void test_rank_order (void) {
+  int P = mc_size, r, i;
+  int64_t ml = 16, K = 64;
+  size_t n = (size_t)(ml * K), sc = 4, nl;
+  uint16_t *h = (uint16_t *)malloc(n * 2 * (size_t)P);
+  union { uint32_t u; float f; } v;
+  nvfp4_tensor *x, *full, *g = NULL, *q, *ref, *dg = NULL, *dr = NULL;
+  nvfp4_qopts o = qopts(1, 0, 0, NULL), og = qopts(1, 0, 0, world);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D);
+  uint8_t *ls, *all, *gs;
+  float *deq, *deqr;
+  for (r = 0; r < P; r++)
+    for (i = 0; i < (int)n; i++) { v.f = (float)(r + 1); h[(size_t)r * n + (size_t)i] = (uint16_t)(v.u >> 16); }
+  EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, SHAPE3(ml, 1, K), NVFP4_BF16, h + (size_t)mc_rank * n, n * 2, &x));
+  EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, SHAPE3(ml * P, 1, K), NVFP4_BF16, h, n * 2 * (size_t)P, &full));
+  EXPECT_OK(nvfp4_all_gather(world, x, &gp, &g));
+  ref = quant(full, &o);
+  expect_same_fp4(g, ref, "rank-tagged");
+  /* the local scale rows [0, M_l) of every rank, in rank order */
+  q = quant(x, &og);
+  ls = rd(q, NVFP4_ROWWISE_SCALE, &nl);
+  all = (uint8_t *)malloc((size_t)ml * sc * (size_t)P);
+  MPI_Allgather(ls, (int)((size_t)ml * sc), MPI_BYTE, all, (int)((size_t)ml * sc), MPI_BYTE, MPI_COMM_WORLD);
+  gs = rd(g, NVFP4_ROWWISE_SCALE, NULL);
+  EXPECT_BYTES(gs, all, (size_t)ml * sc * (size_t)P, "rowwise scale rows of rank r at r*M_local");
+  for (i = (int)((size_t)ml * sc * (size_t)P); i < 128 * 4; i++) EXPECT_EQ_I(gs[i], 0);
+  /* dequantize: rows of rank r give r+1 */
+  EXPECT_OK(nvfp4_dequantize(mc_ctx, g, NVFP4_F32, &dg));
+  EXPECT_OK(nvfp4_dequantize(mc_ctx, ref, NVFP4_F32, &dr));
+  deq = (float *)malloc(n * (size_t)P * sizeof *deq);
+  deqr = (float *)malloc(n * (size_t)P * sizeof *deqr);
+  EXPECT_OK(nvfp4_tensor_to_host(dg, deq, n * (size_t)P * sizeof *deq));
+  EXPECT_OK(nvfp4_tensor_to_host(dr, deqr, n * (size_t)P * sizeof *deqr));
+  EXPECT_BYTES(deq, deqr, n * (size_t)P * sizeof *deq, "dequantized gather vs full");
+  for (r = 0; r < P; r++)
+    for (i = 0; i < (int)n; i++) {
+      float d = deq[(size_t)r * n + (size_t)i];
+      if (!(d > (float)r + 0.5f && d < (float)r + 1.5f)) {
+        EXPECT_MSG(0, "row %lld (rank %d's block) dequantizes to %g, expected about %d",
+                   (long long)((size_t)r * (size_t)ml + (size_t)i / (size_t)K), r, (double)d, r + 1);
+        break;
+      }
+    }
+  free(h); free(ls); free(all); free(gs); free(deq); free(deqr);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(g);
+  nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(dg);
+  nvfp4_tensor_destroy(dr);
+}
+
+
+/* §7.2 full-size rows and BH-25 at full size: pure shape functions. */
+static void test_shape_rules_full_size (void) {
+  nvfp4_cw_bookkeeping a, b;
+  nvfp4_shape l, g;
+  a = nvfp4_cw_rule_apply(NVFP4_CW_ND, SHAPE3(2048, 1, 8192));       /* (4096,1,8192,2) */
+  b = nvfp4_cw_rule_apply(NVFP4_CW_FLAT2D, SHAPE3(2048, 1, 8192));
+  EXPECT_EQ_I(a.scale_width, 0);
+  EXPECT_SHAPE(a.in_shape_t, SHAPE3(8192, 2048, 0));
+  EXPECT_EQ_I(b.scale_width, 128);
+  EXPECT_SHAPE(b.in_shape_t, SHAPE2(8192, 1024));
+  a = nvfp4_cw_rule_apply(NVFP4_CW_ND, SHAPE3(2048, 3, 8192));       /* (4096,3,8192,2) */
+  b = nvfp4_cw_rule_apply(NVFP4_CW_FLAT2D, SHAPE3(2048, 3, 8192));
+  EXPECT_EQ_I(a.scale_width, 256);
+  EXPECT_EQ_I(a.packed_cols, 2048);
+  EXPECT_EQ_I(b.scale_width, 384);
+  a = nvfp4_cw_rule_apply(NVFP4_CW_ND, SHAPE3(2048, 2, 8192));       /* (4096,2,8192,2) */
+  b = nvfp4_cw_rule_apply(NVFP4_CW_FLAT2D, SHAPE3(2048, 2, 8192));
+  EXPECT_EQ_I(a.scale_width, 256);
+  EXPECT_EQ_I(b.scale_width, 256);
+  a = nvfp4_cw_rule_apply(NVFP4_CW_ND, SHAPE3(2048, 1, 8192));       /* (8192,1,8192,4) */
+  EXPECT_EQ_I(a.scale_width, 0);
+  /* the gathered scale the ND rule would produce for (4096,3,8192,2) */
+  EXPECT_EQ_I(ROUNDUP(2 * 256, 4), 512);
+  /* BH-25: S=31936, B=1, H=3072, TP=4 -> M_l = 7984 (% 128 = 48) */
+  l = SHAPE3(7984, 1, 3072);
+  g = SHAPE3(31936, 1, 3072);
+  EXPECT_SHAPE(nvfp4_rowwise_data_shape(l), SHAPE3(7984, 1, 1536));
+  EXPECT_SHAPE(nvfp4_rowwise_scale_shape(l), SHAPE2(8064, 192));
+  EXPECT_SHAPE(nvfp4_columnwise_data_shape(l), SHAPE2(3072, 3992));
+  EXPECT_SHAPE(nvfp4_columnwise_scale_shape(l), SHAPE2(3072, 500));
+  EXPECT_EQ_I(nvfp4_cw_rule_apply(NVFP4_CW_FLAT2D, l).scale_width, 499);
+  EXPECT_SHAPE(nvfp4_rowwise_scale_shape(g), SHAPE2(32000, 192));
+  EXPECT_SHAPE(nvfp4_columnwise_data_shape(g), SHAPE2(3072, 15968));
+  EXPECT_SHAPE(nvfp4_columnwise_scale_shape(g), SHAPE2(3072, 1996));
+}
+
+
+/* §7 rows at test size, both rules, in TP-2 groups. */
+static void test_shape_table_tp2 (void) {
+  int gr = nvfp4_comm_rank(tp2);
+  nvfp4_qopts o = qopts(1, 1, 0, NULL);
+  nvfp4_gather_opts gf = gopts_plain(&o, NVFP4_CW_FLAT2D), gn = gopts_plain(&o, NVFP4_CW_ND);
+  nvfp4_tensor *full, *x, *ref, *g = NULL, *t = NULL;
+  nvfp4_handle *h = NULL;
+  char msg1[512];
+
+  /* (128,1,256,2): flat2d fine; nd fails in the scale swap on every rank */
+  full = full_randn(SHAPE3(128, 1, 256), NVFP4_F32, 41);
+  x = slice(full, 0, gr, 2);
+  ref = quant(full, &o);
+  EXPECT_OK(nvfp4_all_gather(tp2, x, &gf, &g));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_DATA), SHAPE3(128, 1, 128));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(128, 16));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(256, 64));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(256, 8));
+  expect_same_fp4(g, ref, "(128,1,256,2) flat2d");
+  nvfp4_tensor_destroy(g);
+  g = NULL;
+  EXPECT_ST(nvfp4_all_gather(tp2, x, &gn, &g), NVFP4_EINVAL);
+  EXPECT(g == NULL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "Input is not allocated");
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rule nd");
+  strncpy(msg1, nvfp4_last_error(mc_ctx), sizeof msg1 - 1);
+  msg1[sizeof msg1 - 1] = '\0';
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, msg1));
+  /* async: the collectives succeed, the finish fails, once, every wait */
+  EXPECT_OK(nvfp4_all_gather_async(tp2, x, &gn, &h));
+  EXPECT_ST(nvfp4_handle_wait(h, &t), NVFP4_EINVAL);
+  EXPECT(t == NULL);
+  EXPECT_ST(nvfp4_handle_wait(h, &t), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "Input is not allocated");
+  EXPECT_EQ_I(nvfp4_handle_finish_count(h), 1);
+  nvfp4_handle_destroy(h);
+  /* and the group still works */
+  EXPECT_OK(nvfp4_comm_barrier(tp2));
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(ref);
+
+  /* (64,5,64,2): flat2d scale [128,20]; nd runs but gives [128,16] */
+  full = full_randn(SHAPE3(64, 5, 64), NVFP4_F32, 42);
+  x = slice(full, 0, gr, 2);
+  ref = quant(full, &o);
+  EXPECT_OK(nvfp4_all_gather(tp2, x, &gf, &g));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 20));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 160));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(384, 4));
+  expect_same_fp4(g, ref, "(64,5,64,2) flat2d");
+  nvfp4_tensor_destroy(g);
+  g = NULL;
+  EXPECT_OK(nvfp4_all_gather(tp2, x, &gn, &g));
+  if (g != NULL) {
+    nvfp4_shape cs = nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE);
+    EXPECT_SHAPE(cs, SHAPE2(128, 16));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 160));
+    if (nvfp4_shape_equal(cs, SHAPE2(128, 16))) {
+      /* data right; scale = the first U=8 of each rank's 10 real columns */
+      uint8_t *gd = rd(g, NVFP4_COLUMNWISE_DATA, NULL), *rdd = rd(ref, NVFP4_COLUMNWISE_DATA, NULL);
+      uint8_t *gs = rd(g, NVFP4_COLUMNWISE_SCALE, NULL), *rs = rd(ref, NVFP4_COLUMNWISE_SCALE, NULL);
+      int k, r, j, bad = 0;
+      EXPECT_BYTES(gd, rdd, 64 * 160, "(64,5,64,2) nd columnwise data");
+      for (k = 0; k < 128 && !bad; k++)
+        for (r = 0; r < 2; r++)
+          for (j = 0; j < 8; j++) {
+            int want = k < 64 ? rs[k * 20 + r * 10 + j] : 0;
+            if (gs[k * 16 + r * 8 + j] != want) {
+              EXPECT_MSG(0, "nd scale [%d][%d] = 0x%02x, expected 0x%02x", k, r * 8 + j,
+                         gs[k * 16 + r * 8 + j], want);
+              bad = 1;
+              break;
+            }
+          }
+      free(gd); free(rdd); free(gs); free(rs);
+    }
+    expect_same_bufs(g, ref, 0x3, "(64,5,64,2) nd rowwise");
+  }
+  nvfp4_tensor_destroy(g);
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(ref);
+}
+
+
+/* World 4 split into two TP-2 groups: each gathers its own data. */
+static void test_groups (void) {
+  int grp = mc_rank / 2, gr;
+  nvfp4_qopts o = qopts(1, 1, 0, NULL);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D);
+  nvfp4_tensor *mine, *other, *x, *ref, *refo, *g = NULL;
+  uint8_t *a, *b;
+  size_t n;
+  SKIP_IF(mc_size != 4, "needs 4 ranks for two TP-2 groups");
+  gr = nvfp4_comm_rank(tp2);
+  EXPECT_EQ_I(nvfp4_comm_size(tp2), 2);
+  mine = full_randn(SHAPE3(96, 2, 64), NVFP4_F32, 500 + (uint64_t)grp);
+  other = full_randn(SHAPE3(96, 2, 64), NVFP4_F32, 500 + (uint64_t)(1 - grp));
+  x = slice(mine, 0, gr, 2);
+  ref = quant(mine, &o);
+  refo = quant(other, &o);
+  EXPECT_OK(nvfp4_all_gather(tp2, x, &gp, &g));
+  expect_same_fp4(g, ref, "own group");
+  a = rd(g, NVFP4_ROWWISE_DATA, &n);
+  b = rd(refo, NVFP4_ROWWISE_DATA, NULL);
+  EXPECT(memcmp(a, b, n) != 0);
+  free(a); free(b);
+  nvfp4_tensor_destroy(mine); nvfp4_tensor_destroy(other); nvfp4_tensor_destroy(x);
+  nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(refo); nvfp4_tensor_destroy(g);
+}
+
+
+/* High-precision fallback: BH-03 ([48,1,64] at TP=4, M_l=12) and M_l=8 at
+** TP=2; the FP4 rowwise-only variant; and the global failure. */
+static void test_fallback (void) {
+  int P = mc_size;
+  int64_t S = P == 4 ? 48 : 16;            /* M_l = 12 or 8 */
+  nvfp4_qopts o = qopts(1, 1, 0, NULL), orht = qopts(1, 1, 1, NULL);
+  nvfp4_qopts orow = qopts(1, 0, 0, world);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D), gr = gopts_plain(&orht, NVFP4_CW_FLAT2D);
+  nvfp4_gather_opts gq = gopts_fp4(1, 1);
+  nvfp4_tensor *full, *x, *ref, *g = NULL, *q, *dq = NULL, *dall = NULL, *ref2, *t = NULL;
+  nvfp4_handle *h = NULL;
+  char msg[512];
+
+  full = full_randn(SHAPE3(S, 1, 64), NVFP4_BF16, 61);
+  x = slice(full, 0, mc_rank, P);
+  ref = quant(full, &o);
+  EXPECT_OK(nvfp4_all_gather(world, x, &gp, &g));
+  expect_same_fp4(g, ref, "fallback");
+  if (P == 4) {                            /* BH-03's stated shapes */
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_DATA), SHAPE3(48, 1, 32));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(128, 4));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 24));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 4));
+  }
+  nvfp4_tensor_destroy(g);
+  nvfp4_tensor_destroy(ref);
+  /* with RHT on the columnwise copy */
+  ref = quant(full, &orht);
+  EXPECT_OK(nvfp4_all_gather(world, x, &gr, &g));
+  expect_same_fp4(g, ref, "fallback rht");
+  nvfp4_tensor_destroy(g);
+  /* async: synchronous inside, the handle still finishes once */
+  EXPECT_OK(nvfp4_all_gather_async(world, x, &gr, &h));
+  EXPECT_OK(nvfp4_handle_wait(h, &t));
+  EXPECT_OK(nvfp4_handle_wait(h, &t));
+  expect_same_fp4(t, ref, "fallback async");
+  EXPECT_EQ_I(nvfp4_handle_finish_count(h), 1);
+  nvfp4_handle_destroy(h);
+  nvfp4_tensor_destroy(ref);
+
+  /* variant: the shard was quantized rowwise-only; columnwise is wanted */
+  q = quant(x, &orow);
+  EXPECT_OK(nvfp4_all_gather(world, q, &gq, &g));
+  EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_F32, &dq));
+  EXPECT_OK(nvfp4_all_gather_plain(world, dq, &dall));
+  ref2 = dall ? quant(dall, &o) : NULL;
+  expect_same_fp4(g, ref2, "fallback from rowwise-only fp4");
+  nvfp4_tensor_destroy(g); nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(dq);
+  nvfp4_tensor_destroy(dall); nvfp4_tensor_destroy(ref2);
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
+
+  /* global M = 24 is not a multiple of 16 either: clear error everywhere */
+  full = full_randn(SHAPE3(24, 1, 64), NVFP4_BF16, 62);
+  x = slice(full, 0, mc_rank, P);
+  g = NULL;
+  EXPECT_ST(nvfp4_all_gather(world, x, &gp, &g), NVFP4_EINVAL);
+  EXPECT(g == NULL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "not quantizable either");
+  strncpy(msg, nvfp4_last_error(mc_ctx), sizeof msg - 1);
+  msg[sizeof msg - 1] = '\0';
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, msg));
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
+}
+
+
+/* Mismatched metadata: EMISMATCH on every rank with the same message,
+** never a hang; a local argument error: EINVAL there, EPEER elsewhere. */
+static void test_mismatch (void) {
+  nvfp4_qopts o = qopts(1, 1, 0, NULL), oc = qopts(0, 1, 0, NULL);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D), gc = gopts_plain(&oc, NVFP4_CW_FLAT2D);
+  nvfp4_gather_opts gn = gopts_plain(&o, NVFP4_CW_ND), gq = gopts_fp4(1, 1);
+  nvfp4_qopts og = qopts(1, 1, 0, world);
+  nvfp4_tensor *x, *y, *g = NULL, *q;
+  nvfp4_status st;
+
+  x = full_randn(SHAPE3(16, 2, 64), NVFP4_F32, 71);
+  y = full_randn(SHAPE3(32, 2, 64), NVFP4_F32, 72);
+  EXPECT_ST(nvfp4_all_gather(world, mc_rank == 1 ? y : x, &gp, &g), NVFP4_EMISMATCH);
+  EXPECT(g == NULL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [32, 2, 64] fp32 (rowwise+columnwise)");
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 0 has [16, 2, 64] fp32");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  /* usages differ on the last rank */
+  EXPECT_ST(nvfp4_all_gather(world, x, mc_rank == mc_size - 1 ? &gc : &gp, &g), NVFP4_EMISMATCH);
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  /* rule differs on rank 0 */
+  EXPECT_ST(nvfp4_all_gather(world, x, mc_rank == 0 ? &gn : &gp, &g), NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rule nd");
+  /* one rank gives an fp4 tensor, the others plain */
+  q = quant(x, &o);
+  EXPECT_ST(nvfp4_all_gather(world, mc_rank == 1 ? q : x, mc_rank == 1 ? &gq : &gp, &g),
+            NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "fp4");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  nvfp4_tensor_destroy(q);
+  /* a local argument error on rank 0 */
+  st = nvfp4_all_gather(world, x, mc_rank == 0 ? NULL : &gp, &g);
+  EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 0 ? "gopts is NULL" : "rank 0 failed");
+  /* a 1-D input is refused everywhere */
+  {
+    nvfp4_tensor *v = full_randn(mc_shape(1, (int64_t)64), NVFP4_F32, 73);
+    EXPECT_ST(nvfp4_all_gather(world, v, &gp, &g), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "needs >= 2");
+    nvfp4_tensor_destroy(v);
+  }
+  /* nothing is stuck: a good gather still works */
+  q = quant(x, &og);
+  EXPECT_OK(nvfp4_all_gather(world, q, &gq, &g));
+  EXPECT_SHAPE(nvfp4_tensor_shape(g), SHAPE3(16 * mc_size, 2, 64));
+  nvfp4_tensor_destroy(g); nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(y);
+}
+
+
+/* The async handle finishes exactly once, however often waited. */
+static void test_async_idempotent (void) {
+  int P = mc_size;
+  nvfp4_qopts o = qopts(1, 1, 0, NULL), orow = qopts(1, 0, 0, NULL);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D), grow = gopts_plain(&orow, NVFP4_CW_FLAT2D);
+  nvfp4_tensor *full = full_randn(SHAPE3(32 * P, 3, 64), NVFP4_F32, 81);
+  nvfp4_tensor *x = slice(full, 0, mc_rank, P), *ref = quant(full, &o), *ref_row = quant(full, &orow);
+  nvfp4_tensor *a = NULL, *b = NULL, *c = NULL, *t = NULL;
+  nvfp4_handle *h = NULL;
+  EXPECT_OK(nvfp4_all_gather_async(world, x, &gp, &h));
+  EXPECT_EQ_I(nvfp4_handle_finish_count(h), 0);
+  EXPECT_OK(nvfp4_handle_wait(h, &a));
+  EXPECT_OK(nvfp4_handle_wait(h, &b));
+  EXPECT_OK(nvfp4_handle_wait(h, &c));
+  EXPECT_EQ_I(nvfp4_handle_finish_count(h), 1);
+  EXPECT(a != NULL && a == b && b == c);
+  expect_same_fp4(a, ref, "async");
+  EXPECT_OK(nvfp4_handle_take(h, &t));
+  EXPECT(t == a);
+  EXPECT_ST(nvfp4_handle_wait(h, &b), NVFP4_EUSAGE);
+  EXPECT_EQ_I(nvfp4_handle_finish_count(h), 1);
+  nvfp4_handle_destroy(h);
+  expect_same_fp4(t, ref, "taken");        /* still valid after destroy */
+  nvfp4_tensor_destroy(t);
+  /* rowwise only */
+  h = NULL;
+  EXPECT_OK(nvfp4_all_gather_async(world, x, &grow, &h));
+  EXPECT_OK(nvfp4_handle_wait(h, &a));
+  EXPECT_OK(nvfp4_handle_wait(h, NULL));
+  EXPECT_EQ_I(nvfp4_handle_finish_count(h), 1);
+  expect_same_fp4(a, ref_row, "async rowwise");
+  EXPECT(!nvfp4_tensor_has_columnwise(a));
+  nvfp4_handle_destroy(h);
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
+  nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(ref_row);
+}
+
+
+/* BH-01: columnwise gather for wgrad, TP=2, X=[32,2,64] bf16 -> shard
+** [16,2,64]; a naive dim-0 gather of the columnwise data is interleaved. */
+static void test_bh01 (void) {
+  int gr = nvfp4_comm_rank(tp2), r, k;
+  nvfp4_qopts o = qopts(0, 1, 0, NULL), og = qopts(0, 1, 0, tp2);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D);
+  nvfp4_tensor *full = full_randn(SHAPE3(32, 2, 64), NVFP4_BF16, 91);
+  nvfp4_tensor *x = slice(full, 0, gr, 2), *ref = quant(full, &o), *q = quant(x, &og);
+  nvfp4_tensor *g = NULL, *cd = NULL, *naive = NULL;
+  uint8_t *ld, *nv, *rf;
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 16));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 4));
+  EXPECT_OK(nvfp4_all_gather(tp2, x, &gp, &g));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 32));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 4));
+  expect_same_fp4(g, ref, "BH-01");
+  /* naive: [2*64, 16], rank blocks stacked; the right answer swaps them */
+  ld = rd(q, NVFP4_COLUMNWISE_DATA, NULL);
+  EXPECT_OK(nvfp4_tensor_from_host(mc_ctx, SHAPE2(64, 16), NVFP4_U8, ld, 64 * 16, &cd));
+  EXPECT_OK(nvfp4_all_gather_plain(tp2, cd, &naive));
+  EXPECT_SHAPE(nvfp4_tensor_shape(naive), SHAPE2(128, 16));
+  nv = (uint8_t *)malloc(128 * 16);
+  EXPECT_OK(nvfp4_tensor_to_host(naive, nv, 128 * 16));
+  rf = rd(ref, NVFP4_COLUMNWISE_DATA, NULL);
+  EXPECT(memcmp(nv, rf, 128 * 16 / 2) != 0 || memcmp(nv + 1024, rf + 1024, 1024) != 0);
+  for (r = 0; r < 2; r++)
+    for (k = 0; k < 64; k++)
+      if (memcmp(nv + (r * 64 + k) * 16, rf + k * 32 + r * 16, 16) != 0) {
+        EXPECT_MSG(0, "naive row %d is not rank %d's part of column %d", r * 64 + k, r, k);
+        r = 2;
+        break;
+      }
+  free(ld); free(nv); free(rf);
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(ref);
+  nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(g); nvfp4_tensor_destroy(cd);
+  nvfp4_tensor_destroy(naive);
+}
+
+
+/* BH-02: TP=2, X=[96,1,64], M_l = 48: scale padding is not gathered. */
+static void test_bh02 (void) {
+  int gr = nvfp4_comm_rank(tp2), k, j;
+  nvfp4_qopts o = qopts(1, 1, 0, NULL), og = qopts(1, 1, 0, tp2);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D);
+  nvfp4_tensor *full = full_randn(SHAPE3(96, 1, 64), NVFP4_F32, 92);
+  nvfp4_tensor *x = slice(full, 0, gr, 2), *ref = quant(full, &o), *q = quant(x, &og), *g = NULL;
+  uint8_t *lrs, *lcs, *rs2, *cs2, *grs, *gcs;
+  MPI_Comm mc = nvfp4_comm_mpi(tp2);
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_SCALE), SHAPE2(128, 4));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 4));
+  EXPECT_OK(nvfp4_all_gather(tp2, x, &gp, &g));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_DATA), SHAPE3(96, 1, 32));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(128, 4));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 48));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 8));
+  expect_same_fp4(g, ref, "BH-02");
+  lrs = rd(q, NVFP4_ROWWISE_SCALE, NULL);
+  lcs = rd(q, NVFP4_COLUMNWISE_SCALE, NULL);
+  rs2 = (uint8_t *)malloc(2 * 512);
+  cs2 = (uint8_t *)malloc(2 * 512);
+  MPI_Allgather(lrs, 512, MPI_BYTE, rs2, 512, MPI_BYTE, mc);
+  MPI_Allgather(lcs, 512, MPI_BYTE, cs2, 512, MPI_BYTE, mc);
+  grs = rd(g, NVFP4_ROWWISE_SCALE, NULL);
+  gcs = rd(g, NVFP4_COLUMNWISE_SCALE, NULL);
+  EXPECT_BYTES(grs, rs2, 48 * 4, "rows 0-47 from rank 0");
+  EXPECT_BYTES(grs + 48 * 4, rs2 + 512, 48 * 4, "rows 48-95 from rank 1");
+  for (j = 96 * 4; j < 128 * 4; j++) EXPECT_EQ_I(grs[j], 0);
+  for (k = 0; k < 128; k++)
+    for (j = 0; j < 8; j++) {
+      int want = k >= 64 || j >= 6 ? 0 : j < 3 ? cs2[k * 4 + j] : cs2[512 + k * 4 + j - 3];
+      if (gcs[k * 8 + j] != want) {
+        EXPECT_MSG(0, "gathered columnwise scale [%d][%d] = 0x%02x, expected 0x%02x",
+                   k, j, gcs[k * 8 + j], want);
+        k = 128;
+        break;
+      }
+    }
+  free(lrs); free(lcs); free(rs2); free(cs2); free(grs); free(gcs);
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(ref);
+  nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(g);
+}
+
+
+/* BH-25 scaled down: M_l = 176 (% 16 = 0, % 128 = 48), H = 64, TP = size. */
+static void test_bh25_scaled (void) {
+  int P = mc_size;
+  nvfp4_qopts o = qopts(1, 1, 0, NULL), og = qopts(1, 1, 0, world);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D);
+  nvfp4_tensor *full = full_randn(SHAPE3(176 * P, 1, 64), NVFP4_BF16, 93);
+  nvfp4_tensor *x = slice(full, 0, mc_rank, P), *ref = quant(full, &o), *q = quant(x, &og), *g = NULL;
+  uint8_t *ls, *all, *gs;
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_SCALE), SHAPE2(256, 4));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 88));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 12));
+  EXPECT_OK(nvfp4_all_gather(world, x, &gp, &g));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(ROUNDUP(176 * P, 128), 4));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 88 * P));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, ROUNDUP(11 * P, 4)));
+  expect_same_fp4(g, ref, "BH-25 scaled");
+  ls = rd(q, NVFP4_ROWWISE_SCALE, NULL);
+  all = (uint8_t *)malloc((size_t)176 * 4 * (size_t)P);
+  MPI_Allgather(ls, 176 * 4, MPI_BYTE, all, 176 * 4, MPI_BYTE, MPI_COMM_WORLD);
+  gs = rd(g, NVFP4_ROWWISE_SCALE, NULL);
+  EXPECT_BYTES(gs, all, (size_t)176 * 4 * (size_t)P, "rank r's scale rows at 176*r");
+  free(ls); free(all); free(gs);
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(ref);
+  nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(g);
+}
+
+
+/* BH-28: we gather along dim 0 only.  Batch-first [B, S, H] sharded on S:
+** with B = 1 the dim-0 gather has the full tensor's bytes; with B = 2 it
+** does not (rank 1's rows land in batch slot 1): transpose first. */
+static void test_bh28_dim0_only (void) {
+  int gr = nvfp4_comm_rank(tp2), B;
+  nvfp4_qopts o = qopts(1, 0, 0, NULL);
+  nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D);
+  for (B = 1; B <= 2; B++) {
+    nvfp4_tensor *full = full_randn(SHAPE3(B, 32, 64), NVFP4_F32, 94);
+    nvfp4_tensor *x = slice(full, 1, gr, 2), *ref = quant(full, &o), *g = NULL;
+    uint8_t *a, *b;
+    size_t n;
+    EXPECT_OK(nvfp4_all_gather(tp2, x, &gp, &g));
+    EXPECT_SHAPE(nvfp4_tensor_shape(g), SHAPE3(2 * B, 16, 64));
+    a = rd(g, NVFP4_ROWWISE_DATA, &n);
+    b = rd(ref, NVFP4_ROWWISE_DATA, NULL);
+    if (B == 1) EXPECT_BYTES(a, b, n, "batch-first B=1");
+    else EXPECT_MSG(memcmp(a, b, n) != 0, "batch-first B=2 gathered on dim 0 should not "
+                    "equal the full tensor");
+    free(a); free(b);
+    nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
+    nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(g);
+  }
+}
+
+
+int main (int argc, char **argv) {
+  mc_init(&argc, &argv);
+  if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK ||
+      nvfp4_comm_split(world, 2, &tp2) != NVFP4_OK)
+    MPI_Abort(MPI_COMM_WORLD, 99);
+  RUN(test_gather_equals_full_quantize);
+  RUN(test_rank_order);
+  RUN(test_shape_rules_full_size);
+  RUN(test_shape_table_tp2);
+  RUN(test_groups);
+  RUN(test_fallback);
+  RUN(test_mismatch);
+  RUN(test_async_idempotent);
+  RUN(test_bh01);
+  RUN(test_bh02);
+  RUN(test_bh25_scaled);
+  RUN(test_bh28_dim0_only);
+  nvfp4_comm_destroy(tp2);
+  nvfp4_comm_destroy(world);
+  return mc_finish();
+}
