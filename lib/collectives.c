@@ -60,8 +60,8 @@ static char *meta_format (const meta *m, char *buf, size_t n) {
                            nvfp4_dtype_name((nvfp4_dtype)m->dtype));
   for (i = 0; i < 8 && used < n; i++) {
     if (!(m->flags & (1 << i))) continue;
-    used += (size_t)snprintf(buf + used, n - used, "%s%s", first ? " (" : "+",
-                             fname[i]);
+    used += (size_t)snprintf(buf + used, n - used, "%s%s",
+                             first ? " (" : i < 2 ? "+" : ", ", fname[i]);
     first = 0;
   }
   if (!first && used < n) snprintf(buf + used, n - used, ")");

@@ -253,7 +253,8 @@ nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
                                     nvfp4_tensor **out);
 
 
-/* ---- communicators and collectives (lib/comm.c, lib/gather.c) --------- */
+/* ---- communicators and collectives (lib/comm.c, lib/collectives.c,
+**      lib/gather.c) ---------------------------------------------------- */
 /* Create one with nvfp4_mpi.h.  A comm belongs to one ctx; it borrows the
 ** MPI communicator and owns what it creates (sub-communicators, NCCL). */
 typedef struct nvfp4_comm nvfp4_comm;
@@ -276,10 +277,18 @@ nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n);
 /* Every rank's v into out[size] in rank order. */
 nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
 
-/* Plain (F32/BF16/U8) tensors along dim 0: concatenation in rank order;
-** reduce-scatter sums (BF16 summed in FP32, rounded once) and needs
-** dim 0 % size == 0; all-reduce sums.  Shapes/dtypes are checked across
-** ranks first: a mismatch gives EMISMATCH on every rank. */
+/* Plain (F32/BF16/U8) tensors along dim 0 (ndim >= 1), collective over c;
+** *out is new, owned by the caller, on c's ctx.
+**   all_gather_plain  [d0, ..] -> [size*d0, ..], rank r's block at r*d0.
+**   reduce_scatter    [d0, ..] -> [d0/size, ..], rank r gets block r of the
+**                     sum; needs d0 % size == 0 (EINVAL on every rank).
+**   all_reduce_sum    same shape, the sum on every rank (bit-identical).
+** Sums (F32/BF16 only; U8: EINVAL) are deterministic: FP32, in rank order
+** from +0 (((0 + x_0) + x_1) + ..), BF16 rounded once (RNE) at the end.
+** Shapes/dtypes are checked across ranks first: a mismatch gives EMISMATCH
+** on every rank with the same message ("rank 1 has [..] fp32, rank 0 has
+** [..] fp32"); a rank whose own arguments are bad (NULL x) gets EINVAL and
+** the others EPEER naming it.  No rank is left inside a collective. */
 nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
                                      nvfp4_tensor **out);
 nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
@@ -296,7 +305,21 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** Columnwise bookkeeping follows gopts->rule; under ND a zero width fails
 ** in swap_first_dims with "Input is not allocated" (EINVAL, every rank).
 ** A plain shard that is not quantizable locally (M or K % 16 != 0) is
-** gathered in high precision and quantized afterwards. */
+** gathered in high precision and quantized afterwards (= quantize(full));
+** the gathered tensor must then have M % 16 == 0 and K % 16 == 0 (EINVAL
+** "not quantizable either" on every rank otherwise).
+** Details (lib/gather.c): x needs ndim >= 2; only dim 0 is gathered (a
+** batch-first [B, S, H] sharded on S must be transposed first: BH-28).  The
+** rule applies to plain x only; an FP4 x is gathered from its real buffer
+** shapes, as TE does.  The requantize dequantizes the rowwise copy (BF16
+** if RHT is used, else FP32; a columnwise-only x cannot be requantized:
+** EINVAL) with quant = gopts->quant or x's own flags, and its amax reduced
+** over c.  The rowwise scale gets rank r's rows at r*M_l and zero padding
+** rows; the columnwise scale is whatever the rule produced, zero-padded to
+** [ru(K,128), ru(size*U,4)]: under ND with odd B it is too narrow, and
+** nvfp4_tensor_buffer_shape reports that shape.  Both amaxes are the local
+** tensor's (the group-reduced ones).  Metadata (shape, dtype, usages, rule,
+** RHT/SR/2D) is checked across ranks first, as for the plain collectives. */
 typedef struct nvfp4_gather_opts {  /* zero-initialised = defaults */
   const nvfp4_qopts *quant;         /* plain x: how to quantize (required) */
   unsigned rowwise : 1;             /* FP4 x: usages wanted */
@@ -311,7 +334,12 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
 /* Asynchronous form.  nvfp4_handle_wait finishes the gather (de-interleave
 ** and re-pad of the columnwise copy) exactly once, however often it is
 ** called, and returns the result through *out as a borrowed pointer owned
-** by the handle; nvfp4_handle_take transfers ownership to the caller. */
+** by the handle (out may be NULL); nvfp4_handle_take transfers ownership to
+** the caller, after which wait fails with EUSAGE.  A failed finish (the ND
+** zero-width swap) is returned again by every later wait.  On the CPU
+** backend and the staged transport the collectives run eagerly (blocking)
+** inside nvfp4_all_gather_async; wait does the local finish step only.
+** nvfp4_handle_finish_count: how often the finish step ran (0 or 1). */
 typedef struct nvfp4_handle nvfp4_handle;
 nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
                                      const nvfp4_gather_opts *gopts,
