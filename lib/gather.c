@@ -297,6 +297,18 @@ static nvfp4_status gather_finish (nvfp4_handle *h) {
   id = h->il_data->shape;                   /* [TP, K, M_l/2] */
   K = is.dim[1];
   W = is.dim[0] * is.dim[2];                /* TP * U */
+  if (id.dim[2] == 0) {
+    /* Empty shards (M_l = 0, field case BH-22): nothing to de-interleave;
+    ** the result is data [K, 0] and scale [ru(K,128), 0].  (TE's swap
+    ** would fail on the empty buffers; an empty gather is not an error.) */
+    CHECK(nvfp4i_buf_alloc(ctx, &out->col_scale, shape2(roundup(K, NVFP4_SCALE_ROWS), 0), 1));
+    adopt(h->il_data, &out->col_data, shape2(K, 0));
+    h->il_data = NULL;
+    out->has_col = 1;
+    nvfp4_tensor_destroy(h->il_scale);
+    h->il_scale = NULL;
+    return NVFP4_OK;
+  }
   /* Scale first, then data, as TE. */
   if ((st = nvfp4_swap_first_dims(ctx, h->il_scale, &ss)) != NVFP4_OK) {
     strncpy(why, ctx->err, sizeof why - 1);

@@ -622,30 +622,88 @@ static void test_bh02 (void) {
 }
 
 
-/* BH-25 scaled down: M_l = 176 (% 16 = 0, % 128 = 48), H = 64, TP = size. */
-static void test_bh25_scaled (void) {
+/* BH-25 with its real row count M_l = 7984 (% 16 = 0, % 128 = 48) and H
+** scaled down from 3072 to 64 so it runs in well under a second; at TP=4
+** the row and column counts are the field case's own (32000, 15968, 1996). */
+static void test_bh25 (void) {
   int P = mc_size;
+  int64_t ml = 7984;
   nvfp4_qopts o = qopts(1, 1, 0, NULL), og = qopts(1, 1, 0, world);
   nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D);
-  nvfp4_tensor *full = full_randn(SHAPE3(176 * P, 1, 64), NVFP4_BF16, 93);
+  nvfp4_tensor *full = full_randn(SHAPE3(ml * P, 1, 64), NVFP4_BF16, 93);
   nvfp4_tensor *x = slice(full, 0, mc_rank, P), *ref = quant(full, &o), *q = quant(x, &og), *g = NULL;
   uint8_t *ls, *all, *gs;
-  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_SCALE), SHAPE2(256, 4));
-  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 88));
-  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 12));
+  size_t rowb = (size_t)ml * 4;
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_DATA), SHAPE3(ml, 1, 32));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_SCALE), SHAPE2(8064, 4));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 3992));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 500));
   EXPECT_OK(nvfp4_all_gather(world, x, &gp, &g));
-  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(ROUNDUP(176 * P, 128), 4));
-  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 88 * P));
-  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, ROUNDUP(11 * P, 4)));
-  expect_same_fp4(g, ref, "BH-25 scaled");
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_DATA), SHAPE3(ml * P, 1, 32));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(ROUNDUP(ml * P, 128), 4));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 3992 * P));
+  EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, ROUNDUP(499 * P, 4)));
+  if (P == 4) {
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(32000, 4));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 15968));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 1996));
+  }
+  expect_same_fp4(g, ref, "BH-25");
   ls = rd(q, NVFP4_ROWWISE_SCALE, NULL);
-  all = (uint8_t *)malloc((size_t)176 * 4 * (size_t)P);
-  MPI_Allgather(ls, 176 * 4, MPI_BYTE, all, 176 * 4, MPI_BYTE, MPI_COMM_WORLD);
+  all = (uint8_t *)malloc(rowb * (size_t)P);
+  MPI_Allgather(ls, (int)rowb, MPI_BYTE, all, (int)rowb, MPI_BYTE, MPI_COMM_WORLD);
   gs = rd(g, NVFP4_ROWWISE_SCALE, NULL);
-  EXPECT_BYTES(gs, all, (size_t)176 * 4 * (size_t)P, "rank r's scale rows at 176*r");
+  EXPECT_BYTES(gs, all, rowb * (size_t)P, "rank r's scale rows at 7984*r");
   free(ls); free(all); free(gs);
   nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(ref);
   nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(g);
+}
+
+
+/* BH-22: empty shards gather to empty buffers, under either rule. */
+static void test_empty_shards (void) {
+  nvfp4_qopts o = qopts(1, 1, 0, NULL);
+  nvfp4_gather_opts gf = gopts_plain(&o, NVFP4_CW_FLAT2D), gn = gopts_plain(&o, NVFP4_CW_ND);
+  nvfp4_tensor *x = NULL, *g = NULL;
+  float amax = -1;
+  int k;
+  EXPECT_OK(nvfp4_tensor_create(mc_ctx, SHAPE3(0, 4, 64), NVFP4_BF16, &x));
+  for (k = 0; k < 2; k++) {
+    EXPECT_OK(nvfp4_all_gather(world, x, k ? &gn : &gf, &g));
+    if (g == NULL) continue;
+    EXPECT_SHAPE(nvfp4_tensor_shape(g), SHAPE3(0, 4, 64));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_DATA), SHAPE3(0, 4, 32));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_ROWWISE_SCALE), SHAPE2(0, 4));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 0));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 0));
+    EXPECT_OK(nvfp4_tensor_amax(g, 1, &amax));
+    EXPECT(amax == 0.0f);
+    nvfp4_tensor_destroy(g);
+    g = NULL;
+  }
+  nvfp4_tensor_destroy(x);
+}
+
+
+/* The ND rule is wrong iff the second-to-last logical dim is odd: 2-D is
+** always right; 4-D [a, b, 1, K] gives U = 0 and fails like [S, 1, H]. */
+static void test_nd_rule_other_ranks (void) {
+  int P = mc_size;
+  nvfp4_qopts o = qopts(1, 1, 0, NULL);
+  nvfp4_gather_opts gn = gopts_plain(&o, NVFP4_CW_ND);
+  nvfp4_tensor *full = full_randn(SHAPE2(48 * P, 96), NVFP4_F32, 95);
+  nvfp4_tensor *x = slice(full, 0, mc_rank, P), *ref = quant(full, &o), *g = NULL;
+  EXPECT_OK(nvfp4_all_gather(world, x, &gn, &g));
+  expect_same_fp4(g, ref, "2-D under nd");
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
+  nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(g);
+  g = NULL;
+  full = full_randn(SHAPE4(16 * P, 3, 1, 32), NVFP4_F32, 96);
+  x = slice(full, 0, mc_rank, P);
+  EXPECT_EQ_I(nvfp4_cw_rule_apply(NVFP4_CW_ND, nvfp4_tensor_shape(x)).scale_width, 0);
+  EXPECT_ST(nvfp4_all_gather(world, x, &gn, &g), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "Input is not allocated");
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
 }
 
 
@@ -690,7 +748,9 @@ int main (int argc, char **argv) {
   RUN(test_async_idempotent);
   RUN(test_bh01);
   RUN(test_bh02);
-  RUN(test_bh25_scaled);
+  RUN(test_bh25);
+  RUN(test_nd_rule_other_ranks);
+  RUN(test_empty_shards);
   RUN(test_bh28_dim0_only);
   nvfp4_comm_destroy(tp2);
   nvfp4_comm_destroy(world);
