@@ -53,16 +53,12 @@ static inline NVFP4I_HD float nvfp4i_e2m1_value (unsigned c) {
 static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode (float y) {
   uint32_t u = nvfp4i_f32_bits(y);
   float a = nvfp4i_bits_f32(u & 0x7fffffffu);
-  uint8_t c;
+  /* the interval table as a branch-free count of thresholds passed
+  ** (strict where the tie goes down, >= where it goes up) */
+  unsigned c = (unsigned)(a > 0.25f) + (unsigned)(a >= 0.75f) +
+               (unsigned)(a > 1.25f) + (unsigned)(a >= 1.75f) +
+               (unsigned)(a > 2.5f) + (unsigned)(a >= 3.5f) + (unsigned)(a > 5.0f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7;
-  if (a <= 0.25f) c = 0;
-  else if (a < 0.75f) c = 1;
-  else if (a <= 1.25f) c = 2;
-  else if (a < 1.75f) c = 3;
-  else if (a <= 2.5f) c = 4;
-  else if (a < 3.5f) c = 5;
-  else if (a <= 5.0f) c = 6;
-  else c = 7;
   return (uint8_t)(c | ((u >> 28) & 8u));
 }
 
