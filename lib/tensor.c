@@ -164,7 +164,8 @@ nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
 
 
 static nvfp4_status copy_buf (nvfp4_ctx *ctx, nvfp4i_buf *dst, const nvfp4i_buf *src) {
-  CHECK(nvfp4i_buf_alloc(ctx, dst, src->shape, 1));
+  int64_t n = nvfp4_shape_numel(src->shape);     /* plain data: 2 or 4 bytes each */
+  CHECK(nvfp4i_buf_alloc(ctx, dst, src->shape, n > 0 ? src->nbytes / (size_t)n : 1));
   dst->shape = src->shape;
   if (src->nbytes == 0) return NVFP4_OK;
   return ctx->ops->copy2d(ctx, dst->p, src->nbytes, src->p, src->nbytes, 1, src->nbytes);

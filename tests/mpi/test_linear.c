@@ -1,0 +1,441 @@
+/*
+** test_linear.c -- lib/linear.c on 2 and 4 ranks (TP = world size): the seed
+** case's backward under both columnwise rules, output/dgrad/wgrad numerics
+** against float64 references (of the unquantized computation and of the same
+** dequantized operands), TP = 1 against TP = world, and the error paths.
+*/
+#include <math.h>
+#include "mpicheck.h"
+#include "nvfp4_int.h"
+
+static nvfp4_comm *world;
+
+
+/* ---- host helpers --------------------------------------------------------- */
+
+static float *host (const nvfp4_tensor *t) {
+  int64_t n = nvfp4_shape_numel(nvfp4_tensor_shape(t)), i;
+  float *f = malloc((size_t)(n + 1) * sizeof *f);
+  if (nvfp4_tensor_dtype(t) == NVFP4_F32)
+    nvfp4_tensor_to_host(t, f, (size_t)n * sizeof *f);
+  else {
+    uint16_t *h = malloc((size_t)(n + 1) * 2);
+    nvfp4_tensor_to_host(t, h, (size_t)n * 2);
+    for (i = 0; i < n; i++) f[i] = nvfp4i_bf16_to_f32(h[i]);
+    free(h);
+  }
+  return f;
+}
+
+
+static nvfp4_tensor *mk (nvfp4_shape s, nvfp4_dtype dt, const float *f) {
+  int64_t n = nvfp4_shape_numel(s), i;
+  nvfp4_tensor *t = NULL;
+  if (dt == NVFP4_F32)
+    nvfp4_tensor_from_host(mc_ctx, s, dt, f, (size_t)n * 4, &t);
+  else {
+    uint16_t *h = malloc((size_t)(n + 1) * 2);
+    for (i = 0; i < n; i++) h[i] = nvfp4i_f32_to_bf16(f[i]);
+    nvfp4_tensor_from_host(mc_ctx, s, dt, h, (size_t)n * 2, &t);
+    free(h);
+  }
+  return t;
+}
+
+
+/* Piece r of `parts` equal pieces along dim d (dims before d: outer). */
+static nvfp4_tensor *slice (const nvfp4_tensor *t, int d, int r, int parts) {
+  nvfp4_shape s = nvfp4_tensor_shape(t), o = s;
+  int64_t outer = 1, inner = 1, len, i, j;
+  float *f = host(t), *g;
+  nvfp4_tensor *res;
+  for (i = 0; i < d; i++) outer *= s.dim[i];
+  for (i = d + 1; i < s.ndim; i++) inner *= s.dim[i];
+  len = s.dim[d] / parts;
+  o.dim[d] = len;
+  g = malloc((size_t)(outer * len * inner + 1) * sizeof *g);
+  for (i = 0; i < outer; i++)
+    for (j = 0; j < len * inner; j++)
+      g[i * len * inner + j] = f[i * s.dim[d] * inner + r * len * inner + j];
+  res = mk(o, nvfp4_tensor_dtype(t), g);
+  free(f); free(g);
+  return res;
+}
+
+
+/* `times` copies of t concatenated along dim d. */
+static nvfp4_tensor *tile (const nvfp4_tensor *t, int d, int times) {
+  nvfp4_shape s = nvfp4_tensor_shape(t), o = s;
+  int64_t outer = 1, blk = 1, i, k;
+  float *f = host(t), *g;
+  nvfp4_tensor *res;
+  for (i = 0; i < d; i++) outer *= s.dim[i];
+  for (i = d; i < s.ndim; i++) blk *= s.dim[i];
+  o.dim[d] *= times;
+  g = malloc((size_t)(outer * blk * times + 1) * sizeof *g);
+  for (i = 0; i < outer; i++)
+    for (k = 0; k < times; k++) memcpy(g + (i * times + k) * blk, f + i * blk, (size_t)blk * 4);
+  res = mk(o, nvfp4_tensor_dtype(t), f == NULL ? NULL : g);
+  free(f); free(g);
+  return res;
+}
+
+
+static nvfp4_tensor *randn (nvfp4_shape s, nvfp4_dtype dt, uint64_t seed) {
+  nvfp4_tensor *t = NULL;
+  nvfp4_tensor_randn(mc_ctx, s, dt, seed, &t);
+  return t;
+}
+
+
+static double relerr (nvfp4_comm *c, const nvfp4_tensor *x, const nvfp4_tensor *ref) {
+  double e = -1;
+  EXPECT_OK(nvfp4_rel_error(c, x, ref, &e));
+  return e;
+}
+
+
+static nvfp4_linear_config config (int64_t K, int64_t N, nvfp4_parallel p, int sp) {
+  nvfp4_linear_config c;
+  memset(&c, 0, sizeof c);
+  c.in_features = K;
+  c.out_features = N;
+  c.parallel = p;
+  c.sequence_parallel = sp;
+  c.tp_group = world;
+  c.recipe.seed = 7;
+  c.init_seed = 100;
+  return c;
+}
+
+
+/* ---- the seed case, small: row-parallel SP, [S/TP, 1, H] grad ------------- */
+
+static void test_row_sp_b1_nd_fails_flat2d_completes (void) {
+  const int64_t S = 32 * mc_size, B = 1, H = 64;
+  nvfp4_linear_config c = config(H, H, NVFP4_PARALLEL_ROW, 1);
+  nvfp4_linear *l = NULL;
+  nvfp4_tensor *x, *y = NULL, *dy, *dx = NULL, *dw = NULL;
+  const nvfp4_tensor *g = NULL;
+  x = randn(SHAPE3(S, B, H / mc_size), NVFP4_BF16, 1 + mc_rank);
+  dy = randn(SHAPE3(S / mc_size, B, H), NVFP4_BF16, 50 + mc_rank);
+  c.gather_rule = NVFP4_CW_ND;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  EXPECT_SHAPE(nvfp4_tensor_shape(y), SHAPE3(S / mc_size, B, H));
+  EXPECT_ST(nvfp4_linear_backward(l, dy, &dx, &dw, NULL), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "not allocated");
+  EXPECT(dx == NULL && dw == NULL);
+  nvfp4_linear_destroy(l);
+  nvfp4_tensor_destroy(y);
+  l = NULL; y = NULL;
+
+  c.gather_rule = NVFP4_CW_FLAT2D;
+  c.keep_operands = 1;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
+  EXPECT(dx != NULL && dw != NULL);
+  if (dx) EXPECT_SHAPE(nvfp4_tensor_shape(dx), SHAPE3(S, B, H / mc_size));
+  if (dw) EXPECT_SHAPE(nvfp4_tensor_shape(dw), SHAPE2(H, H / mc_size));
+  EXPECT_OK(nvfp4_linear_operand_get(l, NVFP4_LIN_GRAD_OUTPUT, &g));
+  if (g) {
+    EXPECT_SHAPE(nvfp4_tensor_shape(g), SHAPE3(S, B, H));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(H, S * B / 2));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 4 * ((S * B / 16 + 3) / 4)));
+  }
+  nvfp4_linear_destroy(l);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dy);
+  nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+}
+
+
+/* Odd B under `nd`: the gather computes a too-narrow columnwise scale, and
+** the wgrad GEMM's shape check refuses it (TE's swizzle message). */
+static void test_row_sp_odd_b_nd_caught_by_shape_check (void) {
+  const int64_t S = 16 * mc_size, B = 3, H = 64;
+  nvfp4_linear_config c = config(H, H, NVFP4_PARALLEL_ROW, 1);
+  nvfp4_linear *l = NULL;
+  nvfp4_tensor *x, *y = NULL, *dy, *dx = NULL, *dw = NULL;
+  x = randn(SHAPE3(S, B, H / mc_size), NVFP4_BF16, 3);
+  dy = randn(SHAPE3(S / mc_size, B, H), NVFP4_BF16, 4 + mc_rank);
+  c.gather_rule = NVFP4_CW_ND;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  EXPECT_ST(nvfp4_linear_backward(l, dy, &dx, &dw, NULL), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "invalid columnwise_scale_inv shape");
+  nvfp4_linear_destroy(l);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dy);
+}
+
+
+/* ---- numerics --------------------------------------------------------------- */
+
+typedef struct errs { double y, dx, dw, db, yq, dxq, dwq; } errs;
+
+/* Run one layer on Gaussian data and measure its three outputs against
+** float64 references, computed per rank from the same local tensors. */
+static errs numerics (nvfp4_parallel p, nvfp4_dtype act, int no_sr, int no_rht) {
+  const int tp = mc_size, row = p == NVFP4_PARALLEL_ROW;
+  const int64_t S = 64 * tp, B = 2, K = 256, N = 192;
+  nvfp4_linear_config c = config(K, N, p, 1);
+  nvfp4_linear *l = NULL;
+  nvfp4_tensor *x, *dy, *y = NULL, *dx = NULL, *dw = NULL, *db = NULL;
+  nvfp4_tensor *t = NULL, *r = NULL, *yref = NULL, *dyfull = NULL, *xfull = NULL;
+  const nvfp4_tensor *qx = NULL, *qw = NULL, *qdy = NULL, *qxw = NULL;
+  const nvfp4_tensor *w;
+  errs e;
+  memset(&e, 0, sizeof e);
+  c.bias = 1;
+  c.keep_operands = 1;
+  c.recipe.no_grad_sr = no_sr;
+  c.recipe.no_input_rht = c.recipe.no_grad_rht = no_rht;
+  x = randn(row ? SHAPE3(S, B, K / tp) : SHAPE3(S / tp, B, K), act, 11 + mc_rank);
+  dy = randn(row ? SHAPE3(S / tp, B, N) : SHAPE3(S, B, N / tp), act, 31 + mc_rank);
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  w = nvfp4_linear_weight(l);
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, &dw, &db));
+  if (y == NULL || dx == NULL || dw == NULL || db == NULL) goto done;
+  EXPECT_SHAPE(nvfp4_tensor_shape(dx), nvfp4_tensor_shape(x));
+  EXPECT_SHAPE(nvfp4_tensor_shape(dw), nvfp4_tensor_shape(w));
+  nvfp4_linear_operand_get(l, NVFP4_LIN_FPROP_INPUT, &qx);
+  nvfp4_linear_operand_get(l, NVFP4_LIN_WEIGHT, &qw);
+  nvfp4_linear_operand_get(l, NVFP4_LIN_GRAD_OUTPUT, &qdy);
+  nvfp4_linear_operand_get(l, NVFP4_LIN_WGRAD_INPUT, &qxw);
+  if (row) {
+    /* unquantized: Y = RS(X_r W_r^T); dX = AG(dY) W_r; dW = AG(dY)^T X_r */
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, w, NVFP4_ROWWISE, x, NVFP4_ROWWISE, &t));
+    EXPECT_OK(nvfp4_reduce_scatter(world, t, &yref));
+    EXPECT_OK(nvfp4_all_gather_plain(world, dy, &dyfull));
+    nvfp4_tensor_destroy(t); t = NULL;
+    /* bias is zero at creation, so Y has no bias term */
+    e.y = relerr(world, y, yref);
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, w, NVFP4_COLUMNWISE, dyfull, NVFP4_ROWWISE, &r));
+    e.dx = relerr(world, dx, r);
+    nvfp4_tensor_destroy(r); r = NULL;
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, x, NVFP4_COLUMNWISE, dyfull, NVFP4_COLUMNWISE, &r));
+    e.dw = relerr(world, dw, r);
+    nvfp4_tensor_destroy(r); r = NULL;
+    /* same dequantized operands */
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, qw, NVFP4_ROWWISE, qx, NVFP4_ROWWISE, &t));
+    if (act == NVFP4_BF16) {     /* TE reduces the bf16 partials */
+      nvfp4_tensor *tb = NULL;
+      float *f = host(t);
+      tb = mk(nvfp4_tensor_shape(t), NVFP4_BF16, f);
+      free(f);
+      nvfp4_tensor_destroy(t);
+      t = tb;
+    }
+    EXPECT_OK(nvfp4_reduce_scatter(world, t, &r));
+    e.yq = relerr(world, y, r);
+    nvfp4_tensor_destroy(r); r = NULL;
+  }
+  else {
+    /* column+SP: Y = AG(X) W_r^T; dX = RS(dY W_r); dW = dY^T AG(X) */
+    EXPECT_OK(nvfp4_all_gather_plain(world, x, &xfull));
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, w, NVFP4_ROWWISE, xfull, NVFP4_ROWWISE, &yref));
+    e.y = relerr(world, y, yref);
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, w, NVFP4_COLUMNWISE, dy, NVFP4_ROWWISE, &t));
+    EXPECT_OK(nvfp4_reduce_scatter(world, t, &r));
+    e.dx = relerr(world, dx, r);
+    nvfp4_tensor_destroy(r); r = NULL;
+    nvfp4_tensor_destroy(t); t = NULL;
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, xfull, NVFP4_COLUMNWISE, dy, NVFP4_COLUMNWISE, &r));
+    e.dw = relerr(world, dw, r);
+    nvfp4_tensor_destroy(r); r = NULL;
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, qw, NVFP4_ROWWISE, qx, NVFP4_ROWWISE, &r));
+    e.yq = relerr(world, y, r);
+    nvfp4_tensor_destroy(r); r = NULL;
+  }
+  nvfp4_tensor_destroy(t); t = NULL;
+  /* dgrad / wgrad against the same operands (no reduction for row dgrad) */
+  EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, qw, NVFP4_COLUMNWISE, qdy, NVFP4_ROWWISE, &t));
+  if (row) e.dxq = relerr(world, dx, t);
+  else {
+    nvfp4_tensor *tb = t;
+    if (act == NVFP4_BF16) { float *f = host(t); tb = mk(nvfp4_tensor_shape(t), act, f); free(f); }
+    EXPECT_OK(nvfp4_reduce_scatter(world, tb, &r));
+    if (tb != t) nvfp4_tensor_destroy(tb);
+    e.dxq = relerr(world, dx, r);
+    nvfp4_tensor_destroy(r); r = NULL;
+  }
+  nvfp4_tensor_destroy(t); t = NULL;
+  EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, qxw, NVFP4_COLUMNWISE, qdy, NVFP4_COLUMNWISE, &t));
+  e.dwq = relerr(world, dw, t);
+  nvfp4_tensor_destroy(t); t = NULL;
+  /* grad_bias: the column sums of the full dY (row+SP: all-reduced) */
+  {
+    nvfp4_tensor *src = row ? dyfull : dy, *ones;
+    int64_t M = nvfp4_shape_M(nvfp4_tensor_shape(src)), i;
+    float *o = malloc((size_t)M * 4);
+    for (i = 0; i < M; i++) o[i] = 1;
+    ones = mk(SHAPE2(1, M), NVFP4_F32, o);
+    free(o);
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, src, NVFP4_COLUMNWISE, ones, NVFP4_ROWWISE, &t));
+    e.db = relerr(NULL, db, t);
+    nvfp4_tensor_destroy(ones);
+  }
+done:
+  nvfp4_tensor_destroy(t); nvfp4_tensor_destroy(r); nvfp4_tensor_destroy(yref);
+  nvfp4_tensor_destroy(dyfull); nvfp4_tensor_destroy(xfull);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(y);
+  nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw); nvfp4_tensor_destroy(db);
+  nvfp4_linear_destroy(l);
+  return e;
+}
+
+
+static void print_errs (const char *what, errs e) {
+  if (mc_rank == 0)
+    printf("# %s: y %.4f dx %.4f dw %.4f db %.2g | same operands: y %.2g dx %.2g dw %.2g\n",
+           what, e.y, e.dx, e.dw, e.db, e.yq, e.dxq, e.dwq);
+}
+
+
+static void test_numerics_default_recipe (void) {
+  int p;
+  for (p = NVFP4_PARALLEL_COLUMN; p <= NVFP4_PARALLEL_ROW; p++) {
+    errs e = numerics((nvfp4_parallel)p, NVFP4_BF16, 0, 0);
+    print_errs(p == NVFP4_PARALLEL_ROW ? "row+SP bf16 default" : "column+SP bf16 default", e);
+    EXPECT_MSG(e.y < 0.18 && e.y > 0.05, "output error %g", e.y);
+    EXPECT_MSG(e.dx < 0.22 && e.dx > 0.05, "dgrad error %g", e.dx);
+    EXPECT_MSG(e.dw < 0.22 && e.dw > 0.05, "wgrad error %g", e.dw);
+    EXPECT_MSG(e.yq < 1e-2 && e.dxq < 1e-2 && e.dwq < 1e-2 && e.db < 1e-2,
+               "same-operand errors %g %g %g, bias %g", e.yq, e.dxq, e.dwq, e.db);
+    e = numerics((nvfp4_parallel)p, NVFP4_BF16, 1, 0);
+    print_errs("  SR off", e);
+    EXPECT_MSG(e.y < 0.18 && e.dx < 0.18 && e.dw < 0.18, "SR off: %g %g %g", e.y, e.dx, e.dw);
+  }
+}
+
+
+/* fp32 activations (RHT off: it needs bf16) and fp32 reductions. */
+static void test_numerics_fp32_same_operands (void) {
+  int p;
+  for (p = NVFP4_PARALLEL_COLUMN; p <= NVFP4_PARALLEL_ROW; p++) {
+    errs e = numerics((nvfp4_parallel)p, NVFP4_F32, 0, 1);
+    print_errs(p == NVFP4_PARALLEL_ROW ? "row+SP fp32" : "column+SP fp32", e);
+    EXPECT_MSG(e.yq < 1e-5 && e.dxq < 1e-5 && e.dwq < 1e-5 && e.db < 1e-5,
+               "same-operand errors %g %g %g, bias %g", e.yq, e.dxq, e.dwq, e.db);
+    EXPECT_MSG(e.y < 0.18 && e.dx < 0.22 && e.dw < 0.22, "errors %g %g %g", e.y, e.dx, e.dw);
+  }
+}
+
+
+/* ---- TP = 1 against TP = world ---------------------------------------------- */
+
+/* Tiled data (every shard a copy) gives each shard the global amax, before
+** and after the RHT, so with SR off both runs quantize the same values and
+** differ only in the order and rounding of the reductions. */
+static void tp_equivalence (nvfp4_parallel p) {
+  const int tp = mc_size, row = p == NVFP4_PARALLEL_ROW;
+  const int64_t S = 32 * tp, B = 2, K = 64 * tp, N = 32 * tp;
+  nvfp4_linear_config c1 = config(K, N, p, 1), c2 = config(K, N, p, 1);
+  nvfp4_linear *l1 = NULL, *l2 = NULL;
+  nvfp4_tensor *x0, *w0, *dy0, *X, *W, *DY, *xr, *wr, *dyr;
+  nvfp4_tensor *y1 = NULL, *dx1 = NULL, *dw1 = NULL, *y2 = NULL, *dx2 = NULL, *dw2 = NULL;
+  nvfp4_tensor *s1;
+  double e;
+  x0 = randn(row ? SHAPE3(S, B, K / tp) : SHAPE3(S, B, K), NVFP4_BF16, 5);
+  w0 = randn(row ? SHAPE2(N, K / tp) : SHAPE2(N / tp, K), NVFP4_F32, 6);
+  dy0 = randn(row ? SHAPE3(S, B, N) : SHAPE3(S, B, N / tp), NVFP4_BF16, 7);
+  X = row ? tile(x0, 2, tp) : tile(x0, 0, 1);
+  W = row ? tile(w0, 1, tp) : tile(w0, 0, tp);
+  DY = row ? tile(dy0, 0, 1) : tile(dy0, 2, tp);
+  xr = row ? slice(X, 2, mc_rank, tp) : slice(X, 0, mc_rank, tp);
+  wr = row ? slice(W, 1, mc_rank, tp) : slice(W, 0, mc_rank, tp);
+  dyr = row ? slice(DY, 0, mc_rank, tp) : slice(DY, 2, mc_rank, tp);
+  c1.tp_group = NULL;
+  c1.parallel = NVFP4_PARALLEL_NONE;
+  c1.sequence_parallel = 0;
+  c1.recipe.no_grad_sr = c2.recipe.no_grad_sr = 1;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c1, &l1));
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c2, &l2));
+  EXPECT_OK(nvfp4_linear_set_weight(l1, W));
+  EXPECT_OK(nvfp4_linear_set_weight(l2, wr));
+  EXPECT_OK(nvfp4_linear_forward(l1, X, &y1));
+  EXPECT_OK(nvfp4_linear_backward(l1, DY, &dx1, &dw1, NULL));
+  EXPECT_OK(nvfp4_linear_forward(l2, xr, &y2));
+  EXPECT_OK(nvfp4_linear_backward(l2, dyr, &dx2, &dw2, NULL));
+  if (y1 && y2 && dx1 && dx2 && dw1 && dw2) {
+    s1 = row ? slice(y1, 0, mc_rank, tp) : slice(y1, 2, mc_rank, tp);
+    e = relerr(world, y2, s1);
+    EXPECT_MSG(e < 1e-2, "output TP=1 vs TP=%d: %g", tp, e);
+    nvfp4_tensor_destroy(s1);
+    s1 = row ? slice(dx1, 2, mc_rank, tp) : slice(dx1, 0, mc_rank, tp);
+    e = relerr(world, dx2, s1);
+    EXPECT_MSG(e < 1e-2, "dgrad TP=1 vs TP=%d: %g", tp, e);
+    nvfp4_tensor_destroy(s1);
+    s1 = row ? slice(dw1, 1, mc_rank, tp) : slice(dw1, 0, mc_rank, tp);
+    e = relerr(world, dw2, s1);
+    EXPECT_MSG(e < 1e-5, "wgrad TP=1 vs TP=%d: %g (no reduction: fp32 params)", tp, e);
+    nvfp4_tensor_destroy(s1);
+  }
+  nvfp4_linear_destroy(l1); nvfp4_linear_destroy(l2);
+  nvfp4_tensor_destroy(x0); nvfp4_tensor_destroy(w0); nvfp4_tensor_destroy(dy0);
+  nvfp4_tensor_destroy(X); nvfp4_tensor_destroy(W); nvfp4_tensor_destroy(DY);
+  nvfp4_tensor_destroy(xr); nvfp4_tensor_destroy(wr); nvfp4_tensor_destroy(dyr);
+  nvfp4_tensor_destroy(y1); nvfp4_tensor_destroy(dx1); nvfp4_tensor_destroy(dw1);
+  nvfp4_tensor_destroy(y2); nvfp4_tensor_destroy(dx2); nvfp4_tensor_destroy(dw2);
+}
+
+
+static void test_tp1_equals_tp_world (void) {
+  tp_equivalence(NVFP4_PARALLEL_ROW);
+  tp_equivalence(NVFP4_PARALLEL_COLUMN);
+}
+
+
+/* ---- errors ------------------------------------------------------------------ */
+
+static void test_config_and_usage_errors (void) {
+  nvfp4_linear_config c = config(64, 48, NVFP4_PARALLEL_ROW, 1);
+  nvfp4_linear *l = NULL;
+  nvfp4_tensor *x = NULL, *dx = NULL, *y = NULL;
+  c.in_features = 40;
+  EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "in_features 40 is not a positive multiple of 16");
+  c.in_features = 16 * mc_size + 16;    /* K/TP not a multiple of 16 */
+  EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "divisible by 16 * TP");
+  c = config(64, 48, NVFP4_PARALLEL_NONE, 1);
+  EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "sequence_parallel needs");
+  c = config(64 * mc_size, 48, NVFP4_PARALLEL_ROW, 1);
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  x = randn(SHAPE3(32 * mc_size, 1, 64), NVFP4_BF16, 1);
+  EXPECT_ST(nvfp4_linear_backward(l, x, &dx, NULL, NULL), NVFP4_EUSAGE);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "no forward");
+  nvfp4_tensor_destroy(x);
+  x = randn(SHAPE3(32 * mc_size, 1, 48), NVFP4_BF16, 1);      /* wrong K */
+  EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "last dim must be 64");
+  nvfp4_tensor_destroy(x);
+  x = randn(SHAPE3(32 * mc_size + 1, 1, 64), NVFP4_BF16, 1);  /* S % TP */
+  if (mc_size > 1) {
+    EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "not divisible by TP");
+  }
+  nvfp4_tensor_destroy(x);
+  x = randn(SHAPE3(32 * mc_size, 1, 64), NVFP4_F32, 1);       /* RHT on fp32 */
+  EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "needs bf16");
+  EXPECT(y == NULL);
+  nvfp4_tensor_destroy(x);
+  nvfp4_linear_destroy(l);
+}
+
+
+int main (int argc, char **argv) {
+  mc_init(&argc, &argv);
+  if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK) MPI_Abort(MPI_COMM_WORLD, 99);
+  RUN(test_config_and_usage_errors);
+  RUN(test_row_sp_b1_nd_fails_flat2d_completes);
+  RUN(test_row_sp_odd_b_nd_caught_by_shape_check);
+  RUN(test_numerics_default_recipe);
+  RUN(test_numerics_fp32_same_operands);
+  RUN(test_tp1_equals_tp_world);
+  nvfp4_comm_destroy(world);
+  return mc_finish();
+}

@@ -1,0 +1,317 @@
+/*
+** test_gemm.c -- lib/gemm.c: the GEMM on NVFP4 and plain operands against a
+** double-precision product computed here from the raw bytes (an independent
+** decoder), operand usages (fprop/dgrad/wgrad), output shapes, bias, bf16
+** output, the scale-shape check that catches a wrong-width gathered scale,
+** the float64 oracle and the relative error.
+*/
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include "nvfp4.h"
+#include "nvfp4_int.h"     /* to forge a wrong-width scale, as the nd rule makes */
+
+
+static uint32_t lcg = 12345u;
+static uint32_t rnd (void) { lcg = lcg * 1664525u + 1013904223u; return lcg >> 8; }
+
+
+static int setup (void **state) {
+  nvfp4_ctx *ctx = NULL;
+  if (nvfp4_ctx_create(NVFP4_BACKEND_CPU, &ctx, NULL) != NVFP4_OK) return -1;
+  *state = ctx;
+  return 0;
+}
+
+
+static int teardown (void **state) {
+  nvfp4_ctx_destroy((nvfp4_ctx *)*state);
+  return 0;
+}
+
+
+static nvfp4_shape shp (int n, int64_t a, int64_t b, int64_t c) {
+  int64_t d[3] = {a, b, c};
+  return nvfp4_shape_make(n, d);
+}
+
+
+static int64_t ru (int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+
+/* Independent decoders: E2M1 by formula, E4M3 by fields. */
+static double e2m1 (unsigned c) {
+  static const double mag[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  return (c & 8) ? -mag[c & 7] : mag[c & 7];
+}
+
+
+static double e4m3 (uint8_t b) {
+  int e = (b >> 3) & 15, m = b & 7;
+  double v = e ? (1 + m / 8.0) * pow(2, e - 7) : m / 8.0 * pow(2, -6);
+  return (b & 0x80) ? -v : v;
+}
+
+
+/* A random 2-D matrix [R, C] of codes + positive scales (0x20..0x57), as
+** one NVFP4 buffer pair; dec[R*C] gets code*scale. */
+typedef struct qmat { uint8_t *data, *scale; double *dec; int64_t R, C, sw; } qmat;
+
+static qmat make_qmat (int64_t R, int64_t C) {
+  qmat q;
+  int64_t r, c;
+  q.R = R; q.C = C; q.sw = ru(C / 16, 4);
+  q.data = calloc((size_t)(R * C / 2 + 1), 1);
+  q.scale = calloc((size_t)(ru(R, 128) * q.sw), 1);
+  q.dec = calloc((size_t)(R * C), sizeof(double));
+  for (r = 0; r < R; r++)
+    for (c = 0; c < C / 16; c++) q.scale[r * q.sw + c] = (uint8_t)(0x20 + rnd() % 0x38);
+  for (r = 0; r < R; r++)
+    for (c = 0; c < C; c += 2) {
+      uint8_t b = (uint8_t)(rnd() & 0xff);
+      q.data[(r * C + c) / 2] = b;
+      q.dec[r * C + c] = e2m1(b & 15) * e4m3(q.scale[r * q.sw + c / 16]);
+      q.dec[r * C + c + 1] = e2m1(b >> 4) * e4m3(q.scale[r * q.sw + c / 16]);
+    }
+  return q;
+}
+
+
+static void free_qmat (qmat *q) { free(q->data); free(q->scale); free(q->dec); }
+
+
+/* out[q][p] = sum_r B[q][r] A[p][r] in double. */
+static double *ref_bat (const double *A, const double *B, int64_t P, int64_t Q, int64_t R) {
+  double *o = calloc((size_t)(P * Q), sizeof(double));
+  int64_t p, q, r;
+  for (q = 0; q < Q; q++)
+    for (p = 0; p < P; p++) {
+      double s = 0;
+      for (r = 0; r < R; r++) s += B[q * R + r] * A[p * R + r];
+      o[q * P + p] = s;
+    }
+  return o;
+}
+
+
+static double max_rel (const float *got, const double *want, int64_t n) {
+  double num = 0, den = 0;
+  int64_t i;
+  for (i = 0; i < n; i++) {
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return sqrt(num / den);
+}
+
+
+/* fprop with two rowwise FP4 operands: exact dequant, alpha from amaxes. */
+static void test_gemm_fp4_rowwise_matches_double (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  const int64_t P = 48, Q = 40, R = 96;
+  qmat a = make_qmat(P, R), b = make_qmat(Q, R);
+  float amax_a[2] = {3.5f, 3.5f}, amax_b[2] = {1200.0f, 1200.0f};
+  nvfp4_tensor *ta = NULL, *tb = NULL, *y = NULL, *y64 = NULL;
+  float *got = malloc((size_t)(P * Q) * sizeof(float));
+  double *want, alpha = 3.5 * 1200.0 / (6.0 * 6 * 448 * 448), err;
+  int64_t i;
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shp(2, P, R, 0), a.data, a.scale, NULL,
+                                              NULL, amax_a, &ta), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shp(3, 5, 8, R), b.data, b.scale, NULL,
+                                              NULL, amax_b, &tb), NVFP4_OK);
+  assert_int_equal(nvfp4_gemm(ctx, ta, NVFP4_ROWWISE, tb, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
+                   NVFP4_OK);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(y), shp(3, 5, 8, P)));  /* N-D kept */
+  assert_int_equal(nvfp4_tensor_to_host(y, got, (size_t)(P * Q) * sizeof(float)), NVFP4_OK);
+  want = ref_bat(a.dec, b.dec, P, Q, R);
+  for (i = 0; i < P * Q; i++) want[i] *= alpha;
+  assert_true(max_rel(got, want, P * Q) < 1e-6);
+  /* the float64 oracle agrees, and so does rel_error */
+  assert_int_equal(nvfp4_gemm_ref64(ctx, ta, NVFP4_ROWWISE, tb, NVFP4_ROWWISE, &y64), NVFP4_OK);
+  assert_int_equal(nvfp4_rel_error(NULL, y, y64, &err), NVFP4_OK);
+  assert_true(err < 1e-6);
+  assert_true(err > 0 || max_rel(got, want, P * Q) == 0);
+  nvfp4_tensor_destroy(ta); nvfp4_tensor_destroy(tb);
+  nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(y64);
+  free(got); free(want); free_qmat(&a); free_qmat(&b);
+}
+
+
+/* Columnwise operands: wgrad dW[N,K] = dY^T X reads both [.., M] matrices. */
+static void test_gemm_fp4_columnwise_wgrad_shape_and_values (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  const int64_t M = 64, K = 32, N = 48;      /* X [4,16,K], dY [4,16,N] */
+  qmat xc = make_qmat(K, M), dyc = make_qmat(N, M);
+  float ax[2] = {0, 6.0f}, ady[2] = {0, 2688.0f};
+  nvfp4_tensor *x = NULL, *dy = NULL, *dw = NULL;
+  float *got = malloc((size_t)(N * K) * sizeof(float));
+  double *want;
+  int64_t i;
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shp(3, 4, 16, K), NULL, NULL, xc.data,
+                                              xc.scale, ax, &x), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shp(3, 4, 16, N), NULL, NULL, dyc.data,
+                                              dyc.scale, ady, &dy), NVFP4_OK);
+  assert_int_equal(nvfp4_gemm(ctx, x, NVFP4_COLUMNWISE, dy, NVFP4_COLUMNWISE, NULL,
+                              NVFP4_F32, &dw), NVFP4_OK);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(dw), shp(2, N, K, 0)));
+  assert_int_equal(nvfp4_tensor_to_host(dw, got, (size_t)(N * K) * sizeof(float)), NVFP4_OK);
+  want = ref_bat(xc.dec, dyc.dec, K, N, M);
+  for (i = 0; i < N * K; i++) want[i] *= 6.0 * 2688.0 / (6.0 * 6 * 448 * 448);
+  assert_true(max_rel(got, want, N * K) < 1e-6);
+  /* a missing usage is a clear EUSAGE */
+  nvfp4_tensor_destroy(dw);
+  dw = NULL;
+  assert_int_equal(nvfp4_gemm(ctx, x, NVFP4_ROWWISE, dy, NVFP4_COLUMNWISE, NULL, NVFP4_F32,
+                              &dw), NVFP4_EUSAGE);
+  assert_null(dw);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "no rowwise data"));
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy);
+  free(got); free(want); free_qmat(&xc); free_qmat(&dyc);
+}
+
+
+/* The consumer's check: a columnwise scale of the wrong width (what the
+** `nd` rule gathers for (64,5,64,TP 2): 16 columns instead of 20) fails with
+** TE's message instead of being read. */
+static void test_gemm_rejects_wrong_width_columnwise_scale (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  const int64_t M = 320, K = 64;              /* logical [64, 5, 64] */
+  qmat c = make_qmat(K, M);
+  float am[2] = {1, 1};
+  nvfp4_tensor *t = NULL, *w = NULL, *y = NULL;
+  assert_int_equal(c.sw, 20);
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shp(3, 64, 5, K), NULL, NULL, c.data,
+                                              c.scale, am, &t), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shp(3, 64, 5, K), NULL, NULL, c.data,
+                                              c.scale, am, &w), NVFP4_OK);
+  assert_int_equal(nvfp4_gemm(ctx, w, NVFP4_COLUMNWISE, t, NVFP4_COLUMNWISE, NULL,
+                              NVFP4_F32, &y), NVFP4_OK);
+  nvfp4_tensor_destroy(y);
+  y = NULL;
+  t->col_scale.shape.dim[1] = 16;             /* forge the nd-rule result */
+  t->col_scale.nbytes = 128 * 16;
+  assert_int_equal(nvfp4_gemm(ctx, w, NVFP4_COLUMNWISE, t, NVFP4_COLUMNWISE, NULL,
+                              NVFP4_F32, &y), NVFP4_EINVAL);
+  assert_null(y);
+  assert_non_null(strstr(nvfp4_last_error(ctx),
+                         "invalid columnwise_scale_inv shape (expected (128,20), got (128,16))"));
+  t->col_scale.shape.dim[1] = 20;
+  t->col_scale.nbytes = 128 * 20;
+  nvfp4_tensor_destroy(t); nvfp4_tensor_destroy(w);
+  free_qmat(&c);
+}
+
+
+/* Plain operands in every usage, bias, bf16 output, errors. */
+static void test_gemm_plain_usages_bias_bf16 (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  enum { M = 6, K = 5, N = 3 };
+  float x[M * K], w[N * K], dy[M * N], bias[N], got[M * N * 2];
+  uint16_t gb[M * N];
+  nvfp4_tensor *tx = NULL, *tw = NULL, *tdy = NULL, *tb = NULL, *y = NULL;
+  int i, j, k;
+  for (i = 0; i < M * K; i++) x[i] = (float)((int)(rnd() % 17) - 8) / 4;
+  for (i = 0; i < N * K; i++) w[i] = (float)((int)(rnd() % 17) - 8) / 8;
+  for (i = 0; i < M * N; i++) dy[i] = (float)((int)(rnd() % 9) - 4);
+  for (i = 0; i < N; i++) bias[i] = 0.5f * (float)i;
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shp(2, M, K, 0), NVFP4_F32, x, sizeof x, &tx), 0);
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shp(2, N, K, 0), NVFP4_F32, w, sizeof w, &tw), 0);
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shp(2, M, N, 0), NVFP4_F32, dy, sizeof dy, &tdy), 0);
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shp(1, N, 0, 0), NVFP4_F32, bias, sizeof bias, &tb), 0);
+  /* fprop + bias (small integers / 32: exact in fp32) */
+  assert_int_equal(nvfp4_gemm(ctx, tw, NVFP4_ROWWISE, tx, NVFP4_ROWWISE, tb, NVFP4_F32, &y), 0);
+  assert_int_equal(nvfp4_tensor_to_host(y, got, M * N * sizeof(float)), 0);
+  for (i = 0; i < M; i++)
+    for (j = 0; j < N; j++) {
+      float s = bias[j];
+      for (k = 0; k < K; k++) s += x[i * K + k] * w[j * K + k];
+      assert_true(got[i * N + j] == s);
+    }
+  nvfp4_tensor_destroy(y);
+  /* dgrad dX = dY W [M, K] */
+  assert_int_equal(nvfp4_gemm(ctx, tw, NVFP4_COLUMNWISE, tdy, NVFP4_ROWWISE, NULL, NVFP4_F32, &y), 0);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(y), shp(2, M, K, 0)));
+  assert_int_equal(nvfp4_tensor_to_host(y, got, M * K * sizeof(float)), 0);
+  for (i = 0; i < M; i++)
+    for (k = 0; k < K; k++) {
+      float s = 0;
+      for (j = 0; j < N; j++) s += dy[i * N + j] * w[j * K + k];
+      assert_true(got[i * K + k] == s);
+    }
+  nvfp4_tensor_destroy(y);
+  /* wgrad dW = dY^T X [N, K], bf16 output rounded once */
+  assert_int_equal(nvfp4_gemm(ctx, tx, NVFP4_COLUMNWISE, tdy, NVFP4_COLUMNWISE, NULL, NVFP4_BF16, &y), 0);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(y), shp(2, N, K, 0)));
+  assert_int_equal(nvfp4_tensor_to_host(y, gb, N * K * sizeof(uint16_t)), 0);
+  for (j = 0; j < N; j++)
+    for (k = 0; k < K; k++) {
+      float s = 0;
+      for (i = 0; i < M; i++) s += dy[i * N + j] * x[i * K + k];
+      assert_int_equal(gb[j * K + k], nvfp4i_f32_to_bf16(s));
+    }
+  nvfp4_tensor_destroy(y);
+  y = NULL;
+  /* errors: reduction mismatch, bias length, output dtype */
+  assert_int_equal(nvfp4_gemm(ctx, tw, NVFP4_ROWWISE, tdy, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
+                   NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "reduction dims differ"));
+  assert_int_equal(nvfp4_gemm(ctx, tx, NVFP4_ROWWISE, tx, NVFP4_ROWWISE, tb, NVFP4_F32, &y),
+                   NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "bias"));
+  assert_int_equal(nvfp4_gemm(ctx, tw, NVFP4_ROWWISE, tx, NVFP4_ROWWISE, NULL, NVFP4_U8, &y),
+                   NVFP4_EINVAL);
+  assert_null(y);
+  nvfp4_tensor_destroy(tx); nvfp4_tensor_destroy(tw);
+  nvfp4_tensor_destroy(tdy); nvfp4_tensor_destroy(tb);
+}
+
+
+/* The quantized path end to end: quantize (engineer A's reference) then
+** GEMM equals the float64 product of the same dequantized operands. */
+static void test_gemm_after_quantize_matches_ref64 (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  nvfp4_tensor *x = NULL, *w = NULL, *qx = NULL, *qw = NULL, *y = NULL, *r = NULL;
+  nvfp4_qopts o;
+  double err;
+  memset(&o, 0, sizeof o);
+  o.rowwise = o.columnwise = 1;
+  assert_int_equal(nvfp4_tensor_randn(ctx, shp(3, 32, 2, 64), NVFP4_BF16, 1, &x), 0);
+  assert_int_equal(nvfp4_tensor_randn(ctx, shp(2, 48, 64, 0), NVFP4_F32, 2, &w), 0);
+  if (nvfp4_quantize(ctx, x, &o, &qx) != NVFP4_OK) {   /* quantizer not built yet */
+    nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(w);
+    skip();
+  }
+  o.two_d = 1;
+  assert_int_equal(nvfp4_quantize(ctx, w, &o, &qw), 0);
+  assert_int_equal(nvfp4_gemm(ctx, qw, NVFP4_ROWWISE, qx, NVFP4_ROWWISE, NULL, NVFP4_F32, &y), 0);
+  assert_int_equal(nvfp4_gemm_ref64(ctx, qw, NVFP4_ROWWISE, qx, NVFP4_ROWWISE, &r), 0);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(y), shp(3, 32, 2, 48)));
+  assert_int_equal(nvfp4_rel_error(NULL, y, r, &err), 0);
+  assert_true(err < 1e-6);
+  nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(r);
+  /* wgrad-style: both columnwise */
+  assert_int_equal(nvfp4_gemm(ctx, qx, NVFP4_COLUMNWISE, qx, NVFP4_COLUMNWISE, NULL, NVFP4_F32, &y), 0);
+  assert_int_equal(nvfp4_gemm_ref64(ctx, qx, NVFP4_COLUMNWISE, qx, NVFP4_COLUMNWISE, &r), 0);
+  assert_int_equal(nvfp4_rel_error(NULL, y, r, &err), 0);
+  assert_true(err < 1e-6);
+  nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(r);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(w);
+  nvfp4_tensor_destroy(qx); nvfp4_tensor_destroy(qw);
+}
+
+
+int main (void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_gemm_fp4_rowwise_matches_double),
+    cmocka_unit_test(test_gemm_fp4_columnwise_wgrad_shape_and_values),
+    cmocka_unit_test(test_gemm_rejects_wrong_width_columnwise_scale),
+    cmocka_unit_test(test_gemm_plain_usages_bias_bf16),
+    cmocka_unit_test(test_gemm_after_quantize_matches_ref64),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
