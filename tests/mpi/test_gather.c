@@ -451,6 +451,33 @@ static void test_fallback (void) {
 }
 
 
+/* An FP4 shard lacking a wanted usage is dequantized and requantized with
+** the group's amax (TE does the same): the result equals quantizing the
+** gathered dequantized shards.  Columnwise-only in, rowwise wanted: EINVAL
+** on every rank (nothing to dequantize from). */
+static void test_requantize (void) {
+  int P = mc_size;
+  nvfp4_qopts o = qopts(1, 1, 0, NULL), orow = qopts(1, 0, 0, world), ocol = qopts(0, 1, 0, world);
+  nvfp4_gather_opts gq = gopts_fp4(1, 1), gr = gopts_fp4(1, 0);
+  nvfp4_tensor *full = full_randn(SHAPE3(48 * P, 2, 64), NVFP4_F32, 101);
+  nvfp4_tensor *x = slice(full, 0, mc_rank, P), *q = quant(x, &orow), *qc = quant(x, &ocol);
+  nvfp4_tensor *g = NULL, *dq = NULL, *dall = NULL, *ref = NULL;
+  EXPECT_OK(nvfp4_all_gather(world, q, &gq, &g));
+  EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_F32, &dq));
+  EXPECT_OK(nvfp4_all_gather_plain(world, dq, &dall));
+  if (dall != NULL) ref = quant(dall, &o);
+  expect_same_fp4(g, ref, "requantized rowwise-only shard");
+  nvfp4_tensor_destroy(g);
+  g = NULL;
+  EXPECT_ST(nvfp4_all_gather(world, qc, &gr, &g), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "only a columnwise copy");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(qc); nvfp4_tensor_destroy(dq); nvfp4_tensor_destroy(dall);
+  nvfp4_tensor_destroy(ref);
+}
+
+
 /* Mismatched metadata: EMISMATCH on every rank with the same message,
 ** never a hang; a local argument error: EINVAL there, EPEER elsewhere. */
 static void test_mismatch (void) {
@@ -744,6 +771,7 @@ int main (int argc, char **argv) {
   RUN(test_shape_table_tp2);
   RUN(test_groups);
   RUN(test_fallback);
+  RUN(test_requantize);
   RUN(test_mismatch);
   RUN(test_async_idempotent);
   RUN(test_bh01);
