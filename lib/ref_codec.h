@@ -40,8 +40,8 @@ static inline NVFP4I_HD float nvfp4i_bits_f32 (uint32_t u) {
 
 /* E2M1 code -> value (§1 table; 0x8 is -0.0). */
 static inline NVFP4I_HD float nvfp4i_e2m1_value (unsigned c) {
-  static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  float v = mag[c & 7];
+  unsigned m = c & 7u;                       /* 0 .5 1 1.5 2 3 4 6 */
+  float v = m < 4 ? 0.5f * (float)m : m == 7 ? 6.0f : (float)(m - 2);
   return (c & 8) ? -v : v;
 }
 
@@ -58,8 +58,8 @@ static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode (float y) {
   unsigned c = (unsigned)(a > 0.25f) + (unsigned)(a >= 0.75f) +
                (unsigned)(a > 1.25f) + (unsigned)(a >= 1.75f) +
                (unsigned)(a > 2.5f) + (unsigned)(a >= 3.5f) + (unsigned)(a > 5.0f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7;
-  return (uint8_t)(c | ((u >> 28) & 8u));
+  c |= (u >> 28) & 8u;
+  return (uint8_t)(((u & 0x7fffffffu) > 0x7f800000u) ? 0x7u : c);   /* NaN */
 }
 
 

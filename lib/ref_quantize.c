@@ -50,7 +50,7 @@ static float absmax (const float *v, int64_t n) {
   int64_t i;
   for (i = 0; i < n; i++) {
     float t = fabsf(v[i]);
-    if (t > a) a = t;
+    a = t > a ? t : a;                    /* NaN compares false: ignored */
   }
   return a;
 }
