@@ -1,12 +1,271 @@
 /*
-** llinear.c -- Lua bindings of the Linear layer (lib/linear.c).
-** Placeholder: registers nothing until the Linear layer lands; its owner
-** replaces this file.  Helpers to use are in lnvfp4.h.
+** llinear.c -- Lua bindings of the GEMM and the Linear layer (lib/gemm.c,
+** lib/linear.c).
+**
+**   nvfp4.gemm(a, "rowwise"|"columnwise", b, usage [, {bias =, dtype =}])
+**   nvfp4.gemm_ref64(a, usage, b, usage)        -> fp32, float64 oracle
+**   nvfp4.rel_error_group(group, x, ref)         -> number (sums over group)
+**   nvfp4.linear{in_features =, out_features =, parallel = "row", ...}
+**     l:forward(x) -> y;  l:backward(dy) -> dx, dw, db
+**     l:weight(), l:bias(), l:set_weight(w), l:set_bias(b)
+**     l:operand("fprop_input"|"weight"|"wgrad_input"|"grad_output")
+**     l:config() -> table
 */
+#include <string.h>
 #include "lnvfp4.h"
+
+#define LINEAR_T  "nvfp4.linear"
+
+typedef struct LLinear { nvfp4_linear *l; } LLinear;   /* l == NULL: closed */
+
+
+static const char *const usage_names[] = {"rowwise", "columnwise", NULL};
+
+
+static nvfp4_linear *tolinear (lua_State *L, int arg) {
+  LLinear *p = (LLinear *)luaL_checkudata(L, arg, LINEAR_T);
+  luaL_argcheck(L, p->l != NULL, arg, "linear layer is closed");
+  return p->l;
+}
+
+
+/* Push a clone of a borrowed library tensor as a new Lua tensor. */
+static int pushclone (lua_State *L, const nvfp4_tensor *t) {
+  LTensor *p;
+  if (t == NULL) {
+    lua_pushnil(L);
+    return 1;
+  }
+  p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_tensor_clone(t, &p->t));
+  return 1;
+}
+
+
+/* ---- GEMM ------------------------------------------------------------- */
+
+static const char *const gemm_opts[] = {"bias", "dtype", NULL};
+
+static int mod_gemm (lua_State *L) {
+  nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 3), *bias = NULL;
+  nvfp4_usage ua = (nvfp4_usage)luaL_checkoption(L, 2, NULL, usage_names);
+  nvfp4_usage ub = (nvfp4_usage)luaL_checkoption(L, 4, NULL, usage_names);
+  nvfp4_dtype dt = NVFP4_F32;
+  LTensor *p;
+  nvfp4L_checkopts(L, 5, gemm_opts);
+  if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_totensor(L, lua_gettop(L));
+  if (nvfp4L_getopt(L, 5, "dtype") != LUA_TNIL) dt = nvfp4L_checkdtype(L, lua_gettop(L), "fp32");
+  p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_gemm(nvfp4L_getctx(L), a, ua, b, ub, bias, dt, &p->t));
+  return 1;
+}
+
+
+static int mod_gemm_ref64 (lua_State *L) {
+  nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 3);
+  nvfp4_usage ua = (nvfp4_usage)luaL_checkoption(L, 2, NULL, usage_names);
+  nvfp4_usage ub = (nvfp4_usage)luaL_checkoption(L, 4, NULL, usage_names);
+  LTensor *p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_gemm_ref64(nvfp4L_getctx(L), a, ua, b, ub, &p->t));
+  return 1;
+}
+
+
+/* nvfp4.rel_error_group(group, x, ref): ||x - ref|| / ||ref|| over the
+** concatenation of every rank's tensors (collective); group may be nil. */
+static int mod_rel_error_group (lua_State *L) {
+  nvfp4_comm *c = lua_isnil(L, 1) ? NULL : nvfp4L_tocomm(L, 1);
+  nvfp4_tensor *x = nvfp4L_totensor(L, 2), *ref = nvfp4L_totensor(L, 3);
+  double e = 0;
+  nvfp4L_checkstatus(L, nvfp4_rel_error(c, x, ref, &e));
+  lua_pushnumber(L, e);
+  return 1;
+}
+
+
+/* ---- the Linear layer -------------------------------------------------- */
+
+static const char *const linear_opts[] = {
+  "in_features", "out_features", "bias", "parallel", "sequence_parallel", "group",
+  "params_dtype", "recipe", "input_rht", "weight_2d", "grad_rht", "grad_sr",
+  "amax_reduction", "seed", "rule", "frozen_weight", "keep_operands", "init_seed", NULL
+};
+static const char *const parallel_names[] = {"none", "column", "row", NULL};
+static const char *const recipe_names[] = {"nvfp4", "bf16", "fp32", NULL};
+static const char *const rule_names[] = {"flat2d", "nd", NULL};
+
+
+/* A string option checked against names; def when absent. */
+static int optenum (lua_State *L, int arg, const char *key, const char *const names[],
+                    int def) {
+  int i, t = nvfp4L_getopt(L, arg, key);
+  const char *s;
+  if (t == LUA_TNIL) { lua_pop(L, 1); return def; }
+  s = lua_tostring(L, -1);
+  for (i = 0; t == LUA_TSTRING && names[i] != NULL; i++)
+    if (strcmp(s, names[i]) == 0) { lua_pop(L, 1); return i; }
+  lua_pop(L, 1);
+  lua_pushfstring(L, "must be one of");
+  for (i = 0; names[i] != NULL; i++) lua_pushfstring(L, "%s '%s'", lua_tostring(L, -1), names[i]);
+  return nvfp4L_opterror(L, arg, key, lua_tostring(L, -1));
+}
+
+
+/* nvfp4.linear{..}: every key optional except the two feature counts; the
+** recipe switches default to TE's NVFP4 defaults (all on). */
+static int mod_linear (lua_State *L) {
+  nvfp4_linear_config c;
+  LLinear *p;
+  luaL_checktype(L, 1, LUA_TTABLE);
+  nvfp4L_checkopts(L, 1, linear_opts);
+  memset(&c, 0, sizeof c);
+  if (nvfp4L_getopt(L, 1, "in_features") == LUA_TNIL)
+    nvfp4L_opterror(L, 1, "in_features", "is required");
+  if (nvfp4L_getopt(L, 1, "out_features") == LUA_TNIL)
+    nvfp4L_opterror(L, 1, "out_features", "is required");
+  lua_pop(L, 2);
+  c.in_features = nvfp4L_optint(L, 1, "in_features", 0);
+  c.out_features = nvfp4L_optint(L, 1, "out_features", 0);
+  c.bias = nvfp4L_optbool(L, 1, "bias", 0);
+  c.parallel = (nvfp4_parallel)optenum(L, 1, "parallel", parallel_names, 0);
+  c.sequence_parallel = nvfp4L_optbool(L, 1, "sequence_parallel", 0);
+  c.recipe.kind = (nvfp4_recipe_kind)optenum(L, 1, "recipe", recipe_names, 0);
+  c.recipe.no_input_rht = !nvfp4L_optbool(L, 1, "input_rht", 1);
+  c.recipe.no_weight_2d = !nvfp4L_optbool(L, 1, "weight_2d", 1);
+  c.recipe.no_grad_rht = !nvfp4L_optbool(L, 1, "grad_rht", 1);
+  c.recipe.no_grad_sr = !nvfp4L_optbool(L, 1, "grad_sr", 1);
+  c.recipe.no_amax_reduction = !nvfp4L_optbool(L, 1, "amax_reduction", 1);
+  c.recipe.seed = (uint64_t)nvfp4L_optint(L, 1, "seed", 1);
+  c.gather_rule = (nvfp4_cw_rule)optenum(L, 1, "rule", rule_names, 0);
+  c.frozen_weight = nvfp4L_optbool(L, 1, "frozen_weight", 0);
+  c.keep_operands = nvfp4L_optbool(L, 1, "keep_operands", 0);
+  c.init_seed = (uint64_t)nvfp4L_optint(L, 1, "init_seed", 1);
+  if (nvfp4L_getopt(L, 1, "params_dtype") != LUA_TNIL)
+    c.params_dtype = nvfp4L_checkdtype(L, lua_gettop(L), "fp32");
+  lua_pop(L, 1);
+  p = (LLinear *)lua_newuserdatauv(L, sizeof(LLinear), 1);   /* closed first */
+  p->l = NULL;
+  luaL_setmetatable(L, LINEAR_T);
+  if (nvfp4L_getopt(L, 1, "group") != LUA_TNIL) {
+    c.tp_group = nvfp4L_tocomm(L, lua_gettop(L));
+    lua_setiuservalue(L, -2, 1);        /* the layer keeps its group alive */
+  }
+  else
+    lua_pop(L, 1);
+  nvfp4L_checkstatus(L, nvfp4_linear_create(nvfp4L_getctx(L), &c, &p->l));
+  return 1;
+}
+
+
+static int linear_gc (lua_State *L) {
+  LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
+  nvfp4_linear_destroy(p->l);   /* NULL-safe */
+  p->l = NULL;
+  return 0;
+}
+
+
+static int linear_tostring (lua_State *L) {
+  LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
+  if (p->l == NULL) lua_pushliteral(L, "nvfp4.linear (closed)");
+  else lua_pushfstring(L, "nvfp4.linear %p", (void *)p->l);
+  return 1;
+}
+
+
+static int linear_forward (lua_State *L) {
+  nvfp4_linear *l = tolinear(L, 1);
+  nvfp4_tensor *x = nvfp4L_totensor(L, 2);
+  LTensor *y = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_linear_forward(l, x, &y->t));
+  return 1;
+}
+
+
+/* l:backward(dy) -> dx, dw (nil when frozen), db (nil without a bias). */
+static int linear_backward (lua_State *L) {
+  nvfp4_linear *l = tolinear(L, 1);
+  nvfp4_tensor *dy = nvfp4L_totensor(L, 2);
+  LTensor *dx = nvfp4L_newtensor(L), *dw = nvfp4L_newtensor(L), *db = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_linear_backward(l, dy, &dx->t, &dw->t, &db->t));
+  if (dw->t == NULL) { lua_pushnil(L); lua_replace(L, -3); }
+  if (db->t == NULL) { lua_pushnil(L); lua_replace(L, -2); }
+  return 3;
+}
+
+
+static int linear_weight (lua_State *L) {
+  return pushclone(L, nvfp4_linear_weight(tolinear(L, 1)));
+}
+
+
+static int linear_bias (lua_State *L) {
+  return pushclone(L, nvfp4_linear_bias(tolinear(L, 1)));
+}
+
+
+static int linear_set_weight (lua_State *L) {
+  nvfp4L_checkstatus(L, nvfp4_linear_set_weight(tolinear(L, 1), nvfp4L_totensor(L, 2)));
+  return 0;
+}
+
+
+static int linear_set_bias (lua_State *L) {
+  nvfp4L_checkstatus(L, nvfp4_linear_set_bias(tolinear(L, 1), nvfp4L_totensor(L, 2)));
+  return 0;
+}
+
+
+static int linear_operand (lua_State *L) {
+  static const char *const names[] = {"fprop_input", "weight", "wgrad_input",
+                                      "grad_output", NULL};
+  nvfp4_linear *l = tolinear(L, 1);
+  int which = luaL_checkoption(L, 2, NULL, names);
+  const nvfp4_tensor *t = NULL;
+  nvfp4L_checkstatus(L, nvfp4_linear_operand_get(l, (nvfp4_linear_operand)which, &t));
+  return pushclone(L, t);
+}
+
+
+static const luaL_Reg linear_meth[] = {
+  {"forward", linear_forward},
+  {"backward", linear_backward},
+  {"weight", linear_weight},
+  {"bias", linear_bias},
+  {"set_weight", linear_set_weight},
+  {"set_bias", linear_set_bias},
+  {"operand", linear_operand},
+  {"close", linear_gc},
+  {NULL, NULL}
+};
+
+
+static const luaL_Reg linear_metameth[] = {
+  {"__index", NULL},
+  {"__gc", linear_gc},
+  {"__close", linear_gc},
+  {"__tostring", linear_tostring},
+  {NULL, NULL}
+};
+
+
+static const luaL_Reg mod_funcs[] = {
+  {"gemm", mod_gemm},
+  {"gemm_ref64", mod_gemm_ref64},
+  {"rel_error_group", mod_rel_error_group},
+  {"linear", mod_linear},
+  {NULL, NULL}
+};
 
 
 void nvfp4L_open_linear (lua_State *L, int modidx) {
-  (void)L;
-  (void)modidx;
+  luaL_newmetatable(L, LINEAR_T);
+  luaL_setfuncs(L, linear_metameth, 0);
+  luaL_newlibtable(L, linear_meth);
+  luaL_setfuncs(L, linear_meth, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  lua_pushvalue(L, modidx);
+  luaL_setfuncs(L, mod_funcs, 0);
+  lua_pop(L, 1);
 }
