@@ -165,6 +165,11 @@ static nvfp4_status check_config (nvfp4_ctx *ctx, const nvfp4_linear_config *c, 
   FAIL_IF(ctx, r->kind != NVFP4_RECIPE_NVFP4 && r->kind != NVFP4_RECIPE_BF16 &&
           r->kind != NVFP4_RECIPE_FP32, NVFP4_EINVAL,
           "linear: recipe kind %d is not nvfp4, bf16 or fp32", (int)r->kind);
+  FAIL_IF(ctx, r->kind == NVFP4_RECIPE_NVFP4 && !c->frozen_weight &&
+          r->no_input_rht != r->no_grad_rht, NVFP4_EINVAL,
+          "linear: input RHT is %s but grad RHT is %s: wgrad (dY^T X) needs the RHT on both "
+          "columnwise operands or on neither (it cancels only in pairs)",
+          r->no_input_rht ? "off" : "on", r->no_grad_rht ? "off" : "on");
   FAIL_IF(ctx, c->gather_rule != NVFP4_CW_FLAT2D && c->gather_rule != NVFP4_CW_ND,
           NVFP4_EINVAL, "linear: gather rule %d is not flat2d or nd", (int)c->gather_rule);
   FAIL_IF(ctx, c->tp_group != NULL && nvfp4_comm_ctx(c->tp_group) != ctx, NVFP4_EUSAGE,

@@ -419,7 +419,9 @@ typedef enum nvfp4_recipe_kind {
 ** columnwise copy, weights 2D 16x16, gradients 1D with RHT and SR, amax
 ** MAX-reduced over the TP group for the SP-gathered operand (column: input,
 ** row: grad_output).  Each no_* flag switches one of those off (TE's
-** NVTE_NVFP4_DISABLE_* switches).  RHT needs bf16 activations. */
+** NVTE_NVFP4_DISABLE_* switches).  RHT needs bf16 activations, and input
+** and grad RHT must be switched together unless the weight is frozen (the
+** transform cancels in wgrad only when both operands carry it). */
 typedef struct nvfp4_recipe {
   nvfp4_recipe_kind kind;
   unsigned no_input_rht : 1;
