@@ -1,19 +1,165 @@
 /*
-** cuda_backend.cu -- placeholder CUDA backend table so CUDA builds link
-** while the kernels are written (engineer E replaces this file).  It reports
-** itself as not usable, so NVFP4_BACKEND_AUTO falls back to the CPU.
+** cuda_backend.cu -- the CUDA backend table: one device and one stream per
+** context, device memory (stream-ordered cudaMallocAsync, zero-filled),
+** copies, and the kernels of quantize.cu, dequantize.cu, transpose.cu and
+** gemm.cu.  Every entry only enqueues work on the context's stream, except
+** to_host and sync, which wait for it (nvfp4.h "return when enqueued").
+**
+** Device choice: $NVFP4_CUDA_DEVICE if set, else the MPI local rank
+** (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID) modulo the
+** device count, so ranks spread over the GPUs of a node and share them when
+** there are fewer GPUs than ranks (kernels/cuda_comm.cu then stages).
 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "config.h"
-#include "nvfp4_int.h"
+#include "cuda_int.h"
+
+
+nvfp4_status nvfp4i_cuda_fail (nvfp4_ctx *ctx, cudaError_t e, const char *call,
+                               const char *file, int line) {
+  cudaGetLastError();              /* clear a sticky launch error */
+  return nvfp4i_fail(ctx, NVFP4_ECUDA, "%s failed: %s (%s) at %s:%d", call,
+                     cudaGetErrorString(e), cudaGetErrorName(e), file, line);
+}
+
 
 extern "C" int nvfp4i_cuda_usable (const char **why) {
-  *why = "the CUDA backend is not implemented yet";
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *why = (e == cudaErrorNoDevice) ? "no CUDA device found"
+         : (e == cudaErrorInsufficientDriver) ? "no CUDA driver (or too old) on this machine"
+         : "the CUDA runtime cannot enumerate devices";
+    return 0;
+  }
+  if (n == 0) { *why = "no CUDA device found"; return 0; }
+  return 1;
+}
+
+
+static int pick_device (int count) {
+  static const char *const vars[] = {
+    "NVFP4_CUDA_DEVICE", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+    "SLURM_LOCALID", NULL
+  };
+  int i;
+  for (i = 0; vars[i] != NULL; i++) {
+    const char *v = getenv(vars[i]);
+    if (v != NULL && *v != '\0') return atoi(v) % count;
+  }
   return 0;
 }
 
-extern "C" nvfp4_status nvfp4i_cuda_all_gather_bytes (nvfp4_comm *c, const void *send,
-                                                      size_t n, void *recv) {
-  return NVFP4_ENOTSUP;
+
+static nvfp4_status cuda_init (nvfp4_ctx *ctx) {
+  nvfp4i_cuda *c;
+  int count = 0;
+  c = (nvfp4i_cuda *)calloc(1, sizeof *c);
+  if (c == NULL) return NVFP4_ENOMEM;
+  ctx->impl = c;
+  CU_CHECK(ctx, cudaGetDeviceCount(&count));
+  c->device = pick_device(count > 0 ? count : 1);
+  CU_CHECK(ctx, cudaSetDevice(c->device));
+  CU_CHECK(ctx, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  CU_CHECK(ctx, cudaMalloc((void **)&c->amax_dev, 2 * sizeof(float)));
+  CU_CHECK(ctx, cudaMallocHost((void **)&c->amax_host, 2 * sizeof(float)));
+  return NVFP4_OK;
 }
 
-extern "C" const nvfp4_backend_ops nvfp4i_cuda_ops = { "cuda" };
+
+static void cuda_fini (nvfp4_ctx *ctx) {
+  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
+  if (c == NULL) return;
+  cudaSetDevice(c->device);
+  if (c->stream) cudaStreamSynchronize(c->stream);
+  nvfp4i_cuda_gemm_fini(ctx);
+  if (c->work) cudaFree(c->work);
+  if (c->amax_dev) cudaFree(c->amax_dev);
+  if (c->amax_host) cudaFreeHost(c->amax_host);
+  if (c->stream) cudaStreamDestroy(c->stream);
+  free(c);
+  ctx->impl = NULL;
+}
+
+
+/* Stream-ordered: the memory is usable by everything queued after this
+** call, and zeroed before it (padding of scale buffers stays 0x00). */
+static nvfp4_status cuda_alloc (nvfp4_ctx *ctx, size_t bytes, void **p) {
+  cudaStream_t s = nvfp4i_stream(ctx);
+  *p = NULL;
+  if (cudaMallocAsync(p, bytes, s) != cudaSuccess) {
+    cudaGetLastError();
+    *p = NULL;
+    return NVFP4_ENOMEM;
+  }
+  CU_CHECK(ctx, cudaMemsetAsync(*p, 0, bytes, s));
+  return NVFP4_OK;
+}
+
+
+static void cuda_free (nvfp4_ctx *ctx, void *p) {
+  if (p != NULL) cudaFreeAsync(p, nvfp4i_stream(ctx));
+}
+
+
+static nvfp4_status cuda_to_host (nvfp4_ctx *ctx, void *dst, const void *src, size_t n) {
+  cudaStream_t s = nvfp4i_stream(ctx);
+  if (n == 0) return NVFP4_OK;
+  CU_CHECK(ctx, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s));
+  CU_CHECK(ctx, cudaStreamSynchronize(s));
+  return NVFP4_OK;
+}
+
+
+/* From pageable host memory the runtime copies src out before returning,
+** so the caller may reuse it at once. */
+static nvfp4_status cuda_from_host (nvfp4_ctx *ctx, void *dst, const void *src, size_t n) {
+  if (n == 0) return NVFP4_OK;
+  CU_CHECK(ctx, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, nvfp4i_stream(ctx)));
+  return NVFP4_OK;
+}
+
+
+static nvfp4_status cuda_copy2d (nvfp4_ctx *ctx, void *dst, size_t dld, const void *src,
+                                 size_t sld, size_t rows, size_t row_bytes) {
+  if (rows == 0 || row_bytes == 0) return NVFP4_OK;
+  CU_CHECK(ctx, cudaMemcpy2DAsync(dst, dld, src, sld, row_bytes, rows,
+                                  cudaMemcpyDeviceToDevice, nvfp4i_stream(ctx)));
+  return NVFP4_OK;
+}
+
+
+static nvfp4_status cuda_memset (nvfp4_ctx *ctx, void *dst, int v, size_t n) {
+  if (n == 0) return NVFP4_OK;
+  CU_CHECK(ctx, cudaMemsetAsync(dst, v, n, nvfp4i_stream(ctx)));
+  return NVFP4_OK;
+}
+
+
+static nvfp4_status cuda_sync (nvfp4_ctx *ctx) {
+  CU_CHECK(ctx, cudaStreamSynchronize(nvfp4i_stream(ctx)));
+  return NVFP4_OK;
+}
+
+
+extern "C" const nvfp4_backend_ops nvfp4i_cuda_ops = {
+  /* .name = */ "cuda",
+  /* .init = */ cuda_init,
+  /* .fini = */ cuda_fini,
+  /* .alloc = */ cuda_alloc,
+  /* .free = */ cuda_free,
+  /* .to_host = */ cuda_to_host,
+  /* .from_host = */ cuda_from_host,
+  /* .copy2d = */ cuda_copy2d,
+  /* .memset = */ cuda_memset,
+  /* .amax = */ nvfp4i_cuda_amax,
+  /* .quantize = */ nvfp4i_cuda_quantize,
+  /* .dequantize = */ nvfp4i_cuda_dequantize,
+  /* .swap_first_dims = */ nvfp4i_cuda_swap_first_dims,
+  /* .sync = */ cuda_sync,
+  /* .add_f32 = */ nvfp4i_cuda_add_f32,
+  /* .gemm = */ nvfp4i_cuda_gemm,
+};

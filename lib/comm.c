@@ -33,6 +33,10 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns,
   /* Errors come back as codes, never as an abort inside the library. */
   MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
   c->transport = strcmp(ctx->ops->name, "cpu") == 0 ? NVFP4I_MPI : NVFP4I_MPI_STAGED;
+#ifdef HAVE_CUDA
+  /* CUDA ctx: NCCL when every rank has its own GPU, else staged (collective) */
+  if (c->transport == NVFP4I_MPI_STAGED) nvfp4i_cuda_comm_setup(c);
+#endif
   *out = c;
   return NVFP4_OK;
 }
@@ -64,6 +68,9 @@ const char *nvfp4_comm_transport (const nvfp4_comm *c) {
 
 void nvfp4_comm_destroy (nvfp4_comm *c) {
   if (c == NULL) return;
+#ifdef HAVE_CUDA
+  nvfp4i_cuda_comm_fini(c);
+#endif
   if (c->owns_mpi) MPI_Comm_free(&c->mpi);
   free(c);
 }
@@ -84,7 +91,7 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
     MPI_Comm_free(&sub);
     return st;
   }
-  (*out)->transport = c->transport == NVFP4I_NCCL ? NVFP4I_MPI_STAGED : c->transport;
+  /* comm_new picked the sub-communicator's transport (its own NCCL comm) */
   return NVFP4_OK;
 }
 
@@ -125,6 +132,22 @@ nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out) {
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_all_gather_bytes (nvfp4_comm *c, const void *send,
                                                        size_t n, void *recv);
 #endif
+
+nvfp4_status nvfp4i_comm_group_start (nvfp4_comm *c) {
+#ifdef HAVE_CUDA
+  if (c->transport == NVFP4I_NCCL) return nvfp4i_cuda_comm_group(c, 1);
+#endif
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_comm_group_end (nvfp4_comm *c) {
+#ifdef HAVE_CUDA
+  if (c->transport == NVFP4I_NCCL) return nvfp4i_cuda_comm_group(c, 0);
+#endif
+  return NVFP4_OK;
+}
+
 
 nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c, const void *send,
                                            size_t n, void *recv) {

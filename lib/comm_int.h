@@ -8,6 +8,10 @@
 #include <mpi.h>
 #include "nvfp4_int.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum nvfp4i_transport {
   NVFP4I_MPI = 0,        /* host buffers straight through MPI */
   NVFP4I_MPI_STAGED,     /* device buffers copied through host memory */
@@ -28,6 +32,20 @@ struct nvfp4_comm {
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c,
                                                        const void *send,
                                                        size_t n, void *recv);
+
+/* Coalesce the device collectives issued between start and end into one
+** NCCL group (no-op on the MPI and staged transports).  Every collective
+** of the group must be issued by every rank in the same order. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_group_start (nvfp4_comm *c);
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_group_end (nvfp4_comm *c);
+
+#ifdef HAVE_CUDA
+/* kernels/cuda_comm.cu: transport choice + NCCL setup (collective), NCCL
+** teardown, NCCL group open/close, the device byte all-gather. */
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c);
+NVFP4I_FUNC void nvfp4i_cuda_comm_fini (nvfp4_comm *c);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_comm_group (nvfp4_comm *c, int start);
+#endif
 
 /* Host-memory byte all-gather in rank order (always MPI, whatever the
 ** transport): for small descriptors, statuses and metadata. */
@@ -66,5 +84,9 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c,
 ** quantize).  Local failure: returned as is; a peer's: EPEER naming it. */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
                                             nvfp4_status local);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

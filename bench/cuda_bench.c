@@ -1,0 +1,210 @@
+/*
+** cuda_bench.c -- bandwidth of the CUDA kernels as a ratio to a
+** device-to-device copy of the same bytes measured in the same run
+** (design.md "Performance model"), and the NVFP4 Linear layer's forward +
+** backward time relative to bf16.  A benchmark, not a test: run by hand on
+** the GPU machine.
+**
+**   bench/cuda_bench [quant|swap|dequant|linear|all] [iterations]
+**
+** Bytes moved per element: quantize rowwise+columnwise 2 (bf16 in) +
+** 2 * (0.5 + 1/16) out = 3.125; dequantize to bf16 0.5 + 1/16 + 2 =
+** 2.5625; swap_first_dims 2 + 2; the copy moves 2 * its size.  Kernel-only
+** figures call the backend entry on preallocated outputs (what the kernel
+** moves); "api" figures time the public call, allocation included.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "nvfp4.h"
+#include "nvfp4_int.h"
+
+static nvfp4_ctx *ctx;
+static int iters = 20;
+
+
+static double now (void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+
+#define OK(call) do { nvfp4_status s_ = (call); if (s_ != NVFP4_OK) { \
+  fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, \
+          nvfp4_status_string(s_), nvfp4_last_error(ctx)); exit(1); } } while (0)
+
+
+/* Seconds per D2D copy of n bytes (moves 2n). */
+static double copy_time (void *dst, const void *src, size_t n) {
+  double t;
+  int i;
+  OK(ctx->ops->copy2d(ctx, dst, n, src, n, 1, n));
+  OK(nvfp4_ctx_sync(ctx));
+  t = now();
+  for (i = 0; i < iters; i++) OK(ctx->ops->copy2d(ctx, dst, n, src, n, 1, n));
+  OK(nvfp4_ctx_sync(ctx));
+  return (now() - t) / iters;
+}
+
+
+static void report (const char *what, double bytes, double t, double bound_bw) {
+  double bw = bytes / t;
+  printf("%-52s %9.1f us %8.1f GB/s  %.3f of copy\n", what, t * 1e6, bw * 1e-9, bw / bound_bw);
+}
+
+
+static void bench_quant (int64_t M, int64_t K) {
+  nvfp4_shape s = nvfp4_shape_make(2, (int64_t[]){M, K});
+  nvfp4_tensor *x, *q = NULL, *d = NULL, *y = NULL, *tmp = NULL;
+  double n = (double)M * (double)K, tc, bw, t, t_rne = 0;
+  char name[128];
+  void *scratch;
+  int i, mode;
+  OK(nvfp4_tensor_randn(ctx, s, NVFP4_BF16, 1, &x));
+  OK(ctx->ops->alloc(ctx, (size_t)(n * 2), &scratch));
+  tc = copy_time(scratch, x->data.p, (size_t)(n * 2));
+  bw = 2 * n * 2 / tc;
+  printf("\n[%lld, %lld] bf16: D2D copy of %.0f MB: %.1f us, %.1f GB/s\n", (long long)M,
+         (long long)K, n * 2 / 1e6, tc * 1e6, bw * 1e-9);
+  for (mode = 0; mode < 4; mode++) {
+    nvfp4_qopts o;
+    float amax[2];
+    static const char *const mname[] = {"RNE", "SR", "RHT (col)", "RHT + SR"};
+    memset(&o, 0, sizeof o);
+    o.rowwise = o.columnwise = 1;
+    o.sr = mode == 1 || mode == 3;
+    o.rht = mode >= 2;
+    o.sr_seed = 7;
+    OK(ctx->ops->amax(ctx, x, o.rht, NVFP4_RHT_SIGNS, amax));
+    OK(nvfp4i_tensor_alloc_fp4(ctx, s, 1, 1, &q));
+    q->amax[0] = amax[0]; q->amax[1] = amax[1];
+    OK(ctx->ops->quantize(ctx, x, &o, q));
+    OK(nvfp4_ctx_sync(ctx));
+    t = now();
+    for (i = 0; i < iters; i++) OK(ctx->ops->quantize(ctx, x, &o, q));
+    OK(nvfp4_ctx_sync(ctx));
+    t = (now() - t) / iters;
+    if (mode == 0) t_rne = t;
+    snprintf(name, sizeof name, "quantize row+col 1D %s (kernel)", mname[mode]);
+    report(name, 3.125 * n, t, bw);
+    if (mode > 0) printf("%-52s %.3f of RNE speed\n", "", t_rne / t);
+    if (mode == 0) {
+      o.has_amax = 1; o.amax[0] = amax[0]; o.amax[1] = amax[1];
+      t = now();
+      for (i = 0; i < iters; i++) { OK(nvfp4_quantize(ctx, x, &o, &tmp)); nvfp4_tensor_destroy(tmp); }
+      OK(nvfp4_ctx_sync(ctx));
+      t = (now() - t) / iters;
+      report("quantize row+col 1D RNE (api: alloc+zero+kernel)", 3.125 * n, t, bw);
+      t = now();
+      for (i = 0; i < iters; i++) OK(ctx->ops->amax(ctx, x, 0, 0, amax));
+      t = (now() - t) / iters;
+      report("amax pass (incl. 8-byte readback)", 2 * n, t, bw);
+      /* dequantize (kernel) */
+      OK(nvfp4i_tensor_alloc_plain(ctx, s, NVFP4_BF16, &d));
+      OK(ctx->ops->dequantize(ctx, q, d));
+      OK(nvfp4_ctx_sync(ctx));
+      t = now();
+      for (i = 0; i < iters; i++) OK(ctx->ops->dequantize(ctx, q, d));
+      OK(nvfp4_ctx_sync(ctx));
+      t = (now() - t) / iters;
+      report("dequantize rowwise -> bf16 (kernel)", 2.5625 * n, t, bw);
+      /* swap_first_dims of the bf16 tensor: a full 2-D transpose */
+      OK(nvfp4i_tensor_alloc_plain(ctx, s, NVFP4_BF16, &y));
+      t = now();
+      for (i = 0; i < iters; i++)
+        OK(ctx->ops->swap_first_dims(ctx, y->data.p, x->data.p, M, K, 2));
+      OK(nvfp4_ctx_sync(ctx));
+      t = (now() - t) / iters;
+      report("swap_first_dims [M, K] bf16 (transpose)", 4 * n, t, bw);
+      /* the gather's use: [W, K, C] bytes -> [K, W, C] */
+      t = now();
+      for (i = 0; i < iters; i++)
+        OK(ctx->ops->swap_first_dims(ctx, y->data.p, x->data.p, 8, K, (size_t)(2 * n / 8 / K)));
+      OK(nvfp4_ctx_sync(ctx));
+      t = (now() - t) / iters;
+      report("swap_first_dims [8, K, 2M/8 bytes] (gather use)", 4 * n, t, bw);
+      nvfp4_tensor_destroy(d);
+      nvfp4_tensor_destroy(y);
+    }
+    nvfp4_tensor_destroy(q);
+  }
+  ctx->ops->free(ctx, scratch);
+  nvfp4_tensor_destroy(x);
+}
+
+
+/* Forward + backward of one Linear [K -> N] on T tokens, NVFP4 recipe vs
+** plain bf16 GEMMs (fprop, dgrad, wgrad through nvfp4_gemm on bf16). */
+static void bench_linear (int64_t T, int64_t K, int64_t N) {
+  nvfp4_linear_config cfg;
+  nvfp4_linear *l;
+  nvfp4_tensor *x, *dy, *y, *dx, *dw, *w, *o1, *o2, *o3;
+  double t_q = 0, t_b = 0, t_r = 0;
+  int i, it = iters > 5 ? 5 : iters;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.in_features = K; cfg.out_features = N; cfg.params_dtype = NVFP4_BF16;
+  cfg.recipe.seed = 3;
+  OK(nvfp4_tensor_randn(ctx, nvfp4_shape_make(2, (int64_t[]){T, K}), NVFP4_BF16, 1, &x));
+  OK(nvfp4_tensor_randn(ctx, nvfp4_shape_make(2, (int64_t[]){T, N}), NVFP4_BF16, 2, &dy));
+  OK(nvfp4_tensor_randn(ctx, nvfp4_shape_make(2, (int64_t[]){N, K}), NVFP4_BF16, 3, &w));
+  OK(nvfp4_linear_create(ctx, &cfg, &l));
+  for (i = -1; i < it; i++) {
+    if (i == 0) { OK(nvfp4_ctx_sync(ctx)); t_q = now(); }
+    OK(nvfp4_linear_forward(l, x, &y));
+    OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
+    nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+  }
+  OK(nvfp4_ctx_sync(ctx));
+  t_q = (now() - t_q) / it;
+  nvfp4_linear_destroy(l);
+  cfg.recipe.kind = NVFP4_RECIPE_BF16;
+  OK(nvfp4_linear_create(ctx, &cfg, &l));
+  for (i = -1; i < it; i++) {
+    if (i == 0) { OK(nvfp4_ctx_sync(ctx)); t_r = now(); }
+    OK(nvfp4_linear_forward(l, x, &y));
+    OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
+    nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+  }
+  OK(nvfp4_ctx_sync(ctx));
+  t_r = (now() - t_r) / it;
+  nvfp4_linear_destroy(l);
+  for (i = -1; i < it; i++) {   /* fprop X W^T, dgrad dY W, wgrad dY^T X */
+    if (i == 0) { OK(nvfp4_ctx_sync(ctx)); t_b = now(); }
+    OK(nvfp4_gemm(ctx, w, NVFP4_ROWWISE, x, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o1));
+    OK(nvfp4_gemm(ctx, w, NVFP4_COLUMNWISE, dy, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o2));
+    OK(nvfp4_gemm(ctx, x, NVFP4_COLUMNWISE, dy, NVFP4_COLUMNWISE, NULL, NVFP4_BF16, &o3));
+    nvfp4_tensor_destroy(o1); nvfp4_tensor_destroy(o2); nvfp4_tensor_destroy(o3);
+  }
+  OK(nvfp4_ctx_sync(ctx));
+  t_b = (now() - t_b) / it;
+  printf("Linear T=%lld K=%lld N=%lld fwd+bwd: nvfp4 %.2f ms, bf16 GEMMs %.2f ms (%.0f TFLOP/s)"
+         " -> %.3fx; library bf16 recipe %.2f ms\n", (long long)T, (long long)K, (long long)N,
+         t_q * 1e3, t_b * 1e3, 6.0 * T * K * N / t_b * 1e-12, t_q / t_b, t_r * 1e3);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(w);
+}
+
+
+int main (int argc, char **argv) {
+  const char *why = "", *what = argc > 1 ? argv[1] : "all";
+  if (argc > 2) iters = atoi(argv[2]);
+  if (nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &ctx, &why) != NVFP4_OK) {
+    printf("no CUDA backend: %s\n", why);
+    return 77;
+  }
+  printf("%s\n", nvfp4_version_string());
+  if (!strcmp(what, "quant") || !strcmp(what, "all")) {
+    bench_quant(8192, 8192);
+    bench_quant(32768, 8192);
+  }
+  if (!strcmp(what, "linear") || !strcmp(what, "all")) {
+    printf("\nLlama 3 70B Linear layers, TP = 1, 8192 tokens:\n");
+    bench_linear(8192, 8192, 10240);   /* QKV */
+    bench_linear(8192, 8192, 8192);    /* attention out */
+    bench_linear(8192, 8192, 28672);   /* up / gate */
+    bench_linear(8192, 28672, 8192);   /* down */
+  }
+  nvfp4_ctx_destroy(ctx);
+  return 0;
+}

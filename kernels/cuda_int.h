@@ -1,0 +1,65 @@
+/*
+** cuda_int.h -- internal interface of the CUDA backend (kernels/): the
+** per-context state, the status macros for CUDA/cuBLAS/NCCL failures, and
+** the kernel launchers each .cu file exports to kernels/cuda_backend.cu.
+** Included only by .cu files (compiled as C++ by nvcc).
+*/
+#ifndef NVFP4_CUDA_INT_H
+#define NVFP4_CUDA_INT_H
+
+#include <cuda_runtime.h>
+#include "nvfp4_int.h"
+
+/* One per context: everything is queued on `stream` in call order. */
+typedef struct nvfp4i_cuda {
+  cudaStream_t stream;
+  int device;
+  void *blas;                  /* cublasHandle_t, created on first GEMM */
+  float *amax_dev;             /* 2 floats of scratch for the amax pass */
+  float *amax_host;            /* pinned, 2 floats */
+  void *work;                  /* scratch for GEMM operands (grown) */
+  size_t work_bytes;
+} nvfp4i_cuda;
+
+static inline nvfp4i_cuda *nvfp4i_cuda_of (nvfp4_ctx *ctx) {
+  return (nvfp4i_cuda *)ctx->impl;
+}
+
+static inline cudaStream_t nvfp4i_stream (nvfp4_ctx *ctx) {
+  return ((nvfp4i_cuda *)ctx->impl)->stream;
+}
+
+/* Turn a failed CUDA call into ECUDA naming the call and CUDA's message. */
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_fail (nvfp4_ctx *ctx, cudaError_t e,
+                                           const char *call, const char *file,
+                                           int line);
+
+#define CU_CHECK(ctx, call)  \
+  do { cudaError_t e_ = (call); \
+       if (e_ != cudaSuccess) return nvfp4i_cuda_fail((ctx), e_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/* After a kernel launch: a bad configuration shows up here. */
+#define CU_LAUNCHED(ctx, name)  CU_CHECK(ctx, cudaGetLastError())
+
+/* Launchers (kernels/quantize.cu, dequantize.cu, transpose.cu, gemm.cu);
+** arguments already validated by lib/. */
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                           int rht, unsigned sign_mask,
+                                           float amax[2]);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                               const nvfp4_qopts *o, nvfp4_tensor *q);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
+                                                 nvfp4_tensor *out);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_swap_first_dims (nvfp4_ctx *ctx, void *out,
+                                                      const void *in, int64_t A,
+                                                      int64_t B, size_t inner);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_add_f32 (nvfp4_ctx *ctx, float *acc,
+                                              const void *src, nvfp4_dtype dt,
+                                              size_t n);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
+                                           const nvfp4i_gemm_operand *b, float alpha,
+                                           const nvfp4_tensor *bias, nvfp4_tensor *d);
+NVFP4I_FUNC void nvfp4i_cuda_gemm_fini (nvfp4_ctx *ctx);
+
+#endif

@@ -1,0 +1,211 @@
+/*
+** gemm.cu -- the CUDA backend's GEMM entry (design.md decision 6, spec §10,
+** §11): Hopper has no FP4 tensor cores, so an FP4 operand is dequantized
+** *exactly* to bf16 (code * E4M3 scale has at most 6 significant bits and
+** lies in [2^-10, 2688]), without its per-tensor factor, which lib/gemm.c
+** folds into alpha; then one cuBLAS bf16 GEMM with fp32 accumulation.  A
+** plain F32 operand that is not to be rounded to bf16 makes both operands
+** fp32 (cuBLAS fp32 GEMM, no TF32).  With a bias, or fp32 output, cuBLAS
+** writes fp32 and a small kernel adds the bias and rounds once, as
+** nvfp4i_cpu_gemm does.
+**
+** Dequant mapping: one thread per 16-element block (row r, block j) of an
+** operand [rows, cols]: 8 data bytes + 1 scale byte in, 16 values out.
+*/
+#include <stdint.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include "config.h"
+#include "cuda_int.h"
+#include "ref_codec.h"
+
+
+static nvfp4_status blas_fail (nvfp4_ctx *ctx, cublasStatus_t s, const char *call) {
+  return nvfp4i_fail(ctx, NVFP4_ECUBLAS, "%s failed: %s (%s)", call,
+                     cublasGetStatusString(s), cublasGetStatusName(s));
+}
+
+#define BLAS_CHECK(ctx, call)  \
+  do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return blas_fail((ctx), s_, #call); } while (0)
+
+
+static __device__ __forceinline__ float e2m1_val (unsigned c) {
+  unsigned m = c & 7u;
+  uint32_t u = m >= 2u ? (((m >> 1) + 126u) << 23) | ((m & 1u) << 22)
+             : (m ? 0x3f000000u : 0u);
+  return __uint_as_float(u | ((c & 8u) << 28));
+}
+
+
+static __device__ __forceinline__ uint16_t bf16_rn (float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+
+/* FP4 [rows, cols] -> exact values (bf16 bits or fp32), no global factor. */
+template <bool BF16>
+__global__ void fp4_expand (const uint8_t *data, const uint8_t *scale, int64_t rows,
+                            int64_t cols, int64_t sld, void *out) {
+  int64_t nb = rows * (cols / 16);
+  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb;
+       b += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = b / (cols / 16), j = b % (cols / 16);
+    float sf = nvfp4i_e4m3_value(scale[r * sld + j]);
+    uint2 d = ((const uint2 *)data)[b];
+    for (int i = 0; i < 16; i++) {
+      unsigned c = ((i < 8 ? d.x : d.y) >> (4 * (i & 7))) & 0xfu;
+      float v = __fmul_rn(e2m1_val(c), sf);           /* exact */
+      if (BF16) ((uint16_t *)out)[b * 16 + i] = bf16_rn(v);
+      else ((float *)out)[b * 16 + i] = v;
+    }
+  }
+}
+
+
+/* Plain operand elements -> bf16 (RNE) or fp32, same layout. */
+template <bool BF16>
+__global__ void plain_convert (const void *in, int in_bf16, int64_t n, void *out) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float v = in_bf16 ? __uint_as_float((uint32_t)((const uint16_t *)in)[i] << 16)
+                      : ((const float *)in)[i];
+    if (BF16) ((uint16_t *)out)[i] = bf16_rn(v);
+    else ((float *)out)[i] = v;
+  }
+}
+
+
+/* d[q][p] = c[q][p] + bias[p], rounded once to d's dtype. */
+__global__ void bias_round (const float *c, const void *bias, int bias_bf16, int64_t P,
+                            int64_t n, void *d, int d_bf16) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    float v = c[i];
+    if (bias != NULL) {
+      int64_t p = i % P;
+      float bv = bias_bf16 ? __uint_as_float((uint32_t)((const uint16_t *)bias)[p] << 16)
+                           : ((const float *)bias)[p];
+      v = __fadd_rn(v, bv);
+    }
+    if (d_bf16) ((uint16_t *)d)[i] = bf16_rn(v);
+    else ((float *)d)[i] = v;
+  }
+}
+
+
+static unsigned grid_for (int64_t work) {
+  int64_t g = (work + 255) / 256;
+  if (g > 132 * 32) g = 132 * 32;
+  return (unsigned)(g < 1 ? 1 : g);
+}
+
+
+/* The operand as a matrix of type bf16 (or fp32) in its stored layout;
+** *tmp receives a stream-ordered allocation to free, or NULL. */
+static nvfp4_status materialize (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *op, int bf16,
+                                 const void **p, void **tmp) {
+  cudaStream_t s = nvfp4i_stream(ctx);
+  int64_t n = op->rows * op->cols;
+  size_t es = bf16 ? 2 : 4;
+  *tmp = NULL;
+  *p = op->data;
+  if (op->dt == NVFP4_BF16 && bf16) return NVFP4_OK;
+  if (op->dt == NVFP4_F32 && !bf16) return NVFP4_OK;
+  if (n == 0) return NVFP4_OK;
+  CU_CHECK(ctx, cudaMallocAsync(tmp, (size_t)n * es, s));
+  if (op->dt == NVFP4_FP4) {
+    if (bf16) fp4_expand<true><<<grid_for(n / 16), 256, 0, s>>>((const uint8_t *)op->data,
+                                  op->scale, op->rows, op->cols, op->scale_ld, *tmp);
+    else fp4_expand<false><<<grid_for(n / 16), 256, 0, s>>>((const uint8_t *)op->data,
+                                  op->scale, op->rows, op->cols, op->scale_ld, *tmp);
+  }
+  else if (bf16) plain_convert<true><<<grid_for(n), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
+  else plain_convert<false><<<grid_for(n), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
+  CU_LAUNCHED(ctx, "gemm operand expand");
+  *p = *tmp;
+  return NVFP4_OK;
+}
+
+
+void nvfp4i_cuda_gemm_fini (nvfp4_ctx *ctx) {
+  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
+  if (c->blas != NULL) cublasDestroy((cublasHandle_t)c->blas);
+  c->blas = NULL;
+}
+
+
+static nvfp4_status run_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
+                              const nvfp4i_gemm_operand *b, float alpha, int bf16,
+                              const void *A, const void *B, void *D, cudaDataType_t dt) {
+  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
+  const int64_t P = a->rows, Q = b->rows, R = a->cols;
+  float beta = 0.0f;
+  cudaDataType_t it = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  if (c->blas == NULL) {
+    cublasHandle_t h;
+    BLAS_CHECK(ctx, cublasCreate(&h));
+    c->blas = h;
+  }
+  BLAS_CHECK(ctx, cublasSetStream((cublasHandle_t)c->blas, c->stream));
+  /* column-major view: D^T [P, Q] = opA [P, R] . opB^T [R, Q] */
+  BLAS_CHECK(ctx, cublasGemmEx((cublasHandle_t)c->blas,
+                               a->trans ? CUBLAS_OP_N : CUBLAS_OP_T,
+                               b->trans ? CUBLAS_OP_T : CUBLAS_OP_N,
+                               (int)P, (int)Q, (int)R, &alpha,
+                               A, it, a->trans ? (int)P : (int)R,
+                               B, it, b->trans ? (int)Q : (int)R,
+                               &beta, D, dt, (int)P, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT));
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
+                               const nvfp4i_gemm_operand *b, float alpha,
+                               const nvfp4_tensor *bias, nvfp4_tensor *d) {
+  cudaStream_t s = nvfp4i_stream(ctx);
+  const int64_t P = a->rows, Q = b->rows, R = a->cols;
+  int bf16 = !((a->dt == NVFP4_F32 && !a->round_bf16) || (b->dt == NVFP4_F32 && !b->round_bf16));
+  int direct = bias == NULL && (d->dtype == NVFP4_F32 || d->dtype == NVFP4_BF16);
+  const void *A, *B;
+  void *ta = NULL, *tb = NULL, *tc = NULL;
+  nvfp4_status st = NVFP4_OK;
+  if (P == 0 || Q == 0) return NVFP4_OK;
+  FAIL_IF(ctx, P > 0x7fffffff || Q > 0x7fffffff || R > 0x7fffffff, NVFP4_EINVAL,
+          "gemm: dims %lld x %lld x %lld exceed cuBLAS's int", (long long)P,
+          (long long)Q, (long long)R);
+  if (!direct || R == 0) {
+    if (cudaMallocAsync(&tc, (size_t)P * (size_t)Q * sizeof(float), s) != cudaSuccess) {
+      cudaGetLastError();
+      return nvfp4i_fail(ctx, NVFP4_ENOMEM, "gemm: cannot allocate a %lldx%lld fp32 result",
+                         (long long)Q, (long long)P);
+    }
+  }
+  if (R == 0) {
+    if (cudaMemsetAsync(tc, 0, (size_t)P * (size_t)Q * sizeof(float), s) != cudaSuccess)
+      st = nvfp4i_cuda_fail(ctx, cudaGetLastError(), "cudaMemsetAsync", __FILE__, __LINE__);
+  }
+  else {
+    CHECK_GOTO(materialize(ctx, a, bf16, &A, &ta), st, done);
+    CHECK_GOTO(materialize(ctx, b, bf16, &B, &tb), st, done);
+    if (direct)
+      CHECK_GOTO(run_gemm(ctx, a, b, alpha, bf16, A, B, d->data.p,
+                          d->dtype == NVFP4_BF16 ? CUDA_R_16BF : CUDA_R_32F), st, done);
+    else
+      CHECK_GOTO(run_gemm(ctx, a, b, alpha, bf16, A, B, tc, CUDA_R_32F), st, done);
+  }
+  if (tc != NULL && st == NVFP4_OK) {
+    bias_round<<<grid_for(P * Q), 256, 0, s>>>((const float *)tc, bias ? bias->data.p : NULL,
+                                               bias && bias->dtype == NVFP4_BF16, P, P * Q,
+                                               d->data.p, d->dtype == NVFP4_BF16);
+    if (cudaGetLastError() != cudaSuccess)
+      st = nvfp4i_fail(ctx, NVFP4_ECUDA, "gemm: bias_round launch failed");
+  }
+done:
+  if (ta) cudaFreeAsync(ta, s);
+  if (tb) cudaFreeAsync(tb, s);
+  if (tc) cudaFreeAsync(tc, s);
+  return st;
+}

@@ -1,0 +1,116 @@
+/*
+** transpose.cu -- swap_first_dims (spec/nvfp4-numerics.md §13): in
+** [A, B, inner bytes] -> out [B, A, inner bytes], out[b][a] = in[a][b], a
+** pure byte copy, bit-exact with cpu_swap_first_dims (lib/ref_backend.c).
+**
+** Three mappings by the size of the opaque trailing part:
+**  - inner of 1, 2, 4, 8 or 16 bytes: a tiled 2-D transpose of [A, B]
+**    elements; a CTA of 32x8 threads moves one 32x32 tile through shared
+**    memory (coalesced reads of in-rows, coalesced writes of out-rows);
+**  - inner >= 64 bytes: one output row (b, a) of `inner` bytes at a time,
+**    CTAs stride over rows and threads over the row's widest vectors
+**    (16/8/4/2/1 bytes, whatever divides inner and both pointers);
+**  - anything else: one thread per vector of the whole output.
+*/
+#include <stdint.h>
+#include "config.h"
+#include "cuda_int.h"
+
+
+template <typename E>
+__global__ void transpose_tiled (E *out, const E *in, int64_t A, int64_t B) {
+  __shared__ E tile[32][33];
+  int64_t tb = (int64_t)blockIdx.x * 32, ta = (int64_t)blockIdx.y * 32;
+  for (int i = threadIdx.y; i < 32; i += 8) {          /* in rows a, cols b */
+    int64_t a = ta + i, b = tb + threadIdx.x;
+    if (a < A && b < B) tile[i][threadIdx.x] = in[a * B + b];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {          /* out rows b, cols a */
+    int64_t b = tb + i, a = ta + threadIdx.x;
+    if (a < A && b < B) out[b * A + a] = tile[threadIdx.x][i];
+  }
+}
+
+
+template <typename V>
+__global__ void swap_rows (char *out, const char *in, int64_t A, int64_t B, int64_t nv) {
+  for (int64_t r = blockIdx.x; r < A * B; r += gridDim.x) {    /* r = b*A + a */
+    int64_t b = r / A, a = r % A;
+    const V *src = (const V *)in + (a * B + b) * nv;
+    V *dst = (V *)out + r * nv;
+    for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+
+template <typename V>
+__global__ void swap_elems (char *out, const char *in, int64_t A, int64_t B, int64_t nv) {
+  int64_t total = A * B * nv;
+  for (int64_t o = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; o < total;
+       o += (int64_t)gridDim.x * blockDim.x) {
+    int64_t i = o % nv, r = o / nv, b = r / A, a = r % A;
+    ((V *)out)[o] = ((const V *)in)[(a * B + b) * nv + i];
+  }
+}
+
+
+template <typename E>
+static void launch_tiled (void *out, const void *in, int64_t A, int64_t B, cudaStream_t s) {
+  dim3 grid((unsigned)((B + 31) / 32), (unsigned)((A + 31) / 32)), block(32, 8);
+  transpose_tiled<E><<<grid, block, 0, s>>>((E *)out, (const E *)in, A, B);
+}
+
+
+static size_t widest (size_t inner, const void *a, const void *b) {
+  size_t w = 16;
+  while (w > 1 && (inner % w != 0 || ((uintptr_t)a | (uintptr_t)b) % w != 0)) w >>= 1;
+  return w;
+}
+
+
+nvfp4_status nvfp4i_cuda_swap_first_dims (nvfp4_ctx *ctx, void *out, const void *in,
+                                          int64_t A, int64_t B, size_t inner) {
+  cudaStream_t s = nvfp4i_stream(ctx);
+  size_t w;
+  int64_t nv, g;
+  if (A == 0 || B == 0 || inner == 0) return NVFP4_OK;
+  w = widest(inner, out, in);
+  if (inner == w && (B + 31) / 32 <= 0x7fffffff && (A + 31) / 32 <= 65535) {
+    switch (w) {
+      case 1: launch_tiled<uint8_t>(out, in, A, B, s); break;
+      case 2: launch_tiled<uint16_t>(out, in, A, B, s); break;
+      case 4: launch_tiled<uint32_t>(out, in, A, B, s); break;
+      case 8: launch_tiled<uint2>(out, in, A, B, s); break;
+      default: launch_tiled<uint4>(out, in, A, B, s); break;
+    }
+    CU_LAUNCHED(ctx, "transpose_tiled");
+    return NVFP4_OK;
+  }
+  nv = (int64_t)(inner / w);
+  if (inner >= 64) {
+    g = A * B < 132 * 64 ? A * B : 132 * 64;
+    unsigned th = nv >= 256 ? 256 : (unsigned)((nv + 31) / 32 * 32);
+    switch (w) {
+      case 1: swap_rows<uint8_t><<<(unsigned)g, th, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+      case 2: swap_rows<uint16_t><<<(unsigned)g, th, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+      case 4: swap_rows<uint32_t><<<(unsigned)g, th, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+      case 8: swap_rows<uint2><<<(unsigned)g, th, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+      default: swap_rows<uint4><<<(unsigned)g, th, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+    }
+  }
+  else {
+    int64_t total = A * B * nv;
+    g = (total + 255) / 256;
+    if (g > 132 * 32) g = 132 * 32;
+    switch (w) {
+      case 1: swap_elems<uint8_t><<<(unsigned)g, 256, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+      case 2: swap_elems<uint16_t><<<(unsigned)g, 256, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+      case 4: swap_elems<uint32_t><<<(unsigned)g, 256, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+      case 8: swap_elems<uint2><<<(unsigned)g, 256, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+      default: swap_elems<uint4><<<(unsigned)g, 256, 0, s>>>((char *)out, (const char *)in, A, B, nv); break;
+    }
+  }
+  CU_LAUNCHED(ctx, "swap_first_dims");
+  return NVFP4_OK;
+}

@@ -1,0 +1,275 @@
+/*
+** test_cuda_vs_ref.c -- the CUDA backend against the CPU reference, byte for
+** byte (design.md decision 1): quantize with every option (rowwise and/or
+** columnwise, 1D/2D, RHT with and without signs, RN/SR, given amax) on
+** random and adversarial tensors (ties, zeros, -0, tiny blocks, huge
+** values, Inf, NaN, subnormals) of many shapes, the amax pass, dequantize
+** to fp32 and bf16, and swap_first_dims on TE's shapes.  Exits 77 (SKIP)
+** where no CUDA device is usable, so CI without a GPU stays green.
+*/
+#include <math.h>
+#include <float.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "nvfp4.h"
+
+static nvfp4_ctx *cpu, *gpu;
+static int failures, checks;
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+
+static uint64_t next (void) {          /* splitmix64 */
+  uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+
+static double unif (void) { return (double)(next() >> 11) * 0x1p-53; }
+
+
+static float randn (void) {
+  double u = unif(), v = unif();
+  if (u < 1e-300) u = 1e-300;
+  return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+
+static uint16_t to_bf16 (float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+
+enum { F_RANDN, F_TIES, F_ZEROS, F_TINY_BLOCKS, F_HUGE, F_NAN_NEGZERO, F_SUBNORMAL,
+       F_WIDE, NFILL };
+static const char *const fill_name[NFILL] = {
+  "randn", "ties", "zeros", "tiny-blocks", "huge", "nan/-0/inf", "subnormal", "wide-range"
+};
+
+
+static float fill_value (int kind, int64_t i, int64_t K) {
+  static const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 0.5f, 4.0f};
+  float x = randn();
+  switch (kind) {
+    case F_TIES: {
+      float t = ties[next() % 10] * ldexpf(1.0f, (int)(next() % 5) - 2);
+      return (next() & 1) ? -t : t;
+    }
+    case F_ZEROS: return (next() & 3) == 0 ? -0.0f : 0.0f;
+    case F_TINY_BLOCKS: return ((i / 16) % 3 == 1) ? x * 1e-7f : x;
+    case F_HUGE: {
+      uint64_t r = next() % 16;
+      if (r == 0) return (next() & 1) ? 3.0e38f : -3.3e38f;
+      if (r == 1) return 1e30f * x;
+      return x;
+    }
+    case F_NAN_NEGZERO: {
+      uint64_t r = next() % 12;
+      if (r == 0) return (next() & 1) ? NAN : -NAN;
+      if (r == 1) return -0.0f;
+      if (r == 2 && (i / K) % 5 == 3) return (next() & 1) ? INFINITY : -INFINITY;
+      return x;
+    }
+    case F_SUBNORMAL: return x * 1e-39f;
+    case F_WIDE: return x * ldexpf(1.0f, (int)(next() % 120) - 60);
+  }
+  return x;
+}
+
+
+static int same (const char *what, const void *a, const void *b, size_t n, const char *ctx_s) {
+  const uint8_t *x = (const uint8_t *)a, *y = (const uint8_t *)b;
+  size_t i;
+  checks++;
+  for (i = 0; i < n; i++)
+    if (x[i] != y[i]) {
+      failures++;
+      if (failures <= 20)
+        printf("FAIL %s: %s differs at byte %zu of %zu: cpu %02x cuda %02x\n", ctx_s, what,
+               i, n, x[i], y[i]);
+      return 0;
+    }
+  return 1;
+}
+
+
+#define OK(call) do { nvfp4_status s_ = (call); if (s_ != NVFP4_OK) { \
+  printf("FAIL %s:%d: %s -> %s: %s / %s\n", __FILE__, __LINE__, #call, nvfp4_status_string(s_), \
+         nvfp4_last_error(cpu), nvfp4_last_error(gpu)); failures++; goto done; } } while (0)
+
+
+static void compare_q (const nvfp4_tensor *qc, const nvfp4_tensor *qg, const char *desc) {
+  int b;
+  for (b = 0; b < 4; b++) {
+    nvfp4_shape s = nvfp4_tensor_buffer_shape(qc, (nvfp4_buffer)b);
+    size_t n;
+    uint8_t *hc, *hg;
+    static const char *const names[] = {"rowwise data", "rowwise scale", "columnwise data",
+                                        "columnwise scale"};
+    if (s.ndim == 0) continue;
+    n = (size_t)nvfp4_shape_numel(s);
+    hc = (uint8_t *)malloc(n + 1);
+    hg = (uint8_t *)malloc(n + 1);
+    if (nvfp4_tensor_buffer_read(qc, (nvfp4_buffer)b, hc, n) != NVFP4_OK ||
+        nvfp4_tensor_buffer_read(qg, (nvfp4_buffer)b, hg, n) != NVFP4_OK) {
+      printf("FAIL %s: cannot read %s: %s\n", desc, names[b], nvfp4_last_error(gpu));
+      failures++;
+    }
+    else same(names[b], hc, hg, n, desc);
+    free(hc);
+    free(hg);
+  }
+  for (b = 0; b < 2; b++) {
+    float ac, ag;
+    if ((b ? nvfp4_tensor_has_columnwise(qc) : nvfp4_tensor_has_rowwise(qc)) &&
+        nvfp4_tensor_amax(qc, b, &ac) == NVFP4_OK && nvfp4_tensor_amax(qg, b, &ag) == NVFP4_OK)
+      if (!same(b ? "columnwise amax" : "rowwise amax", &ac, &ag, 4, desc))
+        printf("     amax cpu %a cuda %a\n", (double)ac, (double)ag);
+  }
+}
+
+
+static void compare_dequant (const nvfp4_tensor *qc, const nvfp4_tensor *qg,
+                             nvfp4_dtype dt, const char *desc) {
+  nvfp4_tensor *dc = NULL, *dg = NULL;
+  size_t n = (size_t)nvfp4_shape_numel(nvfp4_tensor_shape(qc)) * nvfp4_dtype_size(dt);
+  void *hc = malloc(n + 1), *hg = malloc(n + 1);
+  OK(nvfp4_dequantize(cpu, qc, dt, &dc));
+  OK(nvfp4_dequantize(gpu, qg, dt, &dg));
+  OK(nvfp4_tensor_to_host(dc, hc, n));
+  OK(nvfp4_tensor_to_host(dg, hg, n));
+  same(dt == NVFP4_F32 ? "dequantized fp32" : "dequantized bf16", hc, hg, n, desc);
+done:
+  nvfp4_tensor_destroy(dc);
+  nvfp4_tensor_destroy(dg);
+  free(hc);
+  free(hg);
+}
+
+
+typedef struct opt { const char *name; nvfp4_qopts o; } opt;
+
+
+static void one_case (nvfp4_shape s, nvfp4_dtype dt, int fill, const opt *op) {
+  int64_t n = nvfp4_shape_numel(s), K = nvfp4_shape_K(s), M = nvfp4_shape_M(s), i;
+  size_t es = nvfp4_dtype_size(dt);
+  void *h = malloc((size_t)n * es + 1);
+  nvfp4_tensor *xc = NULL, *xg = NULL, *qc = NULL, *qg = NULL;
+  char desc[256], sb[96];
+  nvfp4_qopts o = op->o;
+  if ((o.rht && dt != NVFP4_BF16) || (o.columnwise && M % 16 != 0)) { free(h); return; }
+  for (i = 0; i < n; i++) {
+    float v = fill_value(fill, i, K);
+    if (dt == NVFP4_F32) ((float *)h)[i] = v;
+    else ((uint16_t *)h)[i] = to_bf16(v);
+  }
+  snprintf(desc, sizeof desc, "%s %s %s %s", nvfp4_shape_format(s, sb, sizeof sb),
+           nvfp4_dtype_name(dt), fill_name[fill], op->name);
+  OK(nvfp4_tensor_from_host(cpu, s, dt, h, (size_t)n * es, &xc));
+  OK(nvfp4_tensor_from_host(gpu, s, dt, h, (size_t)n * es, &xg));
+  OK(nvfp4_quantize(cpu, xc, &o, &qc));
+  OK(nvfp4_quantize(gpu, xg, &o, &qg));
+  compare_q(qc, qg, desc);
+  if (nvfp4_tensor_has_rowwise(qc) && n > 0) {
+    compare_dequant(qc, qg, NVFP4_F32, desc);
+    compare_dequant(qc, qg, NVFP4_BF16, desc);
+  }
+done:
+  nvfp4_tensor_destroy(xc);
+  nvfp4_tensor_destroy(xg);
+  nvfp4_tensor_destroy(qc);
+  nvfp4_tensor_destroy(qg);
+  free(h);
+}
+
+
+static void swap_case (int ndim, const int64_t *dims, nvfp4_dtype dt) {
+  nvfp4_shape s = nvfp4_shape_make(ndim, dims);
+  size_t n = (size_t)nvfp4_shape_numel(s) * nvfp4_dtype_size(dt), i;
+  uint8_t *h = (uint8_t *)malloc(n), *hc = (uint8_t *)malloc(n), *hg = (uint8_t *)malloc(n);
+  nvfp4_tensor *xc = NULL, *xg = NULL, *yc = NULL, *yg = NULL;
+  char desc[160], sb[96];
+  for (i = 0; i < n; i++) h[i] = (uint8_t)next();
+  snprintf(desc, sizeof desc, "swap_first_dims %s %s", nvfp4_shape_format(s, sb, sizeof sb),
+           nvfp4_dtype_name(dt));
+  OK(nvfp4_tensor_from_host(cpu, s, dt, h, n, &xc));
+  OK(nvfp4_tensor_from_host(gpu, s, dt, h, n, &xg));
+  OK(nvfp4_swap_first_dims(cpu, xc, &yc));
+  OK(nvfp4_swap_first_dims(gpu, xg, &yg));
+  OK(nvfp4_tensor_to_host(yc, hc, n));
+  OK(nvfp4_tensor_to_host(yg, hg, n));
+  same("output", hc, hg, n, desc);
+done:
+  nvfp4_tensor_destroy(xc); nvfp4_tensor_destroy(xg);
+  nvfp4_tensor_destroy(yc); nvfp4_tensor_destroy(yg);
+  free(h); free(hc); free(hg);
+}
+
+
+int main (void) {
+  const char *why = "";
+  static const int64_t shapes[][4] = {
+    {2, 16, 16}, {2, 16, 32}, {2, 32, 16}, {2, 64, 64}, {2, 128, 128}, {2, 96, 80},
+    {2, 200, 48}, {2, 256, 272}, {3, 8, 16, 64}, {3, 4, 1, 160}, {3, 48, 1, 256},
+    {2, 1, 16}, {2, 3, 48}, {2, 37, 112}, {2, 1040, 96}
+  };
+  static const int64_t sw1[] = {4, 64, 1280}, sw2[] = {48, 8, 128, 16}, sw3[] = {229, 173},
+                       sw4[] = {113, 71, 1, 1, 1, 29, 1, 1}, sw5[] = {2, 3, 5, 7},
+                       sw6[] = {64, 48, 40};
+  opt opts[12];
+  int nopt = 0, si, f, oi, d;
+  nvfp4_status st = nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &gpu, &why);
+  if (st != NVFP4_OK) {
+    printf("SKIP: no usable CUDA backend (%s: %s)\n", nvfp4_status_string(st), why);
+    return 77;
+  }
+  if (nvfp4_ctx_create(NVFP4_BACKEND_CPU, &cpu, &why) != NVFP4_OK) {
+    printf("FAIL: cannot create the CPU context: %s\n", why);
+    return 1;
+  }
+  memset(opts, 0, sizeof opts);
+#define ADD(nm, ...) do { opts[nopt].name = nm; { nvfp4_qopts o_ = {__VA_ARGS__}; opts[nopt].o = o_; } nopt++; } while (0)
+  ADD("rowwise", .rowwise = 1);
+  ADD("row+col", .rowwise = 1, .columnwise = 1);
+  ADD("columnwise", .columnwise = 1);
+  ADD("row+col 2d", .rowwise = 1, .columnwise = 1, .two_d = 1);
+  ADD("rowwise 2d", .rowwise = 1, .two_d = 1);
+  ADD("row+col rht", .rowwise = 1, .columnwise = 1, .rht = 1);
+  ADD("col rht no-signs", .columnwise = 1, .rht = 1, .rht_no_signs = 1);
+  ADD("row+col sr", .rowwise = 1, .columnwise = 1, .sr = 1, .sr_seed = 0x0123456789ABCDEFull,
+      .sr_offset = 7);
+  ADD("row+col rht sr", .rowwise = 1, .columnwise = 1, .rht = 1, .sr = 1, .sr_seed = 42,
+      .sr_offset = 1ull << 33);
+  ADD("row+col given amax 1.0", .rowwise = 1, .columnwise = 1, .has_amax = 1,
+      .amax = {1.0f, 1.0f});
+  ADD("row+col given amax 0", .rowwise = 1, .columnwise = 1, .has_amax = 1,
+      .amax = {0.0f, 0.0f});
+  ADD("rowwise sr given amax inf", .rowwise = 1, .sr = 1, .sr_seed = 5, .has_amax = 1,
+      .amax = {INFINITY, INFINITY});
+  for (si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
+    nvfp4_shape s = nvfp4_shape_make((int)shapes[si][0], &shapes[si][1]);
+    for (f = 0; f < NFILL; f++)
+      for (oi = 0; oi < nopt; oi++)
+        for (d = 0; d < 2; d++)
+          one_case(s, d ? NVFP4_F32 : NVFP4_BF16, f, &opts[oi]);
+  }
+  {   /* one larger tensor, many tiles */
+    int64_t big[] = {1024, 2048};
+    for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big), NVFP4_BF16, F_RANDN, &opts[oi]);
+  }
+  for (d = 0; d < 3; d++) {
+    nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
+    swap_case(3, sw1, dt); swap_case(4, sw2, dt); swap_case(2, sw3, dt);
+    swap_case(8, sw4, dt); swap_case(4, sw5, dt); swap_case(3, sw6, dt);
+  }
+  printf("%d comparisons, %d failures\n", checks, failures);
+  nvfp4_ctx_destroy(cpu);
+  nvfp4_ctx_destroy(gpu);
+  return failures ? 1 : 0;
+}
