@@ -29,9 +29,10 @@
 **    when the requantize uses RHT, else FP32) and requantized with the
 **    group's amax (TE warns and does the same).  Unlike TE 2.21 (§5.1 D),
 **    the columnwise bookkeeping then uses the requantized buffers' shapes.
-**  - On the CPU backend (and the staged transport) the four collectives run
-**    eagerly, blocking, inside nvfp4_all_gather_async; the handle's wait
-**    only does the local finish step (swap + pad), exactly once.
+**  - The four collectives form one NCCL group on that transport.  On the
+**    CPU backend (and the staged transport) they run eagerly, blocking,
+**    inside nvfp4_all_gather_async; the handle's wait only does the local
+**    finish step (swap + pad), exactly once.
 */
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,27 @@ static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
 }
 
 
+/* The four byte all-gathers (rowwise scale rows [0, M_l), rowwise data,
+** stripped columnwise scale, columnwise data), all ranks in this order. */
+static nvfp4_status issue_gathers (nvfp4_comm *c, const nvfp4_tensor *qx,
+                                   nvfp4_tensor *out, const nvfp4_tensor *strip,
+                                   nvfp4_handle *h, int row, int col) {
+  if (row) {
+    size_t live = (size_t)nvfp4_shape_M(qx->shape) * (size_t)qx->row_scale.shape.dim[1];
+    CHECK(nvfp4i_comm_all_gather_bytes(c, qx->row_scale.p, live, out->row_scale.p));
+    CHECK(nvfp4i_comm_all_gather_bytes(c, qx->row_data.p, qx->row_data.nbytes,
+                                       out->row_data.p));
+  }
+  if (col) {
+    CHECK(nvfp4i_comm_all_gather_bytes(c, strip->data.p, strip->data.nbytes,
+                                       h->il_scale->data.p));
+    CHECK(nvfp4i_comm_all_gather_bytes(c, qx->col_data.p, qx->col_data.nbytes,
+                                       h->il_data->data.p));
+  }
+  return NVFP4_OK;
+}
+
+
 /* Everything up to and including the four collectives. */
 static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
                                   const nvfp4_gather_opts *g, nvfp4_status lst,
@@ -176,7 +198,7 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   const nvfp4_tensor *src, *qx;
   nvfp4_cw_bookkeeping bk;
   nvfp4_shape gs;
-  nvfp4_status st;
+  nvfp4_status st, gst;
   nvfp4_qopts qo;
   plan p;
   int64_t K = 0, U = 0, half_ml = 0;
@@ -238,25 +260,20 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   }
   if ((st = nvfp4i_comm_agree(c, "all_gather", st)) != NVFP4_OK) goto done;
 
-  /* The four collectives, in TE's order. */
+  /* Zero the rowwise scale's padding rows, then the four collectives in
+  ** TE's order, coalesced into one NCCL group on that transport. */
   if (p.row) {
-    size_t sc = (size_t)qx->row_scale.shape.dim[1];
-    size_t live = (size_t)nvfp4_shape_M(qx->shape) * sc;   /* rows [0, M_l) */
-    size_t got = live * (size_t)c->size;
-    CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, qx->row_scale.p, live,
-                                            out->row_scale.p), st, done);
+    size_t got = (size_t)nvfp4_shape_M(qx->shape) * (size_t)c->size *
+                 (size_t)qx->row_scale.shape.dim[1];
     if (out->row_scale.nbytes > got)
       CHECK_GOTO(ctx->ops->memset(ctx, (char *)out->row_scale.p + got, 0,
                                   out->row_scale.nbytes - got), st, done);
-    CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, qx->row_data.p, qx->row_data.nbytes,
-                                            out->row_data.p), st, done);
   }
-  if (p.col) {
-    CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, strip->data.p, strip->data.nbytes,
-                                            h->il_scale->data.p), st, done);
-    CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, qx->col_data.p, qx->col_data.nbytes,
-                                            h->il_data->data.p), st, done);
-  }
+  CHECK_GOTO(nvfp4i_comm_group_start(c), st, done);
+  st = issue_gathers(c, qx, out, strip, h, p.row, p.col);
+  gst = nvfp4i_comm_group_end(c);
+  if (st == NVFP4_OK) st = gst;
+  if (st != NVFP4_OK) goto done;
   out->amax[0] = qx->amax[0];
   out->amax[1] = qx->amax[1];
   out->rht = qx->rht;
