@@ -1,0 +1,575 @@
+-- nvfp4.scenario: the scenario framework of nvfp4-lua.
+-- Cases with parameter grids, assertions that print what they compare, a
+-- verdict per case agreed across ranks, a per-case timeout (nvfp4.watchdog
+-- ends the job), and reports: a human line per case, TAP 13, JUnit XML.
+--
+--   local sc = require "nvfp4.scenario"
+--   sc.case("name", {B = {1, 2}, TP = {2, 4}}, function (p) ... end)
+--   sc.run()
+--
+-- Options come from nvfp4-lua's command line (before the script) or from
+-- the script's own arguments (after it): --list, --filter PATTERN,
+-- --timeout S, --tap, --junit FILE, --verbose, --seed N.
+
+local nvfp4 = require "nvfp4"
+
+local M = {}
+local cases = {}                 -- every registered case, in order
+local current = nil              -- the running case's record
+
+local PASS, SKIP, FAIL = 0, 1, 2
+local VERDICT = {[PASS] = "PASS", [SKIP] = "SKIP", [FAIL] = "FAIL"}
+local SKIPMARK = {}              -- metatable that marks a skip "error"
+
+
+-- ---- options -------------------------------------------------------------
+
+local OPTS_WITH_VALUE = {filter = true, timeout = true, junit = true, seed = true}
+local OPTS_FLAG = {list = true, tap = true, verbose = true}
+
+-- Take the framework's options out of the script's arguments (so the script
+-- sees only its own) and merge them over nvfp4.options.
+local function getoptions ()
+  local o = {}
+  for k, v in pairs(nvfp4.options) do o[k] = v end
+  local rest, i = {}, 1
+  while arg and arg[i] ~= nil do
+    local a = arg[i]
+    local name, val = a:match("^%-%-([%w_]+)=(.*)$")
+    name = name or a:match("^%-%-([%w_]+)$")
+    if a == "-v" then name = "verbose" end
+    if name and OPTS_FLAG[name] and val == nil then
+      o[name] = true
+    elseif name and OPTS_WITH_VALUE[name] then
+      if val == nil then
+        i = i + 1
+        val = arg[i]
+        if val == nil then error("option '--" .. name .. "' needs a value", 0) end
+      end
+      o[name] = val
+    else
+      rest[#rest + 1] = a
+    end
+    i = i + 1
+  end
+  if arg then
+    for j = 1, math.max(#arg, #rest) do arg[j] = rest[j] end
+  end
+  if o.seed ~= nil then
+    local s = math.tointeger(tonumber(o.seed))
+    if s == nil or s < 0 then error("--seed: '" .. tostring(o.seed) .. "' is not a non-negative integer", 0) end
+    o.seed = s
+    nvfp4.options.seed, nvfp4.seed = s, s      -- the default seed of nvfp4.randn etc.
+  end
+  o.timeout = tonumber(o.timeout or 60)
+  if o.timeout == nil or o.timeout <= 0 then error("--timeout must be a positive number of seconds", 0) end
+  return o
+end
+
+
+-- ---- cases and grids -----------------------------------------------------
+
+local function fmtvalue (v)
+  if type(v) == "string" then return v end
+  return tostring(v)
+end
+
+-- The ordered parameter names of a grid: {B = {..}} sorted by name, or a
+-- list of pairs {{"S", {..}}, {"B", {..}}} in the given order.
+local function gridaxes (grid)
+  local axes = {}
+  if grid[1] ~= nil then
+    for i, pair in ipairs(grid) do
+      if type(pair) ~= "table" or type(pair[1]) ~= "string" or type(pair[2]) ~= "table" then
+        error(("grid entry %d must be {name, {values..}}"):format(i), 3)
+      end
+      axes[#axes + 1] = {name = pair[1], values = pair[2]}
+    end
+  else
+    local names = {}
+    for k in pairs(grid) do names[#names + 1] = k end
+    table.sort(names)
+    for _, k in ipairs(names) do
+      if type(grid[k]) ~= "table" or #grid[k] == 0 then
+        error(("grid parameter '%s' must be a non-empty list of values"):format(k), 3)
+      end
+      axes[#axes + 1] = {name = k, values = grid[k]}
+    end
+  end
+  return axes
+end
+
+local function expand (axes, i, p, out)
+  if i > #axes then
+    local copy = {}
+    for k, v in pairs(p) do copy[k] = v end
+    out[#out + 1] = copy
+    return
+  end
+  for _, v in ipairs(axes[i].values) do
+    p[axes[i].name] = v
+    expand(axes, i + 1, p, out)
+  end
+  p[axes[i].name] = nil
+end
+
+--- sc.case(name, [grid,] fn): register a case, or one case per point of
+-- the grid, named "name [B=1, TP=2]".  fn(p) gets the parameters plus
+-- p.seed, a seed derived from the run seed and the case's full name.
+function M.case (name, grid, fn)
+  if fn == nil then grid, fn = nil, grid end
+  if type(name) ~= "string" then error("case: name must be a string", 2) end
+  if type(fn) ~= "function" then error("case '" .. name .. "': needs a function", 2) end
+  if grid == nil then
+    cases[#cases + 1] = {name = name, params = {}, order = {}, fn = fn}
+    return
+  end
+  if type(grid) ~= "table" then error("case '" .. name .. "': grid must be a table", 2) end
+  local axes = gridaxes(grid)
+  local points = {}
+  expand(axes, 1, {}, points)
+  for _, p in ipairs(points) do
+    local parts, order = {}, {}
+    for _, ax in ipairs(axes) do
+      parts[#parts + 1] = ax.name .. "=" .. fmtvalue(p[ax.name])
+      order[#order + 1] = ax.name
+    end
+    cases[#cases + 1] = {name = name .. " [" .. table.concat(parts, ", ") .. "]",
+                         params = p, order = order, fn = fn}
+  end
+end
+
+-- FNV-1a over the name, mixed with the run seed: a case's seed does not
+-- depend on which other cases run (so --filter replays it).
+local function caseseed (runseed, name)
+  local h = 0x811c9dc5
+  for i = 1, #name do
+    h = ((h ~ name:byte(i)) * 0x01000193) & 0xffffffff
+  end
+  return (runseed * 0x9E3779B1 + h) & 0x7fffffff
+end
+
+
+-- ---- assertions ----------------------------------------------------------
+
+local function count ()
+  if current then current.asserts = current.asserts + 1 end
+end
+
+local function logpass (what, detail)
+  if current and current.verbose then
+    current.log[#current.log + 1] = "ok: " .. (what or "check") .. (detail and (": " .. detail) or "")
+  end
+end
+
+local function fail (what, msg, level)
+  error((what and (what .. ": ") or "") .. msg, (level or 2) + 1)
+end
+
+--- sc.ok(cond, what): a plain truth assertion.
+function M.ok (cond, what)
+  count()
+  if not cond then fail(what or "assertion", "failed", 2) end
+  logpass(what)
+  return cond
+end
+
+--- sc.eq(actual, expected, what): actual == expected, printing both.
+function M.eq (actual, expected, what)
+  count()
+  if actual ~= expected then
+    fail(what, ("expected %s, got %s"):format(fmtvalue(expected), fmtvalue(actual)), 2)
+  end
+  logpass(what, fmtvalue(actual))
+  return actual
+end
+
+local function asshape (s)
+  if type(s) == "table" and getmetatable(s) == nil then return nvfp4.shape(s) end
+  return s
+end
+
+--- sc.shape(actual, expected, what): shape equality; plain tables are
+-- taken as shapes.  Prints "[a, b] vs expected [c, d]".
+function M.shape (actual, expected, what)
+  count()
+  if actual == nil then fail(what, "no shape (the buffer is absent), expected " .. tostring(asshape(expected)), 2) end
+  actual, expected = asshape(actual), asshape(expected)
+  if actual ~= expected then
+    fail(what, ("shape %s, expected %s"):format(tostring(actual), tostring(expected)), 2)
+  end
+  logpass(what, tostring(actual))
+  return actual
+end
+
+--- sc.shapes(actual, expected, what): tables of named shapes (for layers:
+-- {dgrad = .., wgrad = ..}); every name of expected must match.
+function M.shapes (actual, expected, what)
+  local names = {}
+  for k in pairs(expected) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do
+    count()
+    local a, e = asshape(actual[k]), asshape(expected[k])
+    if a ~= e then
+      fail(what, ("%s: shape %s, expected %s"):format(k, tostring(a), tostring(e)), 2)
+    end
+  end
+  logpass(what, #names .. " shapes")
+end
+
+--- sc.bytes(a, b, what): byte equality of two tensors (nvfp4.equal: every
+-- buffer and the amaxes) or two strings; prints the first differing
+-- index (0-based byte) and both values.
+function M.bytes (a, b, what)
+  count()
+  if type(a) == "string" and type(b) == "string" then
+    if #a ~= #b then fail(what, ("sizes differ: %d vs %d bytes"):format(#a, #b), 2) end
+    if a ~= b then
+      local i = 1
+      while a:byte(i) == b:byte(i) do i = i + 1 end
+      fail(what, ("first difference at byte %d (0-based) of %d: 0x%02x vs 0x%02x")
+           :format(i - 1, #a, a:byte(i), b:byte(i)), 2)
+    end
+    logpass(what, #a .. " bytes equal")
+    return true
+  end
+  local ok, msg = nvfp4.equal(a, b)
+  if not ok then fail(what, msg, 2) end
+  logpass(what, "bytes equal")
+  return true
+end
+
+--- sc.close(actual, expected, tol, what): relative error <= tol; tensors
+-- (nvfp4.rel_error: ||a-b|| / ||b||) or numbers (|a-b| / |b|).
+function M.close (actual, expected, tol, what)
+  count()
+  if type(tol) ~= "number" then error("close: tol must be a number", 2) end
+  local err
+  if type(actual) == "number" then
+    err = math.abs(actual - expected) / (expected ~= 0 and math.abs(expected) or 1)
+  else
+    err = nvfp4.rel_error(actual, expected)
+  end
+  if not (err <= tol) then
+    fail(what, ("relative error %.3g > threshold %.3g"):format(err, tol), 2)
+  end
+  logpass(what, ("relative error %.3g <= %.3g"):format(err, tol))
+  return err
+end
+
+--- sc.error(pattern, f, ...): f(...) must raise an error whose message
+-- contains pattern (plain text first, then as a Lua pattern).  Returns
+-- the message.
+function M.error (pattern, f, ...)
+  count()
+  local ok, msg = pcall(f, ...)
+  if ok then
+    fail(nil, ("expected an error matching '%s', but the call succeeded"):format(pattern), 2)
+  end
+  msg = tostring(msg)
+  local found = msg:find(pattern, 1, true)
+  if not found then
+    local pok, r = pcall(string.find, msg, pattern)
+    found = pok and r
+  end
+  if not found then
+    fail(nil, ("expected an error matching '%s', got: %s"):format(pattern, msg), 2)
+  end
+  logpass("error", msg)
+  return msg
+end
+
+--- sc.skip(reason): end the case as skipped.
+function M.skip (reason)
+  error(setmetatable({reason = reason or "skipped"}, SKIPMARK), 0)
+end
+
+--- sc.need_ranks(n): skip unless the world has a multiple of n ranks.
+function M.need_ranks (n)
+  local size = nvfp4.world().size
+  if size < n or size % n ~= 0 then
+    M.skip(("needs a multiple of %d ranks, have %d"):format(n, size))
+  end
+end
+
+--- sc.log(fmt, ...): a line in the case's verbose output.
+function M.log (fmt, ...)
+  if current then current.log[#current.log + 1] = fmt:format(...) end
+end
+
+--- sc.assertion(name, check): add an assertion sc[name](...) built from
+-- check(...) -> ok, message (e.g. for a Linear layer's outputs).
+function M.assertion (name, check)
+  if M[name] ~= nil then error("assertion '" .. name .. "' already exists", 2) end
+  M[name] = function (...)
+    count()
+    local ok, msg = check(...)
+    if not ok then fail(name, msg or "failed", 2) end
+    logpass(name, msg)
+    return ok
+  end
+end
+
+
+-- ---- reports -------------------------------------------------------------
+
+local function xmlesc (s)
+  return (tostring(s):gsub("[&<>\"']", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;",
+                                         ['"'] = "&quot;", ["'"] = "&apos;"})
+                     :gsub("[%z\1-\8\11\12\14-\31]", "?"))
+end
+
+local function yamlstr (s)
+  return "'" .. tostring(s):gsub("'", "''"):gsub("\n", " | ") .. "'"
+end
+
+local function rankslist (ranks)
+  return table.concat(ranks, ", ")
+end
+
+local function writejunit (file, script, results, seed, total)
+  local f, err = io.open(file, "w")
+  if not f then error("--junit: " .. err, 0) end
+  local nf, ns = 0, 0
+  for _, r in ipairs(results) do
+    if r.verdict == FAIL then nf = nf + 1 elseif r.verdict == SKIP then ns = ns + 1 end
+  end
+  f:write('<?xml version="1.0" encoding="UTF-8"?>\n')
+  f:write(('<testsuites tests="%d" failures="%d" skipped="%d" time="%.3f">\n'):format(#results, nf, ns, total))
+  f:write(('  <testsuite name="%s" tests="%d" failures="%d" errors="0" skipped="%d" time="%.3f">\n')
+          :format(xmlesc(script), #results, nf, ns, total))
+  f:write('    <properties>\n')
+  f:write(('      <property name="seed" value="%d"/>\n'):format(seed))
+  f:write(('      <property name="np" value="%d"/>\n'):format(nvfp4.world().size))
+  f:write(('      <property name="backend" value="%s"/>\n'):format(xmlesc(nvfp4.backend())))
+  f:write('    </properties>\n')
+  for _, r in ipairs(results) do
+    f:write(('    <testcase classname="%s" name="%s" time="%.3f">\n')
+            :format(xmlesc(script), xmlesc(r.name), r.time))
+    if #r.case.order > 0 then
+      f:write('      <properties>\n')
+      for _, k in ipairs(r.case.order) do
+        f:write(('        <property name="%s" value="%s"/>\n'):format(xmlesc(k), xmlesc(fmtvalue(r.case.params[k]))))
+      end
+      f:write('      </properties>\n')
+    end
+    if r.verdict == FAIL then
+      f:write(('      <failure message="%s" type="failure">%s</failure>\n')
+              :format(xmlesc(r.message), xmlesc(r.detail)))
+    elseif r.verdict == SKIP then
+      f:write(('      <skipped message="%s"/>\n'):format(xmlesc(r.message)))
+    end
+    f:write('    </testcase>\n')
+  end
+  f:write('  </testsuite>\n</testsuites>\n')
+  f:close()
+end
+
+
+-- ---- running -------------------------------------------------------------
+
+local function handler (e)
+  if getmetatable(e) == SKIPMARK then return e end
+  return {message = tostring(e), traceback = debug.traceback(tostring(e), 2)}
+end
+
+local function scriptname ()
+  return (arg and arg[0]) or "(script)"
+end
+
+-- The running case's deadline {at = clock, grace = s, timeout = s}, nil
+-- between cases.  A rank's watchdog fires at `at` while the case runs in
+-- its own code or after the case failed on it (it waits for the others'
+-- verdicts), at + grace while it waits inside a collective (for a peer
+-- that failed, hung or left), and at + 2 grace after the case ended well
+-- on it.  So the first "[rank r] ... timed out" names the rank that hung
+-- or failed, and the job still ends within timeout + 2 grace.
+local deadline = nil
+
+local function arm (graces, label)
+  local d = deadline
+  nvfp4.watchdog(math.max(d.at + graces * d.grace - nvfp4.clock(), 0.001), label,
+                 d.timeout + graces * d.grace)
+end
+
+-- Wrap the communicator's collectives (once per process) so that a rank
+-- inside one during a case gets the later deadline and a label naming the
+-- collective.  Outside a case (the framework's own verdicts) they are as is.
+local guarded = false
+local function guardcollectives (world)
+  if guarded then return end
+  guarded = true
+  local idx = getmetatable(world).__index
+  local _, methods = debug.getupvalue(idx, 1)
+  if type(methods) ~= "table" then return end     -- not the C closure we know
+  for _, name in ipairs{"split", "barrier", "all_gather", "reduce_scatter", "all_reduce",
+                        "all_reduce_max", "all_gather_int", "all_gather_string"} do
+    local f = methods[name]
+    if f then
+      methods[name] = function (...)
+        if deadline == nil or current == nil then return f(...) end
+        local label = current.label
+        arm(1, label .. " (waiting in comm:" .. name .. " for the other ranks)")
+        local r = table.pack(pcall(f, ...))
+        if deadline then arm(0, label) end
+        if not r[1] then error(r[2], 0) end
+        return table.unpack(r, 2, r.n)
+      end
+    end
+  end
+end
+
+--- sc.run(): run the selected cases on every rank, agree on each verdict,
+-- report on rank 0, and set nvfp4-lua's exit status (1 on any failure).
+-- Returns true when no case failed.
+function M.run ()
+  local o = getoptions()
+  local world = nvfp4.world()
+  local me = world.rank
+  local out = (me == 0)
+  local tty = nvfp4.isatty(1)
+  local human = out and not o.tap
+  local chatty = human and (tty or o.verbose)
+  local seed = nvfp4.seed
+  local script = scriptname()
+
+  local selected = {}
+  for _, c in ipairs(cases) do
+    local keep = true
+    if o.filter then
+      keep = c.name:find(o.filter, 1, true) ~= nil
+      if not keep then
+        local ok, r = pcall(string.find, c.name, o.filter)
+        keep = ok and r ~= nil
+      end
+    end
+    if keep then selected[#selected + 1] = c end
+  end
+
+  if o.list then
+    if out then for _, c in ipairs(selected) do print(c.name) end end
+    return true
+  end
+  if #cases > 0 and #selected == 0 then
+    if out then io.stderr:write(("%s: no case matches --filter '%s'\n"):format(script, o.filter)) end
+    nvfp4.exit_status(1)
+    return false
+  end
+
+  -- verdicts travel on their own communicator, so they never match a
+  -- collective that a failed rank left half-done on the world
+  local vcomm <close> = world:split(world.size)
+  guardcollectives(world)
+  if out and o.tap then
+    print("TAP version 13")
+    print(("1..%d"):format(#selected))
+  end
+  if out then
+    print(("# %s: %d cases, np=%d, backend %s, seed %d (replay: --seed %d)")
+          :format(script, #selected, world.size, nvfp4.backend(), seed, seed))
+    io.stdout:flush()
+  end
+
+  local results, nfail, nskip, t_all = {}, 0, 0, os.clock()
+  local wall0 = os.time()
+  -- A case that calls os.exit ends the job (mpirun kills the others); say
+  -- which rank and case did it, and never exit 0 from the middle of a case.
+  local real_exit = os.exit
+  os.exit = function (code, close)
+    if current then
+      io.stdout:flush()
+      io.stderr:write(("[rank %d] %s called os.exit(%s): the job ends\n")
+                      :format(me, current.label, tostring(code)))
+      io.stderr:flush()
+      if code == nil or code == true or code == 0 then code = 1 end
+    end
+    return real_exit(code, close)
+  end
+  for i, c in ipairs(selected) do
+    local p = {}
+    for k, v in pairs(c.params) do p[k] = v end
+    p.seed = caseseed(seed, c.name)
+    local label = ("case '%s'"):format(c.name)
+    -- Staged deadlines (see guardcollectives), so that the rank to blame
+    -- speaks first when a case does not end on every rank.
+    current = {asserts = 0, log = {}, verbose = o.verbose, label = label}
+    deadline = {at = nvfp4.clock() + o.timeout, grace = math.max(0.5, 0.05 * o.timeout),
+                timeout = o.timeout}
+    arm(0, label)
+    local t0 = os.clock()
+    local ok, e = xpcall(c.fn, handler, p)
+    local status, msg, detail = PASS, "", ""
+    if not ok and getmetatable(e) == SKIPMARK then
+      status, msg = SKIP, e.reason
+    elseif not ok then
+      status, msg, detail = FAIL, e.message, e.traceback
+      arm(0, label .. " (it failed on this rank: " .. msg .. "; the other ranks did not finish it)")
+    end
+    if status ~= FAIL then
+      arm(2, label .. " (it ended on this rank; the other ranks did not finish it)")
+    end
+    deadline = nil
+    local log = current.log
+    current = nil
+    collectgarbage()                                -- free the case's tensors now
+    local verdict = vcomm:all_reduce_max(status)
+    local per = vcomm:all_gather_int(status)
+    local ranks = {}
+    for r, s in ipairs(per) do if s == verdict and verdict ~= PASS then ranks[#ranks + 1] = r - 1 end end
+    if verdict ~= PASS then
+      -- the message of the lowest rank with this verdict (rank 0 reports)
+      local msgs = vcomm:all_gather_string(status == verdict and msg or "")
+      local dets = vcomm:all_gather_string(status == verdict and detail or "")
+      msg, detail = msgs[ranks[1] + 1], dets[ranks[1] + 1]
+    end
+    nvfp4.watchdog(0)
+    local dt = os.clock() - t0
+    results[#results + 1] = {name = c.name, case = c, verdict = verdict, ranks = ranks,
+                             message = msg, detail = detail, time = dt}
+    if verdict == FAIL then nfail = nfail + 1 elseif verdict == SKIP then nskip = nskip + 1 end
+
+    if out and o.tap then
+      if verdict == PASS then
+        print(("ok %d - %s"):format(i, c.name))
+      elseif verdict == SKIP then
+        print(("ok %d - %s # SKIP %s"):format(i, c.name, msg))
+      else
+        print(("not ok %d - %s"):format(i, c.name))
+        print("  ---")
+        print("  message: " .. yamlstr(msg))
+        print("  ranks: [" .. rankslist(ranks) .. "]")
+        print(("  seed: %d"):format(p.seed))
+        print("  ...")
+      end
+    elseif human then
+      if verdict == FAIL then
+        print(("FAIL  %s  (on rank%s %s)"):format(c.name, #ranks > 1 and "s" or "", rankslist(ranks)))
+        print("      " .. msg:gsub("\n", "\n      "))
+        if o.verbose then print("      " .. detail:gsub("\n", "\n      ")) end
+      elseif chatty then
+        print(("%s  %s%s  (%.2f s)"):format(VERDICT[verdict], c.name,
+              verdict == SKIP and (": " .. msg) or "", dt))
+      end
+      if o.verbose then for _, l in ipairs(log) do print("      " .. l) end end
+    end
+    if out then io.stdout:flush() end
+  end
+
+  os.exit = real_exit
+  local total = os.clock() - t_all
+  local npass = #selected - nfail - nskip
+  if out then
+    local line = ("%d passed, %d failed, %d skipped (seed %d, %d s)")
+                 :format(npass, nfail, nskip, seed, os.time() - wall0)
+    print((o.tap and "# " or "") .. line)
+    if o.junit then writejunit(o.junit, script, results, seed, total) end
+    io.stdout:flush()
+  end
+  if nfail > 0 then nvfp4.exit_status(1) end
+  M.results = results
+  return nfail == 0
+end
+
+M.PASS, M.SKIP, M.FAIL = PASS, SKIP, FAIL
+return M

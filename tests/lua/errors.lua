@@ -1,0 +1,78 @@
+-- Single-rank tests of the binding's error messages: unknown option keys, wrong types, bad values,
+-- closed handles and library errors all raise, naming the argument and the rule.
+local nvfp4 = require "nvfp4"
+
+local function checkerror (msg, f, ...)
+  local ok, err = pcall(f, ...)
+  assert(not ok, "expected an error with: " .. msg)
+  assert(err:find(msg, 1, true), "expected '" .. msg .. "', got: " .. tostring(err))
+end
+
+local x = nvfp4.randn({32, 64}, "bf16", {seed = 1})
+local world = nvfp4.world()
+
+print("testing option tables")
+checkerror("bad argument #2 to 'quantize' (unknown option 'colwise')",
+           function () return nvfp4.quantize(x, {colwise = true}) end)
+checkerror("bad argument #2 to 'quantize' (option 'rowwise' must be a boolean, got number)",
+           function () return nvfp4.quantize(x, {rowwise = 1}) end)
+checkerror("bad argument #2 to 'quantize' (option 'seed' must be an integer, got number)",
+           function () return nvfp4.quantize(x, {sr = true, seed = 1.5}) end)
+checkerror("bad argument #2 to 'quantize' (option 'seed' needs sr = true)",
+           function () return nvfp4.quantize(x, {seed = 3}) end)
+checkerror("bad argument #2 to 'quantize' (option 'amax' must be a number or {rowwise, columnwise})",
+           function () return nvfp4.quantize(x, {amax = "big"}) end)
+checkerror("bad argument #2 to 'quantize' (option 'amax_group' must be an nvfp4.comm)",
+           function () return nvfp4.quantize(x, {amax_group = 1}) end)
+checkerror("bad argument #2 to 'quantize' (option keys must be strings, got number)",
+           function () return nvfp4.quantize(x, {true}) end)
+checkerror("bad argument #2 to 'quantize' (table expected, got string)",
+           function () return nvfp4.quantize(x, "rowwise") end)
+checkerror("bad argument #3 to 'randn' (unknown option 'sed')",
+           function () return nvfp4.randn({4}, "fp32", {sed = 1}) end)
+checkerror("bad argument #3 to 'uniform' (option 'lo' must be less than hi)",
+           function () return nvfp4.uniform({4}, "fp32", {lo = 1, hi = 0}) end)
+checkerror("bad argument #2 to 'all_gather' (option 'rule' must be \"flat2d\" or \"nd\", got 2d)",
+           function () return world:all_gather(x, {rule = "2d"}) end)
+checkerror("bad argument #2 to 'all_gather' (unknown option 'rules')",
+           function () return world:all_gather(x, {rules = "nd"}) end)
+checkerror("option 'async' needs an NVFP4 gather",
+           function () return world:all_gather(x, {async = true}) end)
+checkerror("option 'rowwise/columnwise' apply to an fp4 tensor",
+           function () return world:all_gather(x, {rowwise = true}) end)
+checkerror("the gather runs along dim 1 only", function () return world:all_gather(x, 2) end)
+
+print("testing types and values")
+checkerror("bad argument #2 to 'zeros' (invalid option 'int8')",
+           function () return nvfp4.zeros({4}, "int8") end)
+checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integer, got -1)",
+           function () return nvfp4.zeros({4, -1}) end)
+checkerror("bad argument #1 to 'shape' (shape dim 1 must be a non-negative integer, got string)",
+           function () return nvfp4.shape{"a"} end)
+checkerror("bad argument #1 to 'tensor' (ragged table", function () return nvfp4.tensor({{1, 2}, {3}}) end)
+checkerror("u8 value 256.0 is not an integer in 0..255",
+           function () return nvfp4.tensor({256}, "u8") end)
+checkerror("bad argument #1 to 'quantize' (nvfp4.tensor expected, got table)",
+           function () return nvfp4.quantize({1, 2}) end)
+checkerror("bad argument #1 to 'narrow' (dim 4 is outside 1..2)", function () return x:narrow(4, 1, 1) end)
+checkerror("bad argument #1 to 'get' (index 33 is outside 1..32)", function () return x:get(33, 1) end)
+checkerror("get: a 2-D tensor needs 2 indices, got 1", function () return x:get(1) end)
+checkerror("bad argument #1 to 'buffer_shape' (invalid option 'scale')",
+           function () return nvfp4.quantize(x):buffer_shape("scale") end)
+checkerror("calling 'amax' on bad self (needs an fp4 tensor, got bf16)", function () return x:amax() end)
+checkerror("bad argument #1 to 'split' (tp=3 must be in 1..1)", function () return world:split(3) end)
+checkerror("bad argument #1 to 'exit_status' (exit status must be in 0..255)",
+           function () return nvfp4.exit_status(300) end)
+
+print("testing closed handles")
+local c = nvfp4.zeros({16, 16})
+c:close()
+checkerror("bad argument #1 to 'quantize' (tensor is closed)", function () return nvfp4.quantize(c) end)
+checkerror("tensor is closed", function () return c:tolist() end)
+
+print("testing library errors")
+checkerror("(invalid argument)", function () return nvfp4.quantize(nvfp4.zeros({4, 24})) end)
+checkerror("24", function () return nvfp4.quantize(nvfp4.zeros({4, 24})) end)
+checkerror("Input is not allocated", function () return nvfp4.swap_first_dims(nvfp4.zeros({2, 0, 4})) end)
+checkerror("reshape: [32, 64] cannot become [3, 64]", function () return x:reshape{3, 64} end)
+print("OK")

@@ -1,0 +1,72 @@
+#!/bin/sh
+# Tests of the scenario framework (lua/nvfp4/scenario.lua) through whole runs of nvfp4-lua:
+# verdicts agreed across ranks, TAP 13, JUnit XML, --list, --filter, --seed replay, the timeout.
+builddir=${top_builddir:-.}
+srcdir=${top_srcdir:-..}/tests/lua
+RS="$builddir/tests/run-scenario"
+test -x "$RS" || { echo "framework.sh: $RS is not built"; exit 99; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-fw.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+check () {  # check DESCRIPTION COMMAND..
+  d=$1; shift
+  if "$@" >/dev/null 2>&1; then echo "ok - $d"; else echo "not ok - $d"; failed=1; fi
+}
+count () { grep -c -- "$1" "$2"; }
+
+"$RS" "$srcdir/fw_cases.lua" --verbose --seed 7 >"$tmp/run1" 2>&1; rc=$?
+cat "$tmp/run1"
+check "a failed case gives exit status 1" test "$rc" -eq 1
+check "the failure is reported once, naming rank 1" test "$(count 'FAIL  fails on rank 1 only  (on rank 1)' "$tmp/run1")" -eq 1
+check "the failure prints what it compared" grep -q "the answer: expected 42, got 41" "$tmp/run1"
+check "cases after the failure still run" grep -q "PASS  after the failure" "$tmp/run1"
+check "the expected-error case passes" grep -q "PASS  expected error" "$tmp/run1"
+check "grid cases are named with their parameters" grep -q "PASS  grid \[n=3\]" "$tmp/run1"
+check "the summary counts" grep -q "6 passed, 1 failed, 1 skipped (seed 7" "$tmp/run1"
+check "the run prints its seed" grep -q "seed 7 (replay: --seed 7)" "$tmp/run1"
+
+"$RS" "$srcdir/fw_cases.lua" --seed 7 >"$tmp/run2" 2>&1
+"$RS" "$srcdir/fw_cases.lua" --seed 8 >"$tmp/run3" 2>&1
+grep '^SEEDED' "$tmp/run1" | sort >"$tmp/s1"
+grep '^SEEDED' "$tmp/run2" | sort >"$tmp/s2"
+grep '^SEEDED' "$tmp/run3" | sort >"$tmp/s3"
+check "--seed replays the random values" cmp "$tmp/s1" "$tmp/s2"
+check "seeded values were printed on both ranks" test "$(wc -l <"$tmp/s1")" -eq 2
+check "another seed gives other values" test -n "$(cmp "$tmp/s1" "$tmp/s3" 2>&1)"
+check "quiet mode still reports the failure" grep -q "FAIL  fails on rank 1 only" "$tmp/run2"
+
+"$RS" "$srcdir/fw_cases.lua" --tap --junit "$tmp/j.xml" >"$tmp/tap" 2>&1
+cat "$tmp/tap"
+check "TAP: version line" grep -q "^TAP version 13$" "$tmp/tap"
+check "TAP: plan" grep -q "^1\.\.8$" "$tmp/tap"
+check "TAP: 7 ok lines" test "$(count '^ok ' "$tmp/tap")" -eq 7
+check "TAP: 1 not ok line" test "$(count '^not ok 4 - fails on rank 1 only$' "$tmp/tap")" -eq 1
+check "TAP: skip directive" grep -q "^ok 6 - skipped # SKIP not today$" "$tmp/tap"
+check "TAP: YAML block names the ranks" grep -q "^  ranks: \[1\]$" "$tmp/tap"
+check "JUnit: counts" grep -q 'tests="8" failures="1" errors="0" skipped="1"' "$tmp/j.xml"
+check "JUnit: grid parameters" grep -q '<property name="n" value="2"/>' "$tmp/j.xml"
+if command -v python3 >/dev/null 2>&1; then
+  check "JUnit: well-formed XML" python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$tmp/j.xml"
+elif command -v xmllint >/dev/null 2>&1; then
+  check "JUnit: well-formed XML" xmllint --noout "$tmp/j.xml"
+fi
+
+"$RS" "$srcdir/fw_cases.lua" --list >"$tmp/list" 2>&1; rc=$?
+check "--list exits 0" test "$rc" -eq 0
+check "--list names 8 cases and runs none" test "$(count '^grid \[n=\|^fails on\|^expected error$\|^skipped$\|^seeded$\|^after the failure$' "$tmp/list")" -eq 8 -a "$(count SEEDED "$tmp/list")" -eq 0
+"$RS" "$srcdir/fw_cases.lua" --filter "grid" --verbose >"$tmp/filter" 2>&1; rc=$?
+check "--filter runs only the matching cases" grep -q "3 passed, 0 failed, 0 skipped" "$tmp/filter"
+check "--filter without the failing case exits 0" test "$rc" -eq 0
+"$RS" "$srcdir/fw_cases.lua" --filter "no such case" >"$tmp/nomatch" 2>&1
+check "--filter that matches nothing fails" test $? -ne 0
+
+start=$(date +%s)
+"$RS" "$srcdir/fw_timeout.lua" --timeout 1 >"$tmp/to" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+cat "$tmp/to"
+check "a hung case ends the job non-zero" test "$rc" -ne 0
+check "the timeout message names the case" grep -q "case 'hangs'.* timed out after 1 s" "$tmp/to"
+check "the failed rank says why it waited" grep -q "it failed on this rank: .*rank 1 gives up" "$tmp/to"
+check "the job ends soon after the timeout" test "$took" -lt 30
+check "no later case ran" test "$(count 'NEVER REACHED' "$tmp/to")" -eq 0
+exit $failed

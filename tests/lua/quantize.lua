@@ -1,0 +1,65 @@
+-- Single-rank tests of quantize / dequantize / swap_first_dims and the NVFP4 buffer accessors,
+-- with the buffer shapes of spec/sp-linear-and-gather.md §7.1 and the bookkeeping of §7.2.
+local nvfp4 = require "nvfp4"
+local S = nvfp4.shape
+
+print("testing buffer shapes of [S, 1, H] and [S_l, 5, H]")
+local x = nvfp4.randn({64, 1, 256}, "bf16", {seed = 3})
+local q = nvfp4.quantize(x, {rowwise = true, columnwise = true})
+assert(tostring(q) == "nvfp4.tensor fp4 [64, 1, 256] " .. nvfp4.backend(), tostring(q))
+assert(q:shape() == S{64, 1, 256} and q:dtype() == "fp4")
+assert(q:rowwise_data_shape() == S{64, 1, 128}, tostring(q:rowwise_data_shape()))
+assert(q:rowwise_scale_shape() == S{128, 16}, tostring(q:rowwise_scale_shape()))
+assert(q:columnwise_shape() == S{256, 32}, tostring(q:columnwise_shape()))
+assert(q:columnwise_scale_shape() == S{256, 4}, tostring(q:columnwise_scale_shape()))
+assert(#q:bytes("rowwise_data") == 64 * 128 and #q:bytes("columnwise_scale_inv") == 256 * 4)
+assert(q:has_rowwise() and q:has_columnwise())
+local bs = nvfp4.buffer_shapes{32, 5, 64}          -- (64,5,64,2) per rank
+assert(bs.rowwise_data == S{32, 5, 32} and bs.rowwise_scale_inv == S{256, 4})
+assert(bs.columnwise_data == S{64, 80} and bs.columnwise_scale_inv == S{128, 12})
+
+print("testing the columnwise rules")
+local f, n = nvfp4.cw_rule("flat2d", {32, 5, 64}), nvfp4.cw_rule("nd", {32, 5, 64})
+assert(f.in_shape_t == S{64, 80} and f.packed_cols == 80 and f.scale_width == 10)
+assert(n.in_shape_t == S{64, 32, 2} and n.packed_cols == 64 and n.scale_width == 8)
+assert(nvfp4.cw_rule("nd", {2048, 1, 8192}).scale_width == 0)
+
+print("testing amax and usages")
+local ax = 0
+for _, row in ipairs(x:reshape{64, 256}:tolist()) do
+  for _, v in ipairs(row) do ax = math.max(ax, math.abs(v)) end
+end
+assert(q:amax() == ax and q:amax("columnwise") == ax, q:amax())
+local r = nvfp4.quantize(x)                          -- default: rowwise only
+assert(r:has_rowwise() and not r:has_columnwise() and r:columnwise_shape() == nil)
+local qa = nvfp4.quantize(x, {amax = 2 * ax})
+assert(qa:amax() == 2 * ax, qa:amax())
+
+print("testing dequantize and equal")
+local d = nvfp4.dequantize(q, "fp32")
+assert(d:shape() == x:shape() and d:dtype() == "fp32")
+local err = nvfp4.rel_error(d, x)
+assert(err > 0 and err < 0.2, "NVFP4 round trip error " .. err)
+assert(nvfp4.equal(nvfp4.quantize(x, {rowwise = true, columnwise = true}), q))
+local ok, msg = nvfp4.equal(r, q)
+assert(not ok and msg == "columnwise usage: absent vs present", msg)
+local q2 = nvfp4.quantize(nvfp4.randn({64, 1, 256}, "bf16", {seed = 4}), {rowwise = true, columnwise = true})
+ok, msg = nvfp4.equal(q, q2)
+assert(not ok and msg:find("^rowwise_data: first difference at byte %d+ %(0%-based%)"), msg)
+
+print("testing stochastic rounding and RHT options")
+local s1 = nvfp4.quantize(x, {columnwise = true, sr = true, seed = 11})
+local s2 = nvfp4.quantize(x, {columnwise = true, sr = true, seed = 11})
+local s3 = nvfp4.quantize(x, {columnwise = true, sr = true, seed = 12})
+assert(nvfp4.equal(s1, s2), "SR replays from its seed")
+assert(not nvfp4.equal(s1, s3), "another SR seed, other bytes")
+local h = nvfp4.quantize(x, {rowwise = true, columnwise = true, rht = true})
+assert(h:columnwise_shape() == S{256, 32})
+assert(nvfp4.equal(nvfp4.quantize(nvfp4.randn({32, 32}, "fp32", {seed = 1}), {two_d = true}),
+                   nvfp4.quantize(nvfp4.randn({32, 32}, "fp32", {seed = 1}), {two_d = true})))
+
+print("testing swap_first_dims")
+local a = nvfp4.arange({2, 3, 2})
+local sw = nvfp4.swap_first_dims(a)
+assert(sw:shape() == S{3, 2, 2} and sw:get(3, 2, 1) == a:get(2, 3, 1))
+print("OK")

@@ -1,0 +1,86 @@
+-- Single-rank tests of the nvfp4 module: shapes, tensors, element access, printing, handles.
+local nvfp4 = require "nvfp4"
+
+print("testing shapes")
+local s = nvfp4.shape{4096, 1, 8192}
+assert(tostring(s) == "[4096, 1, 8192]", tostring(s))
+assert(s == nvfp4.shape{4096, 1, 8192})
+assert(s ~= nvfp4.shape{4096, 8192})
+assert(s ~= nvfp4.shape{4096, 2, 8192})
+assert(tostring(nvfp4.shape{}) == "[]")
+assert(s[3] == 8192 and #s == 3)
+
+print("testing tensors from tables")
+local t = nvfp4.tensor({{1, 2, 3}, {4, 5, 6}})
+assert(t:shape() == nvfp4.shape{2, 3}, tostring(t:shape()))
+assert(t:dtype() == "fp32" and t:ndim() == 2 and t:numel() == 6)
+assert(t:get(2, 3) == 6 and t:get(1, 1) == 1)
+local l = t:tolist()
+assert(#l == 2 and #l[1] == 3 and l[2][1] == 4)
+assert(tostring(t) == "nvfp4.tensor fp32 [2, 3] " .. nvfp4.backend(), tostring(t))
+local b = nvfp4.tensor({1.0, 1.00390625, 3.14159}, "bf16")
+assert(b:dtype() == "bf16" and #b:bytes() == 6)
+assert(b:get(2) == 1.0 or b:get(2) == 1.0078125, b:get(2))   -- RNE to bf16 (ties to even: 1.0)
+assert(b:get(2) == 1.0, "1 + 2^-8 rounds to even (1.0) in bf16, got " .. b:get(2))
+assert(math.abs(b:get(3) - 3.140625) < 1e-9, b:get(3))
+local u = nvfp4.tensor({0, 255, 7}, "u8")
+assert(u:bytes() == "\0\255\7")
+
+print("testing zeros, ones, arange, reshape, narrow, clone")
+local z = nvfp4.zeros({2, 2, 4}, "bf16")
+assert(z:shape() == nvfp4.shape{2, 2, 4} and z:get(2, 2, 4) == 0)
+assert(nvfp4.ones(3):get(3) == 1)
+local a = nvfp4.arange({2, 3, 4})
+assert(a:get(2, 3, 4) == 23 and a:get(1, 2, 1) == 4)
+local r = a:reshape{6, 4}
+assert(r:shape() == nvfp4.shape{6, 4} and r:get(6, 4) == 23)
+local n = a:narrow(2, 2, 2)                     -- dims 1-based: middle dim, elements 2..3
+assert(n:shape() == nvfp4.shape{2, 2, 4}, tostring(n:shape()))
+assert(n:get(1, 1, 1) == 4 and n:get(2, 2, 4) == 23)
+local rows = a:narrow(1, 2, 1)
+assert(rows:get(1, 1, 1) == 12)
+assert(nvfp4.equal(a:clone(), a))
+
+print("testing random tensors")
+local x1 = nvfp4.randn({64, 32}, "bf16", {seed = 5})
+local x2 = nvfp4.randn({64, 32}, "bf16", {seed = 5})
+local x3 = nvfp4.randn({64, 32}, "bf16", {seed = 6})
+assert(nvfp4.equal(x1, x2), "same seed, same tensor")
+assert(not nvfp4.equal(x1, x3), "another seed, another tensor")
+local sum, sq = 0, 0
+for _, row in ipairs(x1:tolist()) do for _, v in ipairs(row) do sum = sum + v; sq = sq + v * v end end
+assert(math.abs(sum / 2048) < 0.1 and math.abs(sq / 2048 - 1) < 0.15, "randn: mean 0, var 1")
+local un = nvfp4.uniform({1000}, "fp32", {seed = 1, lo = 2, hi = 3})
+for _, v in ipairs(un:tolist()) do assert(v >= 2 and v < 3, v) end
+
+print("testing equal and rel_error")
+local e1, e2 = nvfp4.tensor({1, 2, 3, 4}), nvfp4.tensor({1, 2, 3.5, 4})
+local ok, msg = nvfp4.equal(e1, e2)
+assert(ok == false and msg:find("first difference at byte 10 (0-based) of 16: 0x40 vs 0x60", 1, true), msg)
+ok, msg = nvfp4.equal(e1, nvfp4.tensor({1, 2, 3}))
+assert(not ok and msg:find("[4] vs fp32 [3]", 1, true), msg)
+local re = nvfp4.rel_error(e2, e1)
+assert(math.abs(re - 0.5 / math.sqrt(30)) < 1e-12, re)
+
+print("testing closed handles")
+do
+  local c <close> = nvfp4.zeros({4})
+  assert(not c:isclosed())
+end
+local c = nvfp4.zeros({4})
+c:close()
+assert(c:isclosed() and tostring(c) == "nvfp4.tensor (closed)")
+c:close()                                       -- closing twice is fine
+local okc, err = pcall(function () return c:shape() end)
+assert(not okc and err:find("tensor is closed", 1, true), err)
+collectgarbage()
+
+print("testing the world")
+local w = nvfp4.world()
+assert(w.rank == 0 and w.size == 1 and rawequal(w, nvfp4.world()))
+assert(w:all_reduce_max(3) == 3 and w:all_reduce_max({1.5, 2})[1] == 1.5)
+assert(w:all_gather_string("hi")[1] == "hi")
+local g = w:all_gather(a)
+assert(nvfp4.equal(g, a))
+assert(type(nvfp4.seed) == "number" and nvfp4.version():find("nvfp4", 1, true))
+print("OK")
