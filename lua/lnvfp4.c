@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "lnvfp4.h"
 
@@ -952,6 +953,16 @@ static int mod_isatty (lua_State *L) {
 }
 
 
+/* nvfp4.clock() -> seconds (float) of a monotonic wall clock, for
+** timings and deadlines (os.clock is CPU time, os.time whole seconds). */
+static int mod_clock (lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+
 static int ctx_gc (lua_State *L) {
   nvfp4_ctx **p = (nvfp4_ctx **)luaL_checkudata(L, 1, NVFP4L_CTX);
   nvfp4_ctx_destroy(*p);
@@ -1003,6 +1014,7 @@ static const luaL_Reg mod_funcs[] = {
   {"backend", mod_backend},
   {"exit_status", mod_exit_status},
   {"isatty", mod_isatty},
+  {"clock", mod_clock},
   {NULL, NULL}
 };
 

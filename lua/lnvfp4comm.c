@@ -351,12 +351,15 @@ static void *wd_main (void *arg) {
 }
 
 
-/* nvfp4.watchdog(seconds, label): arm (re-arm) the timer; when it runs
-** out this process prints "[rank r] <label> timed out after S s" and ends
-** the whole job.  nvfp4.watchdog(0) or nvfp4.watchdog() disarms. */
+/* nvfp4.watchdog(seconds, label [, shown]): arm (re-arm) the timer; when
+** it runs out this process prints "[rank r] <label> timed out after S s"
+** (S = shown, default seconds: a re-arm for the rest of a deadline can
+** show the whole timeout) and ends the whole job.  nvfp4.watchdog(0) or
+** nvfp4.watchdog() disarms. */
 static int mod_watchdog (lua_State *L) {
   lua_Number s = luaL_optnumber(L, 1, 0);
   const char *label = luaL_optstring(L, 2, "nvfp4-lua");
+  lua_Number shown = luaL_optnumber(L, 3, s);
   luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
   pthread_mutex_lock(&wd.mu);
   if (!wd.started && s > 0) {
@@ -377,7 +380,7 @@ static int mod_watchdog (lua_State *L) {
       wd.deadline.tv_sec++;
       wd.deadline.tv_nsec -= 1000000000L;
     }
-    wd.secs = s;
+    wd.secs = shown;
     snprintf(wd.label, sizeof wd.label, "%s", label);
   }
   pthread_cond_signal(&wd.cv);

@@ -1,0 +1,533 @@
+-- Nightly layout fuzz: random tensor layouts through the NVFP4 all-gather and
+-- the TP/SP Linear layer, drawn from a seed, checked against properties; a
+-- failing case is shrunk and printed as a command line and a Lua table.
+--
+--   mpirun -np 4 nvfp4-lua scenarios/fuzz/layouts.lua --minutes 10 --junit fuzz.xml
+--   mpirun -np 2 nvfp4-lua scenarios/fuzz/layouts.lua --cases 40 --seed 7
+--   mpirun -np 2 nvfp4-lua scenarios/fuzz/layouts.lua --seed 7 --case 12    (replay)
+--   mpirun -np 2 nvfp4-lua scenarios/fuzz/layouts.lua --replay '{kind = "gather", ..}'
+--   mpirun -np 2 nvfp4-lua scenarios/fuzz/layouts.lua --rule nd --cases 60 \
+--          --expect "gathered columnwise_scale_inv: shape"
+--
+-- Options (after the script, or --seed/--timeout/--junit before it):
+--   --minutes M | --cases N   how long to run (default --cases 50)
+--   --seed S                  the run seed (default: nvfp4-lua's); case K of
+--                             seed S is always the same case
+--   --case K                  run only case K (replay), shrinking it if it fails
+--   --replay TABLE            run one case given as a Lua table (as printed)
+--   --rule nd                 fuzz the gather's TE 2.21 columnwise rule (cases
+--                             are drawn exactly as usual; only the rule differs)
+--   --expect TEXT             exit 0 only if a case failed with TEXT in its
+--                             message (make check: --rule nd must find odd B)
+--   --no-shrink, --timeout S (per case, default 60), --junit FILE, -v
+--
+-- A case: kind "gather" (a shard [S_l, d.., H] gathered over a TP group with
+-- quantize options, sync or async) or "linear" (column/row parallel, SP on or
+-- off, recipe switches, forward + backward).  TP divides the world; with TP
+-- below the world size there are several groups.  Properties:
+--   shapes   every buffer's shape equals the oracle below, computed here from
+--            the spec (sp-linear-and-gather.md §1, §7), not by the library;
+--   gather   = quantize(the gathered tensor), byte for byte (every buffer and
+--            both amaxes); with SR only shapes and numerics (SR's random bits
+--            follow the element index, so shards round differently);
+--   fallback a shard that is not quantizable (M_l % 16 != 0) goes through the
+--            high-precision path; if the whole is not quantizable either, the
+--            error must say so;
+--   linear   forward and backward complete with the oracle's shapes, finite
+--            values, and errors against an fp32 layer with the same weights
+--            within the Linear layer's bounds (y 0.18, dx and dw 0.22) unless
+--            SP runs without the amax reduction (wrong by design, §2.2);
+--   replay   the same case run twice gives the same bytes.
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+
+local world = nvfp4.world()
+local me = world.rank
+local out = me == 0
+
+
+-- ---- options ---------------------------------------------------------------
+
+local function parseargs ()
+  local o = {seed = nvfp4.seed, timeout = tonumber(nvfp4.options.timeout) or 60,
+             junit = nvfp4.options.junit, verbose = nvfp4.options.verbose, rule = "flat2d"}
+  local withval = {minutes = tonumber, cases = math.tointeger, case = math.tointeger,
+                   seed = math.tointeger, timeout = tonumber, junit = tostring,
+                   replay = tostring, rule = tostring, ["max-shrink"] = math.tointeger,
+                   expect = tostring}
+  local flags = {["no-shrink"] = true, verbose = true}
+  local i = 1
+  while arg[i] do
+    local a = arg[i]
+    local name, val = a:match("^%-%-([%w%-]+)=(.*)$")
+    name = name or a:match("^%-%-([%w%-]+)$")
+    if a == "-v" then name = "verbose" end
+    if name and flags[name] then
+      o[name] = true
+    elseif name and withval[name] then
+      if val == nil then i = i + 1; val = arg[i] end
+      local v = val and withval[name](val)
+      if v == nil then error(("--%s: bad value '%s'"):format(name, tostring(val)), 0) end
+      o[name] = v
+    else
+      error(("layouts.lua: unknown argument '%s' (see the header of the script)"):format(a), 0)
+    end
+    i = i + 1
+  end
+  if o.rule ~= "flat2d" and o.rule ~= "nd" then error("--rule must be flat2d or nd", 0) end
+  if not o.minutes and not o.cases and not o.case and not o.replay then o.cases = 50 end
+  nvfp4.seed = o.seed
+  return o
+end
+
+
+-- ---- a small deterministic generator (splitmix64) --------------------------
+
+local function rng (seed)
+  local s = seed
+  local g = {}
+  function g.next ()
+    s = s + 0x9E3779B97F4A7C15
+    local z = s
+    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+    return z ~ (z >> 31)
+  end
+  function g.int (lo, hi) return lo + (g.next() >> 1) % (hi - lo + 1) end
+  function g.pick (t) return t[g.int(1, #t)] end
+  function g.chance (p) return g.int(0, 999) < p * 1000 end
+  return g
+end
+
+local function divisors (n)
+  local d = {}
+  for k = 1, n do if n % k == 0 then d[#d + 1] = k end end
+  return d
+end
+
+
+-- ---- drawing a case ------------------------------------------------------------
+
+local LEAD = {1, 1, 2, 3, 4, 5, 7, 8}         -- middle dims: 1 and odd values often
+local SL = {16, 16, 32, 48, 64, 8, 12, 24, 40} -- per-rank rows: some not multiples of 16
+
+-- Case k of run seed s: a plain table of numbers, strings and booleans.
+local function draw (s, k, rule)
+  local g = rng(s * 1000003 + k)
+  local c = {data = g.int(1, 1 << 30)}
+  local tps = {}
+  for _, d in ipairs(divisors(world.size)) do if d >= 2 or world.size == 1 then tps[#tps + 1] = d end end
+  c.tp = g.chance(0.1) and 1 or g.pick(tps)
+  c.kind = g.chance(0.6) and "gather" or "linear"
+  c.dtype = g.chance(0.7) and "bf16" or "fp32"
+  local nd = g.int(2, 4)
+  c.lead = {}
+  for i = 2, nd - 1 do c.lead[#c.lead + 1] = g.pick(LEAD) end
+  c.H = 16 * g.pick{1, 2, 3, 4, 5, 6, 8, 9, 12, 16}
+  if c.kind == "gather" then
+    c.S = g.pick(SL)                              -- per-rank rows (dim 0)
+    c.rowwise = g.chance(0.8)
+    c.columnwise = not c.rowwise or g.chance(0.7)
+    c.rht = c.dtype == "bf16" and c.columnwise and g.chance(0.4)
+    c.sr = g.chance(0.25)
+    c.two_d = not c.rht and not c.sr and g.chance(0.25)   -- 2D excludes both (spec §7)
+    c.async = g.chance(0.3)
+    c.rule = rule
+  else
+    c.parallel = c.tp == 1 and g.pick{"none", "column", "row"} or g.pick{"column", "row"}
+    c.sp = c.parallel ~= "none" and g.chance(0.7)
+    c.S = 16 * g.pick{1, 1, 2, 3}                -- per-rank sequence rows with SP
+    c.N = 16 * g.pick{1, 2, 3, 4, 6}
+    c.bias = g.chance(0.5)
+    c.rht = c.dtype == "bf16" and g.chance(0.7)   -- input and grad RHT: both or neither
+    c.grad_sr = g.chance(0.6)
+    c.weight_2d = g.chance(0.7)
+    c.amax_reduction = g.chance(0.8)
+  end
+  return c
+end
+
+
+-- ---- the oracle: shapes from the spec, computed here -----------------------------
+
+local function ru (x, m) return (x + m - 1) // m * m end
+local function prod (t) local p = 1 for _, v in ipairs(t) do p = p * v end return p end
+local function cat (...)
+  local r = {}
+  for _, t in ipairs{...} do for _, v in ipairs(t) do r[#r + 1] = v end end
+  return r
+end
+
+-- The buffers of an NVFP4 tensor of logical shape s (spec §1).
+local function buffers (s)
+  local K = s[#s]
+  local M = prod(s) // K
+  local rd = {}
+  for i = 1, #s - 1 do rd[i] = s[i] end
+  rd[#s] = K // 2
+  return {rowwise_data = rd, rowwise_scale_inv = {ru(M, 128), ru(K // 16, 4)},
+          columnwise_data = {K, M // 2}, columnwise_scale_inv = {ru(K, 128), ru(M // 16, 4)}}
+end
+
+local function fmt (v)
+  if type(v) == "table" then
+    local p = {}
+    for _, x in ipairs(v) do p[#p + 1] = fmt(x) end
+    return "{" .. table.concat(p, ", ") .. "}"
+  elseif type(v) == "string" then return ("%q"):format(v) end
+  return tostring(v)
+end
+
+local KEYS = {"kind", "tp", "dtype", "S", "lead", "H", "N", "rowwise", "columnwise", "rht", "sr",
+              "two_d", "async", "rule", "parallel", "sp", "bias",
+              "grad_sr", "weight_2d", "amax_reduction", "data"}
+
+local function show (c)
+  local p = {}
+  for _, k in ipairs(KEYS) do if c[k] ~= nil then p[#p + 1] = k .. " = " .. fmt(c[k]) end end
+  return "{" .. table.concat(p, ", ") .. "}"
+end
+
+local function copy (c)
+  local r = {}
+  for k, v in pairs(c) do r[k] = type(v) == "table" and table.move(v, 1, #v, 1, {}) or v end
+  return r
+end
+
+
+-- ---- running a case --------------------------------------------------------------
+
+-- Soft checks: record the first failure and go on, so that every rank still
+-- joins every collective of the case; the case raises at its end.
+local Check = {}
+Check.__index = Check
+local function newcheck () return setmetatable({first = nil}, Check) end
+function Check:run (f, ...)
+  if self.first then return end
+  local ok, e = pcall(f, ...)
+  if not ok then self.first = tostring(e) end
+end
+function Check:shape (t, name, want, what)
+  self:run(function ()
+    local got = name and t:buffer_shape(name) or t:shape()
+    sc.shape(got, want, what .. (name and (" " .. name) or ""))
+  end)
+end
+function Check:finite (t, what)
+  self:run(function ()
+    local n = nvfp4.rel_error(t, nvfp4.zeros(t:shape(), t:dtype() == "bf16" and "bf16" or "fp32"))
+    if not (n == n and n < math.huge) then error(what .. ": not finite (norm " .. tostring(n) .. ")", 0) end
+  end)
+end
+
+local function qopts (c)
+  return {rowwise = c.rowwise or nil, columnwise = c.columnwise or nil, rht = c.rht or nil,
+          sr = c.sr or nil, two_d = c.two_d or nil}
+end
+
+local function gather_case (c, tp, chk)
+  local q = qopts(c)
+  local Sg = c.S * c.tp
+  local full_shape = cat({Sg}, c.lead, {c.H})
+  local full = nvfp4.randn(full_shape, c.dtype, {seed = c.data + me // c.tp})
+  local shard = full:narrow(1, tp.rank * c.S + 1, c.S)
+  local M = prod(full_shape) // c.H
+  local function gather ()
+    local opts = {quantize = q, rule = c.rule ~= "flat2d" and c.rule or nil}
+    if c.async then
+      opts.async = true
+      local h <close> = tp:all_gather(shard, opts)
+      return h:wait()
+    end
+    return tp:all_gather(shard, opts)
+  end
+  if M % 16 ~= 0 then                        -- not quantizable even when gathered
+    chk:run(sc.error, "not quantizable either", gather)
+    return
+  end
+  local g = gather()
+  local want = buffers(full_shape)
+  chk:shape(g, nil, full_shape, "gathered")
+  for _, b in ipairs{"rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"} do
+    local has = b:find("^row") and c.rowwise or b:find("^col") and c.columnwise
+    if has then chk:shape(g, b, want[b], "gathered")
+    else chk:run(function () sc.ok(g:buffer_shape(b) == nil, b .. " absent") end) end
+  end
+  if not c.sr then
+    chk:run(function () sc.bytes(g, nvfp4.quantize(full, q), "gather vs quantize(gathered)") end)
+  end
+  if c.rowwise then                            -- only the rowwise copy dequantizes
+    local dq = nvfp4.dequantize(g, "fp32")
+    chk:finite(dq, "dequantized gather")
+    chk:run(function () sc.close(dq, full, 0.3, "dequantized gather vs the full tensor") end)
+  end
+  local again = gather()
+  chk:run(sc.bytes, again, g, "same case twice")
+end
+
+local function linear_case (c, tp, chk)
+  local T = c.tp
+  local K, N = c.H * (c.parallel == "row" and T or 1), c.N * (c.parallel == "column" and T or 1)
+  local Sg = c.S * T
+  local xS, dyS                                 -- dim 0 of x and dy on this rank
+  if c.parallel == "column" then xS, dyS = c.sp and c.S or Sg, Sg
+  elseif c.parallel == "row" then xS, dyS = Sg, c.sp and c.S or Sg
+  else xS, dyS = c.S, c.S end
+  local Kl = c.parallel == "row" and K // T or K
+  local Nl = c.parallel == "column" and N // T or N
+  local xshape, yshape = cat({xS}, c.lead, {Kl}), cat({dyS}, c.lead, {Nl})
+  local cfg = {in_features = K, out_features = N, bias = c.bias, parallel = c.parallel,
+               sequence_parallel = c.sp, group = T > 1 and tp or nil, input_rht = c.rht,
+               grad_rht = c.rht, grad_sr = c.grad_sr, weight_2d = c.weight_2d,
+               amax_reduction = c.amax_reduction, seed = c.data, init_seed = c.data + 1}
+  local x = nvfp4.randn(xshape, c.dtype, {seed = c.data + 2 + me})
+  local dy = nvfp4.randn(yshape, c.dtype, {seed = c.data + 3 + me})
+  local function run (recipe, w)
+    local conf = {}
+    for k, v in pairs(cfg) do conf[k] = v end
+    conf.recipe = recipe
+    if recipe ~= "nvfp4" then
+      conf.input_rht, conf.grad_rht, conf.grad_sr, conf.weight_2d, conf.amax_reduction = nil, nil, nil, nil, nil
+    end
+    local l <close> = nvfp4.linear(conf)
+    if w then l:set_weight(w) end
+    local y = l:forward(x)
+    local dx, dw, db = l:backward(dy)
+    return y, dx, dw, db, l:weight()
+  end
+  local y, dx, dw, db, w = run("nvfp4")
+  chk:shape(y, nil, yshape, "y")
+  chk:shape(dx, nil, xshape, "dx")
+  chk:shape(dw, nil, {Nl, Kl}, "dw")
+  if c.bias then chk:shape(db, nil, {Nl}, "db") else chk:run(sc.ok, db == nil, "no db without a bias") end
+  chk:finite(y, "y"); chk:finite(dx, "dx"); chk:finite(dw, "dw")
+  local ry, rdx, rdw = run("fp32", w)
+  local grp = T > 1 and tp or nil
+  -- errors over the whole group (collective: every rank computes them)
+  local ey, edx, edw = nvfp4.rel_error_group(grp, y, ry), nvfp4.rel_error_group(grp, dx, rdx),
+                       nvfp4.rel_error_group(grp, dw, rdw)
+  -- Without the amax reduction the SP-gathered operand mixes shards scaled
+  -- by different amaxes under one (spec sp §2.2): larger errors by design.
+  local bounded = not c.sp or c.amax_reduction
+  chk:run(function ()
+    if bounded and not (ey <= 0.18 and edx <= 0.22 and edw <= 0.22) then
+      error(("errors against fp32: y %.3f (bound 0.18), dx %.3f, dw %.3f (bound 0.22)"):format(ey, edx, edw), 0)
+    end
+  end)
+  local y2, dx2, dw2 = run("nvfp4")
+  chk:run(sc.bytes, y2, y, "y, same case twice")
+  chk:run(sc.bytes, dx2, dx, "dx, same case twice")
+  chk:run(sc.bytes, dw2, dw, "dw, same case twice")
+end
+
+local vcomm                                   -- verdicts, apart from the cases' collectives
+local opts
+
+-- Run case c on every rank; returns ok, message (agreed: every rank sees
+-- the same result, the message of the lowest failing rank).
+local function runcase (c, label)
+  nvfp4.watchdog(opts.timeout, label)
+  local ok, e = pcall(function ()
+    local tp <close> = world:split(c.tp)
+    local chk = newcheck()
+    if c.kind == "gather" then gather_case(c, tp, chk) else linear_case(c, tp, chk) end
+    if chk.first then error(chk.first, 0) end
+  end)
+  if not ok then
+    nvfp4.watchdog(opts.timeout, label .. " (it failed on this rank: " .. tostring(e) ..
+                   "; the other ranks did not finish it)")
+  end
+  collectgarbage()
+  local bad = vcomm:all_reduce_max(ok and 0 or 1)
+  local msg = ""
+  if bad == 1 then
+    local msgs = vcomm:all_gather_string(ok and "" or tostring(e))
+    for r, m in ipairs(msgs) do
+      if m ~= "" then msg = ("rank %d: %s"):format(r - 1, m) break end
+    end
+  end
+  nvfp4.watchdog(0)
+  return bad == 0, msg
+end
+
+
+-- ---- shrinking -----------------------------------------------------------------
+
+-- Smaller variants of c, simplest first: fewer dims, smaller sizes, leading
+-- dims toward 1, TP toward 2, options off.
+local function candidates (c)
+  local out = {}
+  local function add (f)
+    local d = copy(c)
+    if f(d) ~= false then out[#out + 1] = d end
+  end
+  for i = 1, #c.lead do add(function (d) table.remove(d.lead, i) end) end
+  for i, v in ipairs(c.lead) do
+    if v > 1 then
+      add(function (d) d.lead[i] = 1 end)
+      if v > 2 then add(function (d) d.lead[i] = v // 2 end) end
+      add(function (d) d.lead[i] = v - 1 end)
+    end
+  end
+  if c.H > 16 then
+    add(function (d) d.H = 16 end)
+    add(function (d) d.H = math.max(16, c.H // 32 * 16) end)
+  end
+  if c.N and c.N > 16 then add(function (d) d.N = 16 end) end
+  if c.S > 16 then add(function (d) d.S = 16 end) end
+  if c.kind == "gather" and c.S > 1 then add(function (d) d.S = c.S // 2 end) end
+  if c.kind == "linear" and c.S > 16 then add(function (d) d.S = c.S - 16 end) end
+  if c.tp > 2 then add(function (d) d.tp = 2 end) end
+  for _, k in ipairs{"async", "sr", "rht", "two_d", "bias", "grad_sr",
+                     "weight_2d", "amax_reduction", "sp"} do
+    if c[k] then add(function (d) d[k] = false end) end
+  end
+  if c.rowwise and c.columnwise then
+    add(function (d) d.rowwise = false end)
+    add(function (d) d.columnwise = false; d.rht = false end)
+  end
+  if c.dtype == "fp32" then add(function (d) d.dtype = "bf16" end) end
+  return out
+end
+
+-- What kind of failure a message is: the check or the error without the
+-- rank, the position, numbers and shapes ("gathered columnwise_scale_inv:
+-- shape [#], expected [#]").  Shrinking keeps it, so that a case does not
+-- slide into another, simpler failure on the way down.
+local function signature (msg)
+  return (msg:gsub("^rank %d+: ", ""):gsub("^[^:]*%.lua:%d+: ", ""):gsub("%b[]", "[#]")
+             :gsub("%d+", "#"))
+end
+
+local function shrink (c, msg)
+  local steps, runs = 0, 0
+  local sig = signature(msg)
+  local limit = opts["max-shrink"] or 300
+  local progress = true
+  while progress and runs < limit do
+    progress = false
+    for _, d in ipairs(candidates(c)) do
+      runs = runs + 1
+      local ok, m = runcase(d, "fuzz shrink step " .. steps + 1 .. " " .. show(d))
+      if not ok and signature(m) == sig then
+        c, msg, steps, progress = d, m, steps + 1, true
+        break
+      end
+      if runs >= limit then break end
+    end
+  end
+  return c, msg, steps, runs
+end
+
+
+-- ---- reports ---------------------------------------------------------------------
+
+local function xmlesc (s)
+  return (tostring(s):gsub("[&<>\"']", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;",
+                                         ['"'] = "&quot;", ["'"] = "&apos;"}))
+end
+
+local function writejunit (file, n, fails, secs)
+  local f = assert(io.open(file, "w"))
+  f:write('<?xml version="1.0" encoding="UTF-8"?>\n')
+  f:write(('<testsuites tests="%d" failures="%d" time="%.3f">\n'):format(#fails + 1, #fails, secs))
+  f:write(('  <testsuite name="fuzz.layouts" tests="%d" failures="%d" errors="0" skipped="0" time="%.3f">\n')
+          :format(#fails + 1, #fails, secs))
+  f:write('    <properties>\n')
+  for k, v in pairs{seed = opts.seed, np = world.size, backend = nvfp4.backend(), cases = n, rule = opts.rule} do
+    f:write(('      <property name="%s" value="%s"/>\n'):format(k, xmlesc(v)))
+  end
+  f:write('    </properties>\n')
+  f:write(('    <testcase classname="fuzz.layouts" name="%d cases" time="%.3f"/>\n'):format(n - #fails, secs))
+  for _, r in ipairs(fails) do
+    f:write(('    <testcase classname="fuzz.layouts" name="case %d" time="0">\n'):format(r.k))
+    f:write(('      <failure message="%s" type="failure">%s</failure>\n')
+            :format(xmlesc(r.msg), xmlesc(r.report)))
+    f:write('    </testcase>\n')
+  end
+  f:write('  </testsuite>\n</testsuites>\n')
+  f:close()
+end
+
+local function say (fmtstr, ...)
+  if out then print(fmtstr:format(...)); io.stdout:flush() end
+end
+
+
+-- ---- main ------------------------------------------------------------------------
+
+opts = parseargs()
+vcomm = world:split(world.size)
+local script = arg[0] or "scenarios/fuzz/layouts.lua"
+local np = world.size
+local rulearg = opts.rule ~= "flat2d" and (" --rule " .. opts.rule) or ""
+
+local function report (k, c0, msg0)
+  local c, msg, steps, runs = c0, msg0, 0, 0
+  if not opts["no-shrink"] then c, msg, steps, runs = shrink(c0, msg0) end
+  local lines = {
+    ("FAIL  case %d (seed %d): %s"):format(k or 0, opts.seed, msg0),
+    ("      shrunk in %d steps (%d runs) to a minimal case that fails with: %s"):format(steps, runs, msg),
+    k and ("      replay:  mpirun -np %d nvfp4-lua %s --seed %d --case %d%s"):format(np, script, opts.seed, k, rulearg)
+      or "",
+    ("      minimal: mpirun -np %d nvfp4-lua %s --replay '%s'"):format(np, script, show(c)),
+    "      as a Lua table: " .. show(c),
+  }
+  local text = table.concat(lines, "\n"):gsub("\n\n", "\n")
+  say("%s", text)
+  return {k = k or 0, msg = msg0, report = text, minimal = c}
+end
+
+local t0 = nvfp4.clock()
+local fails, n = {}, 0
+say("# %s: np=%d, backend %s, seed %d, rule %s, %s (replay: --seed %d)", script, np, nvfp4.backend(),
+    opts.seed, opts.rule, opts.replay and "one case" or opts.case and ("case " .. opts.case)
+    or opts.cases and (opts.cases .. " cases") or (opts.minutes .. " minutes"), opts.seed)
+
+if opts.replay then
+  local f = assert(load("return " .. opts.replay, "=--replay", "t", {}))
+  local c = f()
+  n = 1
+  local ok, msg = runcase(c, "fuzz replay " .. show(c))
+  if ok then say("PASS  %s", show(c)) else fails[1] = report(nil, c, msg) end
+else
+  local first, last = opts.case or 1, opts.case or opts.cases or math.maxinteger
+  local deadline = opts.minutes and t0 + 60 * opts.minutes
+  local tick = t0
+  for k = first, last do
+    if deadline then
+      -- every rank must stop after the same case: rank 0's clock decides
+      local stop = vcomm:all_reduce_max(nvfp4.clock() >= deadline and me == 0 and 1 or 0)
+      if stop == 1 then break end
+    end
+    local c = draw(opts.seed, k, opts.rule)
+    if opts.verbose then say("      case %d: %s", k, show(c)) end
+    local ok, msg = runcase(c, ("fuzz case %d (seed %d) %s"):format(k, opts.seed, show(c)))
+    n = n + 1
+    if not ok then fails[#fails + 1] = report(k, c, msg) end
+    local now = nvfp4.clock()
+    if now - tick >= 5 then
+      tick = now
+      say("# %d cases, %d failures, %.1f cases/s (%.0f s)", n, #fails, n / (now - t0), now - t0)
+    end
+  end
+end
+
+local secs = nvfp4.clock() - t0
+say("# %d cases, %d failures, %.1f cases/s, %.0f cases/min (%.1f s)", n, #fails, n / secs, 60 * n / secs, secs)
+if out and opts.junit then writejunit(opts.junit, n, fails, secs) end
+if opts.expect then
+  local found
+  for _, r in ipairs(fails) do
+    if r.msg:find(opts.expect, 1, true) then found = found or r end
+  end
+  if found then
+    say("ok: the expected failure ('%s') was found in case %d and shrunk to %s", opts.expect, found.k,
+        show(found.minimal))
+  else
+    say("FAIL  no case failed with '%s' (--expect)", opts.expect)
+  end
+  nvfp4.exit_status(found and 0 or 1)
+else
+  nvfp4.exit_status(#fails > 0 and 1 or 0)
+end

@@ -1,0 +1,9 @@
+#!/bin/sh
+# Failure injection at 2 and 4 ranks: an error raised on one rank in the middle of a case, after one collective and before the next.
+# The whole job must end within the timeout + a margin, with a non-zero
+# exit status, and the first rank to speak must name itself and the case.
+. "$(dirname "$0")/lib.sh"
+inject none 2 1
+inject error 2 1
+inject error 4 3
+finish

@@ -1,0 +1,79 @@
+# tests/reliability/lib.sh -- sourced by the failure-injection tests.
+#   inject MODE NP RANK: run inject.lua under mpirun at NP ranks with the
+#   failure MODE on RANK and a short per-case timeout, then assert on the
+#   exit status, the elapsed time and the message naming RANK and the case.
+# Environment: top_builddir (make check sets it), MPIRUN (SH_LOG_COMPILER
+# passes configure's), NVFP4_INJECT_TIMEOUT (default 2 s).
+: "${top_builddir:=.}" "${MPIRUN:=mpirun}" "${NVFP4_INJECT_TIMEOUT:=2}"
+: "${OMPI_ALLOW_RUN_AS_ROOT:=1}" "${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:=1}"
+: "${OMPI_MCA_rmaps_base_oversubscribe:=1}" "${OMPI_MCA_plm:=isolated}"
+: "${OMPI_MCA_btl_vader_backing_directory:=/tmp}" "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
+: "${OPENBLAS_NUM_THREADS:=1}"
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe \
+       OMPI_MCA_plm OMPI_MCA_btl_vader_backing_directory OMPI_MCA_btl_vader_single_copy_mechanism \
+       OPENBLAS_NUM_THREADS
+here=$(cd "$(dirname "$0")" && pwd)
+prog="$top_builddir/lua/nvfp4-lua"
+test -x "$prog" || { echo "$prog is not built" >&2; exit 99; }
+T=$NVFP4_INJECT_TIMEOUT
+# The framework's staged deadlines end a stuck job by T + 2 grace (grace =
+# max(0.5, T/20)); the rest is mpirun's start and teardown on a busy machine.
+LIMIT=$(awk -v t="$T" 'BEGIN { g = t / 20; if (g < 0.5) g = 0.5; print t + 2 * g + 6 }')
+failures=0
+log=$(mktemp "${TMPDIR:-/tmp}/inject.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+now () { date +%s.%N; }
+
+bad () {
+  echo "not ok: $*"
+  echo "---- output ----"; cat "$log"; echo "----------------"
+  failures=$((failures + 1))
+}
+
+# inject MODE NP RANK
+inject () {
+  mode=$1 np=$2 rank=$3 tag="inj$$-$1-$2"
+  echo "== mpirun -np $np nvfp4-lua inject.lua --timeout $T --inject $mode --rank $rank"
+  t0=$(now)
+  timeout 120 "$MPIRUN" -np "$np" "$prog" "$here/inject.lua" --timeout "$T" \
+    --inject "$mode" --rank "$rank" --tag "$tag" >"$log" 2>&1 </dev/null
+  rc=$?
+  dt=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+  echo "   exit $rc after $dt s (limit $LIMIT s)"
+  if awk -v d="$dt" -v l="$LIMIT" 'BEGIN { exit !(d > l) }'; then
+    bad "$mode np=$np: took $dt s, more than $LIMIT s"
+  fi
+  sleep 0.2
+  if pgrep -f -- "--tag $tag" >/dev/null 2>&1; then
+    bad "$mode np=$np: a rank of the job is still running after mpirun returned"
+  fi
+  case $mode in
+    none)
+      test $rc -eq 0 || bad "none np=$np: exit $rc, expected 0"
+      grep -q "^3 passed, 0 failed" "$log" || bad "none np=$np: no '3 passed, 0 failed' line"
+      return ;;
+  esac
+  test $rc -ne 0 || bad "$mode np=$np: exit 0 after a failure on rank $rank"
+  # the first rank that speaks must be the one with the failure, naming the case
+  first=$(grep -m1 '^\[rank [0-9]*\]' "$log")
+  case $mode in
+    error) want="[rank $rank] case 'injected error' (it failed on this rank: "
+           grep -qF "injected failure on rank $rank" "$log" ||
+             bad "error np=$np: the error message is not reported" ;;
+    exit)  want="[rank $rank] case 'injected exit' called os.exit(0)" ;;
+    hang)  want="[rank $rank] case 'injected hang' timed out after $T s" ;;
+  esac
+  case $first in
+    "$want"*) echo "   ok: $first" | cut -c1-160 ;;
+    *) bad "$mode np=$np: first rank message is '$first', expected '$want...'" ;;
+  esac
+  grep -q "^FAIL\|^PASS  after the injection\|passed, " "$log" &&
+    bad "$mode np=$np: the job went on to report verdicts after the failure"
+}
+
+finish () {
+  if test $failures -ne 0; then echo "$failures check(s) failed"; exit 1; fi
+  echo "all checks passed"
+  exit 0
+}
