@@ -154,7 +154,9 @@ static int comm_all_gather_int (lua_State *L) {
 static int comm_all_gather_string (lua_State *L) {
   nvfp4_comm *c = nvfp4L_tocomm(L, 1);
   size_t len;
-  const char *s = luaL_checklstring(L, 2, &len);
+  const char *s;
+  luaL_checktype(L, 2, LUA_TSTRING);            /* strict: no number coercion */
+  s = lua_tolstring(L, 2, &len);
   int i, n = nvfp4_comm_size(c), total = 0, mine;
   int *lens = (int *)lua_newuserdatauv(L, sizeof(int) * 2 * (size_t)n, 0), *offs = lens + n;
   char *buf;
