@@ -5,7 +5,7 @@
 ** backward time relative to bf16.  A benchmark, not a test: run by hand on
 ** the GPU machine.
 **
-**   bench/cuda_bench [quant|swap|dequant|linear|all] [iterations]
+**   bench/cuda_bench [quant|linear|linear-lib|all] [iterations]
 **
 ** Bytes moved per element: quantize rowwise+columnwise 2 (bf16 in) +
 ** 2 * (0.5 + 1/16) out = 3.125; dequantize to bf16 0.5 + 1/16 + 2 =
@@ -135,53 +135,107 @@ static void bench_quant (int64_t M, int64_t K) {
 }
 
 
-/* Forward + backward of one Linear [K -> N] on T tokens, NVFP4 recipe vs
-** plain bf16 GEMMs (fprop, dgrad, wgrad through nvfp4_gemm on bf16). */
-static void bench_linear (int64_t T, int64_t K, int64_t N) {
-  nvfp4_linear_config cfg;
-  nvfp4_linear *l;
-  nvfp4_tensor *x, *dy, *y, *dx, *dw, *w, *o1, *o2, *o3;
-  double t_q = 0, t_b = 0, t_r = 0;
-  int i, it = iters > 5 ? 5 : iters;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.in_features = K; cfg.out_features = N; cfg.params_dtype = NVFP4_BF16;
-  cfg.recipe.seed = 3;
-  OK(nvfp4_tensor_randn(ctx, nvfp4_shape_make(2, (int64_t[]){T, K}), NVFP4_BF16, 1, &x));
-  OK(nvfp4_tensor_randn(ctx, nvfp4_shape_make(2, (int64_t[]){T, N}), NVFP4_BF16, 2, &dy));
-  OK(nvfp4_tensor_randn(ctx, nvfp4_shape_make(2, (int64_t[]){N, K}), NVFP4_BF16, 3, &w));
-  OK(nvfp4_linear_create(ctx, &cfg, &l));
-  for (i = -1; i < it; i++) {
-    if (i == 0) { OK(nvfp4_ctx_sync(ctx)); t_q = now(); }
+/* Forward + backward of one Linear [K -> N] on T tokens as the NVFP4 recipe
+** computes it (quantize X: row + RHT'd col; W: 2D row + col; dY: row +
+** RHT'd col with SR; amax passes included; fprop, dgrad, wgrad on exact
+** bf16 dequantizations) against the same three GEMMs in plain bf16.  With
+** lib=1 also the library's nvfp4_linear (forward + backward). */
+static void run_nvfp4 (nvfp4_tensor *x, nvfp4_tensor *w, nvfp4_tensor *dy) {
+  nvfp4_qopts ox, ow, od;
+  nvfp4_tensor *qx, *qw, *qd, *y, *dx, *dw;
+  memset(&ox, 0, sizeof ox);
+  ox.rowwise = ox.columnwise = 1;
+  ow = ox; od = ox;
+  ox.rht = 1;
+  ow.two_d = 1;
+  od.rht = 1; od.sr = 1; od.sr_seed = 11;
+  OK(nvfp4_quantize(ctx, x, &ox, &qx));
+  OK(nvfp4_quantize(ctx, w, &ow, &qw));
+  OK(nvfp4_gemm(ctx, qw, NVFP4_ROWWISE, qx, NVFP4_ROWWISE, NULL, NVFP4_BF16, &y));
+  OK(nvfp4_quantize(ctx, dy, &od, &qd));
+  OK(nvfp4_gemm(ctx, qw, NVFP4_COLUMNWISE, qd, NVFP4_ROWWISE, NULL, NVFP4_BF16, &dx));
+  OK(nvfp4_gemm(ctx, qx, NVFP4_COLUMNWISE, qd, NVFP4_COLUMNWISE, NULL, NVFP4_BF16, &dw));
+  nvfp4_tensor_destroy(qx); nvfp4_tensor_destroy(qw); nvfp4_tensor_destroy(qd);
+  nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+}
+
+
+static void run_bf16 (nvfp4_tensor *x, nvfp4_tensor *w, nvfp4_tensor *dy) {
+  nvfp4_tensor *o1, *o2, *o3;
+  OK(nvfp4_gemm(ctx, w, NVFP4_ROWWISE, x, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o1));
+  OK(nvfp4_gemm(ctx, w, NVFP4_COLUMNWISE, dy, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o2));
+  OK(nvfp4_gemm(ctx, x, NVFP4_COLUMNWISE, dy, NVFP4_COLUMNWISE, NULL, NVFP4_BF16, &o3));
+  nvfp4_tensor_destroy(o1); nvfp4_tensor_destroy(o2); nvfp4_tensor_destroy(o3);
+}
+
+
+static double timed (void (*f) (nvfp4_tensor *, nvfp4_tensor *, nvfp4_tensor *),
+                     nvfp4_tensor *x, nvfp4_tensor *w, nvfp4_tensor *dy, int it) {
+  double t;
+  int i;
+  f(x, w, dy);
+  OK(nvfp4_ctx_sync(ctx));
+  t = now();
+  for (i = 0; i < it; i++) f(x, w, dy);
+  OK(nvfp4_ctx_sync(ctx));
+  return (now() - t) / it;
+}
+
+
+/* A bf16 tensor of roughly normal values (sum of 4 uniforms, an LCG):
+** nvfp4_tensor_randn's exact Box-Muller on the host is too slow for
+** hundreds of millions of elements, and GEMM timing does not need it. */
+static nvfp4_tensor *quick_rand (int64_t r, int64_t c, uint64_t seed) {
+  size_t n = (size_t)(r * c), i;
+  uint16_t *h = (uint16_t *)malloc(n * 2);
+  nvfp4_tensor *t;
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (i = 0; i < n; i++) {
+    float f = 0;
+    int j;
+    for (j = 0; j < 4; j++) {
+      z = z * 6364136223846793005ull + 1442695040888963407ull;
+      f += (float)(z >> 40) * (1.0f / 16777216.0f) - 0.5f;
+    }
+    f *= 1.7320508f;
+    { union { float f; uint32_t u; } v; v.f = f; h[i] = (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16); }
+  }
+  OK(nvfp4_tensor_from_host(ctx, nvfp4_shape_make(2, (int64_t[]){r, c}), NVFP4_BF16, h, n * 2, &t));
+  free(h);
+  return t;
+}
+
+
+static void bench_linear (int64_t T, int64_t K, int64_t N, int lib) {
+  nvfp4_tensor *x, *dy, *w;
+  double t_q, t_b;
+  int it = iters > 5 ? 5 : iters;
+  x = quick_rand(T, K, 1);
+  dy = quick_rand(T, N, 2);
+  w = quick_rand(N, K, 3);
+  t_q = timed(run_nvfp4, x, w, dy, it);
+  t_b = timed(run_bf16, x, w, dy, it);
+  printf("Linear T=%lld K=%lld N=%lld fwd+bwd: nvfp4 %.2f ms, bf16 GEMMs %.2f ms "
+         "(%.0f TFLOP/s) -> %.3fx\n", (long long)T, (long long)K, (long long)N, t_q * 1e3,
+         t_b * 1e3, 6.0 * T * K * N / t_b * 1e-12, t_q / t_b);
+  if (lib) {
+    nvfp4_linear_config cfg;
+    nvfp4_linear *l;
+    nvfp4_tensor *y, *dx, *dw;
+    double t;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.in_features = K; cfg.out_features = N; cfg.params_dtype = NVFP4_BF16;
+    cfg.recipe.seed = 3;
+    OK(nvfp4_linear_create(ctx, &cfg, &l));
+    OK(nvfp4_ctx_sync(ctx));
+    t = now();
     OK(nvfp4_linear_forward(l, x, &y));
     OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
+    OK(nvfp4_ctx_sync(ctx));
+    printf("  library nvfp4_linear fwd+bwd (first call): %.2f ms\n", (now() - t) * 1e3);
     nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+    nvfp4_linear_destroy(l);
   }
-  OK(nvfp4_ctx_sync(ctx));
-  t_q = (now() - t_q) / it;
-  nvfp4_linear_destroy(l);
-  cfg.recipe.kind = NVFP4_RECIPE_BF16;
-  OK(nvfp4_linear_create(ctx, &cfg, &l));
-  for (i = -1; i < it; i++) {
-    if (i == 0) { OK(nvfp4_ctx_sync(ctx)); t_r = now(); }
-    OK(nvfp4_linear_forward(l, x, &y));
-    OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
-    nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
-  }
-  OK(nvfp4_ctx_sync(ctx));
-  t_r = (now() - t_r) / it;
-  nvfp4_linear_destroy(l);
-  for (i = -1; i < it; i++) {   /* fprop X W^T, dgrad dY W, wgrad dY^T X */
-    if (i == 0) { OK(nvfp4_ctx_sync(ctx)); t_b = now(); }
-    OK(nvfp4_gemm(ctx, w, NVFP4_ROWWISE, x, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o1));
-    OK(nvfp4_gemm(ctx, w, NVFP4_COLUMNWISE, dy, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o2));
-    OK(nvfp4_gemm(ctx, x, NVFP4_COLUMNWISE, dy, NVFP4_COLUMNWISE, NULL, NVFP4_BF16, &o3));
-    nvfp4_tensor_destroy(o1); nvfp4_tensor_destroy(o2); nvfp4_tensor_destroy(o3);
-  }
-  OK(nvfp4_ctx_sync(ctx));
-  t_b = (now() - t_b) / it;
-  printf("Linear T=%lld K=%lld N=%lld fwd+bwd: nvfp4 %.2f ms, bf16 GEMMs %.2f ms (%.0f TFLOP/s)"
-         " -> %.3fx; library bf16 recipe %.2f ms\n", (long long)T, (long long)K, (long long)N,
-         t_q * 1e3, t_b * 1e3, 6.0 * T * K * N / t_b * 1e-12, t_q / t_b, t_r * 1e3);
   nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(w);
 }
 
@@ -198,12 +252,13 @@ int main (int argc, char **argv) {
     bench_quant(8192, 8192);
     bench_quant(32768, 8192);
   }
-  if (!strcmp(what, "linear") || !strcmp(what, "all")) {
+  if (!strncmp(what, "linear", 6) || !strcmp(what, "all")) {
+    int lib = !strcmp(what, "linear-lib");
     printf("\nLlama 3 70B Linear layers, TP = 1, 8192 tokens:\n");
-    bench_linear(8192, 8192, 10240);   /* QKV */
-    bench_linear(8192, 8192, 8192);    /* attention out */
-    bench_linear(8192, 8192, 28672);   /* up / gate */
-    bench_linear(8192, 28672, 8192);   /* down */
+    bench_linear(8192, 8192, 10240, lib);   /* QKV */
+    bench_linear(8192, 8192, 8192, lib);    /* attention out */
+    bench_linear(8192, 8192, 28672, lib);   /* up / gate */
+    bench_linear(8192, 28672, 8192, lib);   /* down */
   }
   nvfp4_ctx_destroy(ctx);
   return 0;

@@ -29,19 +29,49 @@ static __device__ __forceinline__ uint32_t f32_to_bf16 (float f) {
 }
 
 
+/* fp32 multiply with x86 SSE's NaN results, so that NaN outputs (a NaN
+** scale byte, or amax = Inf times a zero scale) have the reference's bits:
+** a NaN operand is returned quieted, an invalid product is the default NaN
+** 0xFFC00000.  (The GPU would return its canonical 0x7FFFFFFF.) */
+static __device__ __forceinline__ float mul86 (float a, float b) {
+  float r = __fmul_rn(a, b);
+  if (r != r) {
+    uint32_t ua = __float_as_uint(a), ub = __float_as_uint(b);
+    if ((ua & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(ua | 0x400000u);
+    if ((ub & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(ub | 0x400000u);
+    return __uint_as_float(0xffc00000u);
+  }
+  return r;
+}
+
+
+/* nvfp4i_e4m3_value with the reference's NaN bits (0x7FC00000, sign of b). */
+static __device__ __forceinline__ float e4m3_val (unsigned b) {
+  unsigned E = (b >> 3) & 15u, M = b & 7u;
+  uint32_t u;
+  if (E == 15 && M == 7) u = 0x7fc00000u;
+  else if (E == 0) u = __float_as_uint(__fmul_rn((float)M, 0.001953125f));
+  else u = ((E - 7 + 127) << 23) | (M << 20);
+  return __uint_as_float(u | ((b & 0x80u) << 24));
+}
+
+
 template <bool BF16>
 __global__ void dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB,
-                                int64_t sld, float amax, int64_t nblocks, void *out) {
+                                int64_t sld, float amax, int64_t nblocks, int small, void *out) {
   for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nblocks;
        b += (int64_t)gridDim.x * blockDim.x) {
-    int64_t m = b / KB, kb = b % KB;
-    float fs = nvfp4i_dequant_scale(scale[m * sld + kb], amax);
+    int64_t m, kb;
+    if (small) { m = (uint32_t)b / (uint32_t)KB; kb = (uint32_t)b % (uint32_t)KB; }
+    else { m = b / KB; kb = b % KB; }
+    /* nvfp4i_dequant_scale: fl(fl(sf32 * amax) * fl(1/2688)) */
+    float fs = mul86(mul86(e4m3_val(scale[m * sld + kb]), amax), 1.0f / 2688.0f);
     uint2 d = ((const uint2 *)data)[b];
     float v[16];
 #pragma unroll
     for (int i = 0; i < 16; i++) {
       unsigned c = ((i < 8 ? d.x : d.y) >> (4 * (i & 7))) & 0xfu;
-      v[i] = __fmul_rn(e2m1_val(c), fs);
+      v[i] = mul86(e2m1_val(c), fs);
     }
     if (BF16) {
       uint4 *o = (uint4 *)((uint16_t *)out + b * 16);
@@ -76,11 +106,11 @@ nvfp4_status nvfp4i_cuda_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
   if (out->dtype == NVFP4_BF16)
     dequant_kernel<true><<<grid_for(nb, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
-      q->row_scale.shape.dim[1], q->amax[0], nb, out->data.p);
+      q->row_scale.shape.dim[1], q->amax[0], nb, nb < 0x7fffffff, out->data.p);
   else
     dequant_kernel<false><<<grid_for(nb, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
-      q->row_scale.shape.dim[1], q->amax[0], nb, out->data.p);
+      q->row_scale.shape.dim[1], q->amax[0], nb, nb < 0x7fffffff, out->data.p);
   CU_LAUNCHED(ctx, "dequant_kernel");
   return NVFP4_OK;
 }

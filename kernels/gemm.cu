@@ -150,14 +150,20 @@ static nvfp4_status run_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
   }
   BLAS_CHECK(ctx, cublasSetStream((cublasHandle_t)c->blas, c->stream));
   /* column-major view: D^T [P, Q] = opA [P, R] . opB^T [R, Q] */
-  BLAS_CHECK(ctx, cublasGemmEx((cublasHandle_t)c->blas,
+  cublasStatus_t bs = cublasGemmEx((cublasHandle_t)c->blas,
                                a->trans ? CUBLAS_OP_N : CUBLAS_OP_T,
                                b->trans ? CUBLAS_OP_T : CUBLAS_OP_N,
                                (int)P, (int)Q, (int)R, &alpha,
                                A, it, a->trans ? (int)P : (int)R,
                                B, it, b->trans ? (int)Q : (int)R,
                                &beta, D, dt, (int)P, CUBLAS_COMPUTE_32F,
-                               CUBLAS_GEMM_DEFAULT));
+                               CUBLAS_GEMM_DEFAULT);
+  if (bs != CUBLAS_STATUS_SUCCESS) {
+    nvfp4i_fail(ctx, NVFP4_ECUBLAS, "cublasGemmEx (%s, P=%lld Q=%lld R=%lld) failed: %s (%s)",
+                bf16 ? "bf16" : "fp32", (long long)P, (long long)Q, (long long)R,
+                cublasGetStatusString(bs), cublasGetStatusName(bs));
+    return NVFP4_ECUBLAS;
+  }
   return NVFP4_OK;
 }
 
@@ -168,7 +174,8 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
   cudaStream_t s = nvfp4i_stream(ctx);
   const int64_t P = a->rows, Q = b->rows, R = a->cols;
   int bf16 = !((a->dt == NVFP4_F32 && !a->round_bf16) || (b->dt == NVFP4_F32 && !b->round_bf16));
-  int direct = bias == NULL && (d->dtype == NVFP4_F32 || d->dtype == NVFP4_BF16);
+  /* cuBLAS writes bf16 only from bf16 inputs; fp32 inputs go through tc */
+  int direct = bias == NULL && (d->dtype == NVFP4_F32 || bf16);
   const void *A, *B;
   void *ta = NULL, *tb = NULL, *tc = NULL;
   nvfp4_status st = NVFP4_OK;

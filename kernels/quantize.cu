@@ -43,14 +43,13 @@
 ** minimum is the right one in each range).  NaN -> 0x7, sign kept
 ** otherwise (-0 -> 0x8). */
 static __device__ __forceinline__ unsigned e2m1_rn (float y) {
-  float a = fabsf(y);
+  float yc = fminf(y, FLT_MAX);          /* NaN -> +FLT_MAX -> 0x7; +Inf likewise */
+  float a = fabsf(yc);
   float f0 = __fmaf_rn(a, 2.0f, 8388608.0f);
   float f1 = __fadd_rn(a, 8388610.0f);
   float f2 = __fmaf_rn(a, 0.5f, 8388612.0f);
-  float v = fminf(fminf(fminf(f0, f1), f2), 8388615.0f);  /* NaN -> 2^23+7 */
-  unsigned c = __float_as_uint(v) & 7u;
-  unsigned s = (__float_as_uint(y) >> 28) & 8u;
-  return (a == a) ? (c | s) : 7u;
+  float v = fminf(fminf(fminf(f0, f1), f2), 8388615.0f);
+  return (__float_as_uint(v) & 7u) | ((__float_as_uint(yc) >> 28) & 8u);
 }
 
 
@@ -178,8 +177,12 @@ static __device__ uint16_t wide_to_bf16 (uint64_t *acc) {
 }
 
 
-static __device__ __noinline__ void rht_slow (const float *w, int emax, int emin,
-                                              float *out) {
+struct f16 { float v[16]; };
+
+static __device__ __noinline__ f16 rht_slow (f16 in, int emax, int emin) {
+  const float *w = in.v;
+  f16 res;
+  float *out = res.v;
   int r, h, j, k;
   if (emax - emin > 41) {
     for (int c = 0; c < 16; c++) {
@@ -194,7 +197,7 @@ static __device__ __noinline__ void rht_slow (const float *w, int emax, int emin
       }
       out[c] = __uint_as_float((uint32_t)wide_to_bf16(acc) << 16);
     }
-    return;
+    return res;
   }
   double x[16];
   for (r = 0; r < 16; r++) x[r] = w[r];
@@ -208,6 +211,7 @@ static __device__ __noinline__ void rht_slow (const float *w, int emax, int emin
   for (r = 0; r < 16; r++)
     out[r] = x[r] == 0.0 ? 0.0f
            : __uint_as_float((uint32_t)bf16_from_double(__dmul_rn(0.25, x[r])) << 16);
+  return res;
 }
 
 
@@ -221,7 +225,9 @@ static __device__ __forceinline__ void rht16 (float *v, unsigned mask) {
   int emax, emin;
 #pragma unroll
   for (int r = 0; r < 16; r++) {
-    if ((mask >> r) & 1u) v[r] = -v[r];
+    /* a sign flip of the bits, as the host's negation: a NaN keeps its
+    ** payload (the wide path reads it); GPU arithmetic would canonicalize */
+    if ((mask >> r) & 1u) v[r] = __uint_as_float(__float_as_uint(v[r]) ^ 0x80000000u);
     uint32_t u = __float_as_uint(v[r]) & 0x7fffffffu;
     umax = max(umax, u);
     uminm1 = min(uminm1, u - 1u);
@@ -234,9 +240,12 @@ static __device__ __forceinline__ void rht16 (float *v, unsigned mask) {
   emax = max((int)(umax >> 23), 1);
   emin = max((int)((uminm1 + 1u) >> 23), 1);
   if (emax - emin > 12 || emax > 250) {
-    float w[16];
-    for (int r = 0; r < 16; r++) w[r] = v[r];
-    rht_slow(w, emax, emin, v);
+    f16 in, out;
+#pragma unroll
+    for (int r = 0; r < 16; r++) in.v[r] = v[r];
+    out = rht_slow(in, emax, emin);
+#pragma unroll
+    for (int r = 0; r < 16; r++) v[r] = out.v[r];
     return;
   }
 #pragma unroll
@@ -302,8 +311,8 @@ static __device__ __forceinline__ uint2 encode16 (const float *v, float enc,
   for (int i = 0; i < 16; i++) {
     float y = __fmul_rn(v[i], enc);
     unsigned code = SR ? e2m1_sr(y, (w[i >> 2] >> (8 * (i & 3))) & 0xffu) : e2m1_rn(y);
-    if (i < 8) lo |= code << (4 * i);
-    else hi |= code << (4 * (i - 8));
+    if (i < 8) lo += code << (4 * i);        /* disjoint nibbles: + is | */
+    else hi += code << (4 * (i - 8));
   }
   return make_uint2(lo, hi);
 }
@@ -329,7 +338,7 @@ static __device__ float tile_amax (const float (*bam)[4], int r0, int b) {
 
 
 template <typename T, bool SR, bool RHT>
-__global__ void __launch_bounds__(NTHREADS)
+__global__ void __launch_bounds__(NTHREADS, 4)
 quantize_kernel (qparams p) {
   __shared__ float tile[TILE][TILE + 1];
   __shared__ float renc[256], cenc[256];

@@ -7,6 +7,7 @@
 **  - inner of 1, 2, 4, 8 or 16 bytes: a tiled 2-D transpose of [A, B]
 **    elements; a CTA of 32x8 threads moves one 32x32 tile through shared
 **    memory (coalesced reads of in-rows, coalesced writes of out-rows);
+**    2-byte elements with A, B even: 64x64 tiles moved as 4-byte pairs;
 **  - inner >= 64 bytes: one output row (b, a) of `inner` bytes at a time,
 **    CTAs stride over rows and threads over the row's widest vectors
 **    (16/8/4/2/1 bytes, whatever divides inner and both pointers);
@@ -29,6 +30,29 @@ __global__ void transpose_tiled (E *out, const E *in, int64_t A, int64_t B) {
   for (int i = threadIdx.y; i < 32; i += 8) {          /* out rows b, cols a */
     int64_t b = tb + i, a = ta + threadIdx.x;
     if (a < A && b < B) out[b * A + a] = tile[threadIdx.x][i];
+  }
+}
+
+
+/* 2-byte elements, A and B even: a 64x64 tile moved as 4-byte pairs, so
+** every warp reads and writes 128 contiguous bytes per row. */
+__global__ void transpose_pairs16 (uint32_t *out, const uint32_t *in, int64_t A, int64_t B) {
+  __shared__ uint16_t tile[64][66];
+  int64_t tb = (int64_t)blockIdx.x * 64, ta = (int64_t)blockIdx.y * 64;
+  for (int i = threadIdx.y; i < 64; i += 8) {          /* in row a, cols b, b+1 */
+    int64_t a = ta + i, b = tb + 2 * threadIdx.x;
+    if (a < A && b < B) {
+      uint32_t w = in[(a * B + b) / 2];
+      tile[i][2 * threadIdx.x] = (uint16_t)w;
+      tile[i][2 * threadIdx.x + 1] = (uint16_t)(w >> 16);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 64; i += 8) {          /* out row b, cols a, a+1 */
+    int64_t b = tb + i, a = ta + 2 * threadIdx.x;
+    if (a < A && b < B)
+      out[(b * A + a) / 2] = (uint32_t)tile[2 * threadIdx.x][i] |
+                             ((uint32_t)tile[2 * threadIdx.x + 1][i] << 16);
   }
 }
 
@@ -77,6 +101,13 @@ nvfp4_status nvfp4i_cuda_swap_first_dims (nvfp4_ctx *ctx, void *out, const void 
   if (A == 0 || B == 0 || inner == 0) return NVFP4_OK;
   w = widest(inner, out, in);
   if (inner == w && (B + 31) / 32 <= 0x7fffffff && (A + 31) / 32 <= 65535) {
+    if (w == 2 && A % 2 == 0 && B % 2 == 0 && ((uintptr_t)out | (uintptr_t)in) % 4 == 0 &&
+        (A + 63) / 64 <= 65535) {
+      dim3 grid((unsigned)((B + 63) / 64), (unsigned)((A + 63) / 64)), block(32, 8);
+      transpose_pairs16<<<grid, block, 0, s>>>((uint32_t *)out, (const uint32_t *)in, A, B);
+      CU_LAUNCHED(ctx, "transpose_pairs16");
+      return NVFP4_OK;
+    }
     switch (w) {
       case 1: launch_tiled<uint8_t>(out, in, A, B, s); break;
       case 2: launch_tiled<uint16_t>(out, in, A, B, s); break;
