@@ -136,9 +136,10 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   *out = NULL;
   CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));
   if (nbytes != t->data.nbytes || (nbytes > 0 && host == NULL)) {
+    size_t need = t->data.nbytes;
     nvfp4_tensor_destroy(t);
     return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_from_host: %zu bytes given, "
-                       "shape needs %zu", nbytes, t->data.nbytes);
+                       "shape needs %zu", nbytes, need);
   }
   if (nbytes > 0 && (st = ctx->ops->from_host(ctx, t->data.p, host, nbytes)) != NVFP4_OK) {
     nvfp4_tensor_destroy(t);
