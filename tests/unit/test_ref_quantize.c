@@ -1043,6 +1043,8 @@ static void test_random_tensors (void **state) {
     mean += v;
   }
   assert_true(fabs(mean / (double)n - 0.5) < 0.03);
+  nvfp4_tensor_destroy(a);                          /* a is reused as out below */
+  a = NULL;
   assert_err(nvfp4_tensor_randn(ctx, S2(4, 4), NVFP4_U8, 1, &a), NVFP4_EINVAL, "u8");
   assert_null(a);
   assert_err(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_F32, 1, 3.0, 3.0, &a), NVFP4_EINVAL, "[3, 3)");
