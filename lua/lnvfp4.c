@@ -964,7 +964,7 @@ static int mod_clock (lua_State *L) {
 
 
 static int ctx_gc (lua_State *L) {
-  nvfp4_ctx **p = (nvfp4_ctx **)luaL_checkudata(L, 1, NVFP4L_CTX);
+  nvfp4_ctx **p = (nvfp4_ctx **)luaL_checkudata(L, 1, NVFP4L_CTX ".meta");
   nvfp4_ctx_destroy(*p);
   *p = NULL;
   return 0;
@@ -984,7 +984,7 @@ static void openctx (lua_State *L) {
   lua_pop(L, 1);
   p = (nvfp4_ctx **)lua_newuserdatauv(L, sizeof *p, 0);
   *p = NULL;
-  luaL_newmetatable(L, NVFP4L_CTX);
+  luaL_newmetatable(L, NVFP4L_CTX ".meta");   /* not NVFP4L_CTX: that key holds p */
   lua_pushcfunction(L, ctx_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
