@@ -85,6 +85,9 @@ typedef struct nvfp4_shape {
 ** possible here: dims are copied as given, ndim is clamped to 0..8). */
 nvfp4_shape nvfp4_shape_make (int ndim, const int64_t *dims);
 int         nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b);
+/* numel and M saturate at INT64_MAX; tensors and quantizable shapes are
+** limited to NVFP4_MAX_NUMEL elements (EINVAL above: byte counts fit). */
+#define NVFP4_MAX_NUMEL ((int64_t)1 << 60)
 int64_t     nvfp4_shape_numel (nvfp4_shape s);           /* 1 for ndim 0 */
 int64_t     nvfp4_shape_M (nvfp4_shape s);   /* product of leading dims */
 int64_t     nvfp4_shape_K (nvfp4_shape s);   /* last dim */

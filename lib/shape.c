@@ -9,8 +9,16 @@
 #include "nvfp4_int.h"
 
 
+/* Saturating at INT64_MAX: shapes come from users, and a huge one must not
+** overflow (undefined behaviour); the checks reject it with a message. */
 static int64_t roundup (int64_t x, int64_t m) {
-  return (x + m - 1) / m * m;
+  return x > INT64_MAX - (m - 1) ? INT64_MAX : (x + m - 1) / m * m;
+}
+
+
+static int64_t mul_sat (int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
 
@@ -48,7 +56,7 @@ int nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b) {
 int64_t nvfp4_shape_numel (nvfp4_shape s) {
   int64_t n = 1;
   int i;
-  for (i = 0; i < s.ndim; i++) n *= s.dim[i];
+  for (i = 0; i < s.ndim; i++) n = mul_sat(n, s.dim[i]);
   return n;
 }
 
@@ -57,7 +65,7 @@ int64_t nvfp4_shape_numel (nvfp4_shape s) {
 int64_t nvfp4_shape_M (nvfp4_shape s) {
   int64_t m = 1;
   int i;
-  for (i = 0; i < s.ndim - 1; i++) m *= s.dim[i];
+  for (i = 0; i < s.ndim - 1; i++) m = mul_sat(m, s.dim[i]);
   return m;
 }
 
@@ -125,6 +133,10 @@ nvfp4_status nvfp4_shape_check_quantizable (nvfp4_shape x, int rowwise,
       snprintf(msg, n, "shape %s: dim %d is negative", sb, i);
       return NVFP4_EINVAL;
     }
+  if (nvfp4_shape_numel(x) > NVFP4_MAX_NUMEL) {
+    snprintf(msg, n, "shape %s: more than 2^60 elements", sb);
+    return NVFP4_EINVAL;
+  }
   if (nvfp4_shape_K(x) % NVFP4_BLOCK != 0) {
     snprintf(msg, n, "shape %s: last dim K=%lld is not a multiple of %d",
              sb, (long long)nvfp4_shape_K(x), NVFP4_BLOCK);

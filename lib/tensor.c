@@ -58,6 +58,9 @@ static nvfp4_status check_shape (nvfp4_ctx *ctx, nvfp4_shape s, const char *what
   for (i = 0; i < s.ndim; i++)
     FAIL_IF(ctx, s.dim[i] < 0, NVFP4_EINVAL, "%s: shape %s has a negative dim",
             what, nvfp4_shape_format(s, sb, sizeof sb));
+  FAIL_IF(ctx, nvfp4_shape_numel(s) > NVFP4_MAX_NUMEL, NVFP4_EINVAL,
+          "%s: shape %s has more than 2^60 elements", what,
+          nvfp4_shape_format(s, sb, sizeof sb));
   return NVFP4_OK;
 }
 

@@ -467,6 +467,8 @@ static int fill (lua_State *L, int kind) {
     nvfp4L_checkstatus(L, nvfp4_tensor_create(nvfp4L_getctx(L), s, dt, &p->t));
     return 1;
   }
+  luaL_argcheck(L, nvfp4_shape_numel(s) <= NVFP4_MAX_NUMEL, 1,
+                "shape has more than 2^60 elements");   /* n * 4 must not wrap */
   buf = scratch(L, n * nvfp4_dtype_size(dt));
   for (i = 0; i < n; i++)
     setelem(L, buf, dt, i, kind == 1 ? 1.0 : (lua_Number)(dt == NVFP4_U8 ? i % 256 : i), 1);

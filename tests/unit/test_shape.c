@@ -180,6 +180,8 @@ static void test_check_quantizable (void **state) {
   assert_int_equal(nvfp4_shape_check_quantizable(S(1, D(32)), 0, 1, msg, sizeof msg), NVFP4_EINVAL);
   assert_int_equal(nvfp4_shape_check_quantizable(S(0), 1, 0, msg, sizeof msg), NVFP4_EINVAL);
   assert_int_equal(nvfp4_shape_check_quantizable(S(3, D(12), D(1), D(64)), 1, 1, NULL, 0), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_shape_check_quantizable(S(2, D(1) << 40, D(1) << 40), 1, 0, msg, sizeof msg), NVFP4_EINVAL);
+  assert_non_null(strstr(msg, "2^60"));
 }
 
 
@@ -195,6 +197,10 @@ static void test_shape_basics (void **state) {
   assert_int_equal(strlen(buf), 7);          /* truncated, terminated */
   assert_true(nvfp4_shape_equal(x, S(3, D(4096), D(1), D(8192))));
   assert_false(nvfp4_shape_equal(x, S(2, D(4096), D(8192))));
+  /* huge shapes saturate (no overflow), and the scale shapes with them */
+  x = S(2, INT64_MAX, INT64_MAX);
+  assert_true(nvfp4_shape_numel(x) == INT64_MAX && nvfp4_shape_M(S(3, D(1) << 40, D(1) << 40, D(16))) == INT64_MAX);
+  assert_true(nvfp4_rowwise_scale_shape(x).dim[0] == INT64_MAX);
 }
 
 

@@ -102,6 +102,8 @@ static void test_bad_inputs (void **state) {
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(-1, 4), NVFP4_F32, &t), NVFP4_EINVAL);
   assert_null(t);
   assert_non_null(strstr(nvfp4_last_error(ctx), "negative"));
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2((int64_t)1 << 31, (int64_t)1 << 31), NVFP4_F32, &t), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "2^60"));          /* 2^62 * 4 bytes would wrap */
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), NVFP4_FP4, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "dtype"));
   assert_int_equal(nvfp4_tensor_create(NULL, shape2(2, 2), NVFP4_F32, &t), NVFP4_EINVAL);
