@@ -189,6 +189,39 @@ static nvfp4_status issue_gathers (nvfp4_comm *c, const nvfp4_tensor *qx,
 }
 
 
+/* An FP4 tensor carries one amax per direction, so after the gather every
+** shard is decoded with the local amax (TE aliases it).  Shards quantized
+** without amax reduction would be decoded with another rank's global scale,
+** silently: refuse them, with the same error on every rank. */
+static nvfp4_status check_same_amax (nvfp4_comm *c, const nvfp4_tensor *x,
+                                     int row, int col) {
+  float mine[2], stackbuf[2 * 16], *all = stackbuf;
+  nvfp4_status st = NVFP4_OK;
+  int r, d;
+  mine[0] = row ? x->amax[0] : 0.0f;
+  mine[1] = col ? x->amax[1] : 0.0f;
+  if (c->size > 16) {
+    all = (float *)malloc(sizeof mine * (size_t)c->size);
+    FAIL_IF(c->ctx, all == NULL, NVFP4_ENOMEM, "all_gather: cannot allocate "
+            "the amax table for %d ranks", c->size);
+  }
+  st = nvfp4i_comm_all_gather_host(c, mine, sizeof mine, all);
+  for (r = 1; st == NVFP4_OK && r < c->size; r++)
+    for (d = 0; d < 2; d++)
+      if (memcmp(&all[2 * r + d], &all[d], sizeof(float)) != 0) {
+        st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "all_gather: rank %d's %s amax "
+                         "%.9g differs from rank 0's %.9g: NVFP4 shards must share "
+                         "one global scale (quantize them with amax_group, i.e. "
+                         "amax reduction over the group)", r,
+                         d ? "columnwise" : "rowwise", (double)all[2 * r + d],
+                         (double)all[d]);
+        break;
+      }
+  if (all != stackbuf) free(all);
+  return st;
+}
+
+
 /* Everything up to and including the four collectives. */
 static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
                                   const nvfp4_gather_opts *g, nvfp4_status lst,
@@ -228,8 +261,10 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
     CHECK(nvfp4i_comm_agree(c, "all_gather", st));
     qx = q;
   }
-  else
+  else {
+    CHECK(check_same_amax(c, x, p.row, p.col));
     qx = x;
+  }
 
   gs = qx->shape;
   gs.dim[0] *= c->size;

@@ -322,7 +322,10 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** [ru(K,128), ru(size*U,4)]: under ND with odd B it is too narrow, and
 ** nvfp4_tensor_buffer_shape reports that shape.  Both amaxes are the local
 ** tensor's (the group-reduced ones).  Metadata (shape, dtype, usages, rule,
-** RHT/SR/2D) is checked across ranks first, as for the plain collectives. */
+** RHT/SR/2D) is checked across ranks first, as for the plain collectives;
+** FP4 shards whose amaxes differ (quantized without amax_group) are refused
+** with EMISMATCH on every rank, since the gathered tensor has one global
+** scale per direction and TE would decode them silently with the wrong one. */
 typedef struct nvfp4_gather_opts {  /* zero-initialised = defaults */
   const nvfp4_qopts *quant;         /* plain x: how to quantize (required) */
   unsigned rowwise : 1;             /* FP4 x: usages wanted */

@@ -91,6 +91,10 @@ sc.case("recipe option off", {{"off", {"rht", "weight_2d", "grad_sr", "amax_redu
                                {"par", {"row", "column"}}}, function (p)
   p.SP, p.TP, p.B = "on", 2, 3
   if p.off == "rht" then check(p, {input_rht = false, grad_rht = false})
+  elseif p.off == "amax_reduction" and p.par == "column" then
+    -- each rank quantizes its input shard with its own amax; the NVFP4 gather refuses
+    -- shards that do not share one global scale (TE would decode them silently wrong)
+    sc.error("must share one global scale", check, p, {amax_reduction = false})
   else check(p, {[p.off] = p.off == "frozen_weight"}) end
 end)
 

@@ -528,6 +528,32 @@ static void test_mismatch (void) {
 }
 
 
+/* FP4 shards quantized without amax reduction carry different amaxes: the
+** gathered tensor could hold only one, so the gather refuses them on every
+** rank; shards given one amax explicitly gather fine. */
+static void test_amax_disagree (void) {
+  nvfp4_qopts lo = qopts(1, 1, 0, NULL), given = qopts(1, 1, 0, NULL);
+  nvfp4_gather_opts gq = gopts_fp4(1, 1);
+  nvfp4_tensor *x = full_randn(SHAPE3(16, 2, 64), NVFP4_F32, 90 + (uint64_t)mc_rank);
+  nvfp4_tensor *q = quant(x, &lo), *g = NULL;
+  float a0 = -1, a1 = -1;
+  EXPECT_ST(nvfp4_all_gather(world, q, &gq, &g), NVFP4_EMISMATCH);
+  EXPECT(g == NULL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "amax");
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "must share one global scale");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  nvfp4_tensor_destroy(q);
+  given.has_amax = 1;
+  given.amax[0] = given.amax[1] = 8.0f;
+  q = quant(x, &given);
+  EXPECT_OK(nvfp4_all_gather(world, q, &gq, &g));
+  EXPECT_OK(nvfp4_tensor_amax(g, 0, &a0));
+  EXPECT_OK(nvfp4_tensor_amax(g, 1, &a1));
+  EXPECT(a0 == 8.0f && a1 == 8.0f);
+  nvfp4_tensor_destroy(g); nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(x);
+}
+
+
 /* The async handle finishes exactly once, however often waited. */
 static void test_async_idempotent (void) {
   int P = mc_size;
@@ -773,6 +799,7 @@ int main (int argc, char **argv) {
   RUN(test_fallback);
   RUN(test_requantize);
   RUN(test_mismatch);
+  RUN(test_amax_disagree);
   RUN(test_async_idempotent);
   RUN(test_bh01);
   RUN(test_bh02);
