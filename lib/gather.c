@@ -151,12 +151,13 @@ static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
     st = nvfp4i_fail(ctx, NVFP4_EINVAL, "all_gather: the local shard %s is not "
                      "quantizable (M=%lld, K=%lld: both must be multiples of %d), "
                      "so it was gathered in high precision, but the gathered %s "
-                     "is not quantizable either (M=%lld)",
+                     "is not quantizable either (M=%lld, K=%lld)",
                      nvfp4_shape_format(src->shape, a, sizeof a),
                      (long long)nvfp4_shape_M(src->shape),
                      (long long)nvfp4_shape_K(src->shape), NVFP4_BLOCK,
                      nvfp4_shape_format(full->shape, b, sizeof b),
-                     (long long)nvfp4_shape_M(full->shape));
+                     (long long)nvfp4_shape_M(full->shape),
+                     (long long)nvfp4_shape_K(full->shape));
     nvfp4_tensor_destroy(full);
     return st;
   }
