@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <cblas.h>
 #include "nvfp4_int.h"
 #include "comm_int.h"
@@ -211,6 +212,54 @@ fail:
 }
 
 
+/* ---- OpenBLAS core selection -------------------------------------------- */
+
+/* OpenBLAS builds with DYNAMIC_ARCH pick their kernels from the CPU model at
+** load time; before 0.3.25 an Intel model they do not know (Sapphire/Emerald
+** Rapids, family 6 model 0x8F/0xCF, as on the CI machines) falls back to
+** "Prescott", the SSE3 kernels, 5-7x slower than the AVX-512 ones
+** (OpenMathLib/OpenBLAS#4267).  OPENBLAS_CORETYPE is OpenBLAS's own knob for
+** this, but it is read before main().  So, once, before our first GEMM: if
+** OpenBLAS reports Prescott, OPENBLAS_CORETYPE is unset and the CPU has
+** AVX-512 (or AVX2+FMA), we set it to the matching core and re-run
+** OpenBLAS's dynamic init, then unset it again.  These are weak references:
+** with another BLAS (or a build without DYNAMIC_ARCH) nothing happens.  Set
+** OPENBLAS_CORETYPE (even to Prescott) to keep OpenBLAS's own choice.  The
+** kernels change only the order of the fp32/fp64 accumulation. */
+extern char *openblas_get_corename (void) __attribute__((weak));
+extern void gotoblas_dynamic_init (void) __attribute__((weak));
+extern void gotoblas_dynamic_quit (void) __attribute__((weak));
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_pick_core (void) {
+  const char *want = NULL, *core;
+  if (openblas_get_corename == NULL || gotoblas_dynamic_init == NULL ||
+      gotoblas_dynamic_quit == NULL || getenv("OPENBLAS_CORETYPE") != NULL)
+    return;
+  core = openblas_get_corename();
+  if (core == NULL || strcmp(core, "Prescott") != 0) return;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512cd"))
+    want = __builtin_cpu_supports("avx512bf16") ? "Cooperlake" : "SkylakeX";
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    want = "Haswell";
+#endif
+  if (want == NULL || setenv("OPENBLAS_CORETYPE", want, 0) != 0) return;
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+
+static void blas_init (void) {
+  pthread_once(&blas_once, blas_pick_core);
+}
+
+
 /* ---- the CPU backend's GEMM -------------------------------------------- */
 
 /* codes * E4M3 scale into fp32, exactly; dst [rows, cols] row-major. */
@@ -274,6 +323,7 @@ nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
   nvfp4_status st = NVFP4_ENOMEM;
   int64_t i, j;
   if (P == 0 || Q == 0) return NVFP4_OK;
+  blas_init();
   if (d->dtype == NVFP4_F32) C = (float *)d->data.p;
   else if ((C = (float *)malloc((size_t)P * (size_t)Q * sizeof *C)) == NULL) goto fail;
   if (R == 0)
@@ -387,6 +437,7 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
     nvfp4i_fail(ctx, st, "gemm_ref64: out of host memory");
     goto done;
   }
+  blas_init();
   if (P > 0 && Q > 0 && R > 0)
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Q, (int)P, (int)R,
                 1.0, B, (int)R, A, (int)R, 0.0, C, (int)P);
