@@ -360,7 +360,8 @@ static nvfp4_status host_f64 (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
                               const nvfp4i_gemm_operand *op, float amax,
                               double **out) {
   size_t n = (size_t)op->rows * (size_t)op->cols, i;
-  int64_t r, c;
+  int64_t r, c, r0, c0;
+  float e4[256];
   double *m = (double *)malloc((n ? n : 1) * sizeof *m);
   nvfp4_status st = NVFP4_ENOMEM;
   uint8_t *raw = NULL, *sc = NULL;
@@ -377,26 +378,32 @@ static nvfp4_status host_f64 (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
                                         : NVFP4_COLUMNWISE_DATA, raw, db->nbytes), st, done);
     CHECK_GOTO(nvfp4_tensor_buffer_read(t, u == NVFP4_ROWWISE ? NVFP4_ROWWISE_SCALE
                                         : NVFP4_COLUMNWISE_SCALE, sc, sb->nbytes), st, done);
-    for (r = 0; r < op->rows; r++)
-      for (c = 0; c < op->cols; c++) {
-        uint8_t byte = raw[r * (op->cols / 2) + c / 2];
-        double q = e2m1_value[(c & 1) ? byte >> 4 : byte & 0xF];
-        m[r * op->cols + c] = q * (double)e4m3_value(sc[r * op->scale_ld + c / NVFP4_BLOCK]) * g;
+    for (i = 0; i < 256; i++) e4[i] = e4m3_value((uint8_t)i);
+    for (r = 0; r < op->rows; r++) {
+      const uint8_t *row = raw + r * (op->cols / 2);
+      double *o = m + r * op->cols;
+      for (c = 0; c < op->cols; c += 2) {   /* q * scale * g, left to right */
+        double s = (double)e4[sc[r * op->scale_ld + c / NVFP4_BLOCK]];
+        o[c] = (double)e2m1_value[row[c / 2] & 0xF] * s * g;
+        o[c + 1] = (double)e2m1_value[row[c / 2] >> 4] * s * g;
       }
+    }
   }
   else {
     size_t es = nvfp4_dtype_size(t->dtype);
     raw = (uint8_t *)malloc(n * es + 1);
     if (raw == NULL) goto done;
     CHECK_GOTO(nvfp4_tensor_to_host(t, raw, n * es), st, done);
-    for (i = 0; i < n; i++) {
-      double v = t->dtype == NVFP4_F32 ? ((float *)raw)[i]
-                 : nvfp4i_bf16_to_f32(((uint16_t *)raw)[i]);
-      if (op->trans)      /* stored [cols, rows] */
-        m[(i % (size_t)op->rows) * (size_t)op->cols + i / (size_t)op->rows] = v;
-      else
-        m[i] = v;
-    }
+    /* a transposed operand is stored [cols, rows]: element (r, c) at
+    ** c*rows + r; 64x64 tiles keep both sides in cache */
+    for (r0 = 0; r0 < op->rows; r0 += 64)
+      for (c0 = 0; c0 < op->cols; c0 += 64)
+        for (r = r0; r < op->rows && r < r0 + 64; r++)
+          for (c = c0; c < op->cols && c < c0 + 64; c++) {
+            size_t k = op->trans ? (size_t)(c * op->rows + r) : (size_t)(r * op->cols + c);
+            m[r * op->cols + c] = t->dtype == NVFP4_F32 ? ((float *)raw)[k]
+                                  : nvfp4i_bf16_to_f32(((uint16_t *)raw)[k]);
+          }
   }
   st = NVFP4_OK;
 done:

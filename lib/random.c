@@ -56,6 +56,7 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
   void *host;
   int64_t n, i;
   uint32_t w[4];
+  double r = 0.0;
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "%s: out is NULL", what);
   *out = NULL;
@@ -77,9 +78,9 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
                                   normal ? STREAM_NORMAL : STREAM_UNIFORM, w);
     if (normal) {
       int p = (int)((i >> 1) & 1);
-      double u1 = ((double)w[2 * p] + 1.0) * 0x1p-32;
       double u2 = (double)w[2 * p + 1] * 0x1p-32;
-      double r = sqrt(-2.0 * log(u1));
+      if ((i & 1) == 0)   /* the pair's radius, once (i starts even) */
+        r = sqrt(-2.0 * log(((double)w[2 * p] + 1.0) * 0x1p-32));
       store(host, dt, i, (i & 1) ? r * sin(2.0 * M_PI * u2) : r * cos(2.0 * M_PI * u2));
     }
     else

@@ -8,7 +8,8 @@
 #include "ref_codec.h"
 
 
-uint16_t nvfp4i_bf16_from_double (double d) {
+/* The general case: frexp/ldexp/nearbyint, every class of input. */
+static uint16_t bf16_from_double_slow (double d) {
   uint16_t sign = signbit(d) ? 0x8000u : 0u;
   double a = fabs(d), r;
   int ex, qe;
@@ -21,6 +22,25 @@ uint16_t nvfp4i_bf16_from_double (double d) {
   r = ldexp(nearbyint(ldexp(a, -qe)), qe);  /* RNE, exact scalings */
   if (r >= 0x1p128) return (uint16_t)(sign | 0x7f80u);
   return (uint16_t)(sign | (nvfp4i_f32_bits((float)r) >> 16));
+}
+
+
+/* Fast path for |d| in the bf16 normal range [2^-126, 2^128): RNE of the
+** 52-bit double significand to 7 bits on the bit pattern (a carry out of
+** the significand bumps the exponent, 2^128 becomes Inf), then rebias the
+** exponent 1023 -> 127.  Zeros, subnormal results, Inf and NaN take the
+** general path; both give the same bits. */
+uint16_t nvfp4i_bf16_from_double (double d) {
+  uint64_t u, a, r;
+  int e;
+  memcpy(&u, &d, sizeof u);
+  a = u & 0x7fffffffffffffffull;
+  e = (int)(a >> 52);
+  if (e < 1023 - 126 || e > 1023 + 127) return bf16_from_double_slow(d);
+  r = (a + 0x00000fffffffffffull + ((a >> 45) & 1u)) >> 45;  /* exp | 7 bits */
+  e = (int)(r >> 7) - 1023 + 127;
+  if (e >= 255) return (uint16_t)(((u >> 48) & 0x8000u) | 0x7f80u);
+  return (uint16_t)(((u >> 48) & 0x8000u) | ((unsigned)e << 7) | (unsigned)(r & 0x7fu));
 }
 
 
