@@ -101,6 +101,10 @@ static void bench_quant (int64_t M, int64_t K) {
       for (i = 0; i < iters; i++) OK(ctx->ops->amax(ctx, x, 0, 0, amax));
       t = (now() - t) / iters;
       report("amax pass (incl. 8-byte readback)", 2 * n, t, bw);
+      t = now();
+      for (i = 0; i < iters; i++) OK(ctx->ops->amax(ctx, x, 1, NVFP4_RHT_SIGNS, amax));
+      t = (now() - t) / iters;
+      report("amax pass + RHT amax (reads x twice)", 4 * n, t, bw);
       /* dequantize (kernel) */
       OK(nvfp4i_tensor_alloc_plain(ctx, s, NVFP4_BF16, &d));
       OK(ctx->ops->dequantize(ctx, q, d));

@@ -9,6 +9,7 @@
 **   out_i = OType_rn(fl(value(code_i) * fl(fl(sf32 * amax) * fl(1/2688))))
 */
 #include <stdint.h>
+#include <cuda_bf16.h>
 #include "config.h"
 #include "cuda_int.h"
 #include "ref_codec.h"
@@ -68,12 +69,36 @@ __global__ void dequant_kernel (const uint8_t *data, const uint8_t *scale, int64
     float fs = mul86(mul86(e4m3_val(scale[m * sld + kb]), amax), 1.0f / 2688.0f);
     uint2 d = ((const uint2 *)data)[b];
     float v[16];
+    if (fabsf(fs) < INFINITY) {
+      /* finite factor (the usual case): no product is NaN, so the plain
+      ** product is mul86's; values (m + 252) << 22 for codes m >= 2 */
 #pragma unroll
-    for (int i = 0; i < 16; i++) {
-      unsigned c = ((i < 8 ? d.x : d.y) >> (4 * (i & 7))) & 0xfu;
-      v[i] = mul86(e2m1_val(c), fs);
+      for (int i = 0; i < 16; i++) {
+        unsigned c = ((i < 8 ? d.x : d.y) >> (4 * (i & 7))) & 0xfu, m = c & 7u;
+        uint32_t u = m >= 2u ? (m + 252u) << 22 : (m ? 0x3f000000u : 0u);
+        v[i] = __fmul_rn(__uint_as_float(u | ((c & 8u) << 28)), fs);
+      }
     }
-    if (BF16) {
+    else {
+#pragma unroll
+      for (int i = 0; i < 16; i++) {
+        unsigned c = ((i < 8 ? d.x : d.y) >> (4 * (i & 7))) & 0xfu;
+        v[i] = mul86(e2m1_val(c), fs);
+      }
+    }
+    if (BF16 && fabsf(fs) < INFINITY) {
+      /* finite factor: the products are not NaN, cvt.rn.bf16x2 is the RNE */
+      uint4 *o = (uint4 *)((uint16_t *)out + b * 16);
+      uint32_t w[8];
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        __nv_bfloat162 h2 = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+        w[i] = *(uint32_t *)&h2;
+      }
+      o[0] = make_uint4(w[0], w[1], w[2], w[3]);
+      o[1] = make_uint4(w[4], w[5], w[6], w[7]);
+    }
+    else if (BF16) {
       uint4 *o = (uint4 *)((uint16_t *)out + b * 16);
       uint32_t w[8];
 #pragma unroll

@@ -25,7 +25,9 @@
 */
 #include <float.h>
 #include <stdint.h>
+#include <string.h>
 #include <cuda_fp8.h>
+#include <cuda_bf16.h>
 #include "config.h"
 #include "cuda_int.h"
 #include "ref_codec.h"
@@ -240,6 +242,34 @@ static __device__ __forceinline__ void rht16 (float *v, unsigned mask) {
   emax = max((int)(umax >> 23), 1);
   emin = max((int)((uminm1 + 1u) >> 23), 1);
   if (emax - emin > 12 || emax > 250) {
+    if (emax - emin <= 41 && emax <= 250) {
+      /* the reference's fp64 butterfly (exact: at most 53 bits), then one
+      ** rounding to bf16: round to odd into fp32 (cvt.rz plus a sticky lsb,
+      ** 24 >= 8 + 2 bits) and RNE to bf16 equals RNE of the double; no
+      ** overflow below 2^126.  An exactly zero sum gives +0. */
+      double x[16];
+#pragma unroll
+      for (int r = 0; r < 16; r++) x[r] = (double)v[r];
+#pragma unroll
+      for (int hh = 1; hh < 16; hh <<= 1)
+#pragma unroll
+        for (int jj = 0; jj < 16; jj += 2 * hh)
+#pragma unroll
+          for (int k = jj; k < jj + hh; k++) {
+            double a = x[k], b = x[k + hh];
+            x[k] = __dadd_rn(a, b);
+            x[k + hh] = __dsub_rn(a, b);
+          }
+#pragma unroll
+      for (int r = 0; r < 16; r++) {
+        double d = __dmul_rn(0.25, x[r]);
+        float f = __double2float_rz(d);
+        if ((double)f != d) f = __uint_as_float(__float_as_uint(f) | 1u);
+        if (d == 0.0) f = 0.0f;
+        v[r] = __uint_as_float((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(f)) << 16);
+      }
+      return;
+    }
     f16 in, out;
 #pragma unroll
     for (int r = 0; r < 16; r++) in.v[r] = v[r];
@@ -399,6 +429,331 @@ quantize_kernel (qparams p) {
 }
 
 
+static __device__ __forceinline__ void block_max_to (float a, float *dst) {
+  __shared__ float red[32];
+  for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = a;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    a = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+    if (threadIdx.x == 0 && a > 0.0f) atomicMax((unsigned *)dst, __float_as_uint(a));
+  }
+}
+
+
+/* ---- fast path: BF16, M % 64 == 0, K % 128 == 0, 1D blocks ------------------
+**
+** Persistent CTAs of 256 threads walk 64x128 tiles (row-major over
+** [M/64, K/128]).  Per tile: 4 coalesced 16-byte loads per thread (the next
+** tile's are issued before this tile is encoded), the raw bf16 tile goes to
+** shared memory (16 KB, rows of 64 words, word index XOR 8*(row/16 % 4) so
+** that both the 16-byte row stores and the column reads are free of bank
+** conflicts).  Rowwise: thread t owns 8 elements (half of a block) of rows
+** 16i + t/16, chunk t%16; the pair t, t^1 joins its amax by a shuffle and
+** writes 4 bytes each (a warp writes 2 x 128 contiguous bytes).  Columnwise:
+** lane = 4*pair + j: the thread reads 16 words (2 adjacent columns, rows
+** 16j..16j+15) and writes 8 bytes per column; the 4 lanes j = 0..3 of a
+** column write its 32 contiguous bytes.  The enc tables are built once per
+** CTA.  AMAX_ONLY: the same column path, RHT'd, reduced to max|.| (the RHT
+** amax pass).
+**
+** Element encode, RN (= nvfp4i_e2m1_encode, see e2m1_rn): y = fl(v*enc) is
+** a GPU product, so a NaN y is the canonical positive NaN: fminf drops it,
+** the clamp gives 7 and the sign bit is 0 -- no NaN guard needed.
+** SR (= nvfp4i_e2m1_encode_sr): with u = r/256 the rule rounds up iff
+** frac(|y|/step) + u >= 1, i.e. the value is step * floor(|y|/step + u), and
+** as for RN the code is min(floor(2a + u), 2 + floor(a + u),
+** 4 + floor(a/2 + u), 7) (each term is right in its binade and too large
+** elsewhere).  floor(2a + u) = floor((512a + r) / 256) is computed exactly
+** by two round-down operations: fma_rd(a, 512, 2^23 + r) = 2^23 +
+** floor(512a + r) (or a coarser floor, grids nest), then adding
+** 2^31 - 2^23 rounding down to the 256-grid of [2^31, 2^32) leaves
+** 2^31 + 256 * floor((512a + r) / 256): the code is the low bits. */
+
+#define FM 64
+#define FK 128
+
+static __device__ __forceinline__ unsigned e2m1_rn_fast (float y) {
+  float a = fabsf(y);
+  float f0 = __fmaf_rn(a, 2.0f, 8388608.0f);
+  float f1 = __fadd_rn(a, 8388610.0f);
+  float f2 = __fmaf_rn(a, 0.5f, 8388612.0f);
+  float v = fminf(fminf(fminf(f0, f1), f2), 8388615.0f);
+  return (__float_as_uint(v) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
+}
+
+
+/* rb: 0x4B000000 | r as a float (2^23 + r, r the random byte). */
+static __device__ __forceinline__ unsigned e2m1_sr_fast (float y, float rb) {
+  float a = fabsf(y);
+  float g0 = __fadd_rd(__fmaf_rd(a, 512.0f, rb), 2139095040.0f);          /* 2^31 - 2^23 */
+  float g1 = __fadd_rd(__fmaf_rd(a, 256.0f, rb), 2139095040.0f + 512.0f);
+  float g2 = __fadd_rd(__fmaf_rd(a, 128.0f, rb), 2139095040.0f + 1024.0f);
+  float v = fminf(fminf(fminf(g0, g1), g2), 2147483648.0f + 1792.0f);
+  return (__float_as_uint(v) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
+}
+
+
+/* n codes of v[0..n) * enc packed low nibble first; SR bytes from words w
+** (byte i of the 8 / 16 -> word i/4, byte i%4). */
+template <bool SR, int N>
+static __device__ __forceinline__ void enc_n (const float *v, float enc,
+                                              const uint32_t *w, uint32_t *out) {
+#pragma unroll
+  for (int h = 0; h < N / 8; h++) {
+    uint32_t acc = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      int e = 8 * h + i;
+      float y = __fmul_rn(v[e], enc);
+      unsigned c;
+      if (SR) c = e2m1_sr_fast(y, __uint_as_float(__byte_perm(w[e >> 2], 0x4B000000u,
+                                                             0x7540u + (e & 3))));
+      else c = e2m1_rn_fast(y);
+      acc |= c << (4 * i);
+    }
+    out[h] = acc;
+  }
+}
+
+
+static __device__ __forceinline__ void unpack8 (uint4 q, float *v) {
+  uint32_t ws[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    v[2 * j] = __uint_as_float(ws[j] << 16);
+    v[2 * j + 1] = __uint_as_float(ws[j] & 0xffff0000u);
+  }
+}
+
+
+/* rht16 with the fast path's rounding by the hardware conversion: when the
+** butterfly is exact (see rht16) y = fl(0.25*s) is finite, fma(., 0.25, +0)
+** turns -0 into +0 as the reference, cvt.rn.bf16 rounds once. */
+static __device__ __forceinline__ void rht16_fast (float *v, unsigned mask) {
+  uint32_t umax = 0, uminm1 = 0xffffffffu;
+  int emax, emin;
+#pragma unroll
+  for (int r = 0; r < 16; r++) {
+    if ((mask >> r) & 1u) v[r] = __uint_as_float(__float_as_uint(v[r]) ^ 0x80000000u);
+    uint32_t u = __float_as_uint(v[r]) & 0x7fffffffu;
+    umax = max(umax, u);
+    uminm1 = min(uminm1, u - 1u);
+  }
+  emax = max((int)(umax >> 23), 1);
+  emin = max((int)((uminm1 + 1u) >> 23), 1);
+  if (umax == 0 || emax - emin > 12 || emax > 250) {
+    /* rare: the reference's own paths (signs already applied) */
+    if (umax == 0) {
+#pragma unroll
+      for (int r = 0; r < 16; r++) v[r] = 0.0f;
+      return;
+    }
+    if (emax - emin <= 41 && emax <= 250) {
+      /* the reference's fp64 butterfly (exact: at most 53 bits), then one
+      ** rounding to bf16: round to odd into fp32 (cvt.rz plus a sticky lsb,
+      ** 24 >= 8 + 2 bits) and RNE to bf16 equals RNE of the double; no
+      ** overflow below 2^126.  An exactly zero sum gives +0. */
+      double x[16];
+#pragma unroll
+      for (int r = 0; r < 16; r++) x[r] = (double)v[r];
+#pragma unroll
+      for (int hh = 1; hh < 16; hh <<= 1)
+#pragma unroll
+        for (int jj = 0; jj < 16; jj += 2 * hh)
+#pragma unroll
+          for (int k = jj; k < jj + hh; k++) {
+            double a = x[k], b = x[k + hh];
+            x[k] = __dadd_rn(a, b);
+            x[k + hh] = __dsub_rn(a, b);
+          }
+#pragma unroll
+      for (int r = 0; r < 16; r++) {
+        double d = __dmul_rn(0.25, x[r]);
+        float f = __double2float_rz(d);
+        if ((double)f != d) f = __uint_as_float(__float_as_uint(f) | 1u);
+        if (d == 0.0) f = 0.0f;
+        v[r] = __uint_as_float((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(f)) << 16);
+      }
+      return;
+    }
+    f16 in, out;
+#pragma unroll
+    for (int r = 0; r < 16; r++) in.v[r] = v[r];
+    out = rht_slow(in, emax, emin);
+#pragma unroll
+    for (int r = 0; r < 16; r++) v[r] = out.v[r];
+    return;
+  }
+#pragma unroll
+  for (int h = 1; h < 16; h <<= 1)
+#pragma unroll
+    for (int j = 0; j < 16; j += 2 * h)
+#pragma unroll
+      for (int k = j; k < j + h; k++) {
+        float a = v[k], b = v[k + h];
+        v[k] = __fadd_rn(a, b);
+        v[k + h] = __fsub_rn(a, b);
+      }
+#pragma unroll
+  for (int r = 0; r < 16; r += 2) {
+    float y0 = __fmaf_rn(v[r], 0.25f, 0.0f), y1 = __fmaf_rn(v[r + 1], 0.25f, 0.0f);
+    __nv_bfloat162 b = __floats2bfloat162_rn(y0, y1);
+    uint32_t u = *(uint32_t *)&b;
+    v[r] = __uint_as_float(u << 16);
+    v[r + 1] = __uint_as_float(u & 0xffff0000u);
+  }
+}
+
+
+template <bool SR, bool RHT, bool AMAX_ONLY>
+__global__ void __launch_bounds__(256, 2)
+qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
+  __shared__ __align__(16) uint32_t sh[FM * 64];
+  __shared__ float renc[256], cenc[256];
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const uint32_t K = (uint32_t)p.K;
+  const int ch = t & 15, rr = t >> 4, h = ch & 1;
+  const int j = lane & 3, pc = warp * 8 + (lane >> 2);
+  float cmax = 0.0f;
+  uint4 cur[4];
+  unsigned tile = blockIdx.x;
+
+  if (!AMAX_ONLY) {
+    if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
+    if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
+  }
+  if (tile < ntiles) {
+    const uint4 *src = (const uint4 *)((const uint16_t *)p.x +
+                       ((size_t)(tile / ntk) * FM * K + (size_t)(tile % ntk) * FK));
+#pragma unroll
+    for (int i = 0; i < 4; i++) cur[i] = __ldcs(src + ((i * 16 + rr) * K) / 8 + ch);
+  }
+  for (; tile < ntiles; tile += gridDim.x) {
+    const uint32_t m0 = (tile / ntk) * FM, k0 = (tile % ntk) * FK;
+    const unsigned nt = tile + gridDim.x;
+    uint4 nxt[4];
+    __syncthreads();                 /* last tile's column reads are done */
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+      *(uint4 *)&sh[(i * 16 + rr) * 64 + ((4 * ch) ^ (i << 3))] = cur[i];
+    if (nt < ntiles) {
+      const uint4 *src = (const uint4 *)((const uint16_t *)p.x +
+                         ((size_t)(nt / ntk) * FM * K + (size_t)(nt % ntk) * FK));
+#pragma unroll
+      for (int i = 0; i < 4; i++) nxt[i] = __ldcs(src + ((i * 16 + rr) * K) / 8 + ch);
+    }
+
+    if (!AMAX_ONLY && p.row) {
+      uint32_t W[2][4], E[2][2];
+      if (SR) {
+        /* one Philox call per block: this lane does the blocks of loads
+        ** 2ii + h, its partner the others; each sends the partner's half */
+#pragma unroll
+        for (int ii = 0; ii < 2; ii++) {
+          uint64_t m = m0 + (2 * ii + h) * 16 + rr;
+          uint64_t blk = p.offset + m * (K / 16) + k0 / 16 + (ch >> 1);
+          uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_ROWWISE, 0u};
+          nvfp4i_philox4x32_10(c, p.seed, W[ii]);
+          uint32_t s0 = h ? W[ii][0] : W[ii][2], s1 = h ? W[ii][1] : W[ii][3];
+          E[ii][0] = __shfl_xor_sync(0xffffffffu, s0, 1);
+          E[ii][1] = __shfl_xor_sync(0xffffffffu, s1, 1);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        float v[8];
+        unpack8(cur[i], v);
+        float a = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) a = fmaxf(a, fabsf(v[e]));
+        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+        unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
+        uint32_t wr[2] = {0u, 0u}, out;
+        if (SR) {
+          const int ii = i >> 1;
+          if ((i & 1) == h) { wr[0] = h ? W[ii][2] : W[ii][0]; wr[1] = h ? W[ii][3] : W[ii][1]; }
+          else { wr[0] = E[ii][0]; wr[1] = E[ii][1]; }
+        }
+        enc_n<SR, 8>(v, renc[sf], wr, &out);
+        const uint32_t m = m0 + i * 16 + rr;
+        *(uint32_t *)(p.rdata + (size_t)m * (K / 2) + k0 / 2 + ch * 4) = out;
+        if (!h) p.rscale[(size_t)m * p.rsld + k0 / 16 + (ch >> 1)] = (uint8_t)sf;
+      }
+    }
+    __syncthreads();
+
+    if (AMAX_ONLY || p.col) {
+      uint32_t wd[16];
+      const uint32_t mb = m0 / 16 + j, M = (uint32_t)p.M;
+#pragma unroll
+      for (int r = 0; r < 16; r++) wd[r] = sh[(16 * j + r) * 64 + (pc ^ (j << 3))];
+#pragma unroll
+      for (int cc = 0; cc < 2; cc++) {       /* columns k0 + 2pc (low halves), +1 */
+        float v[16], a = 0.0f;
+#pragma unroll
+        for (int r = 0; r < 16; r++)
+          v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
+        if (RHT) rht16_fast(v, p.mask);
+#pragma unroll
+        for (int r = 0; r < 16; r++) a = fmaxf(a, fabsf(v[r]));
+        if (AMAX_ONLY) cmax = fmaxf(cmax, a);
+        else {
+          const uint32_t k = k0 + 2 * pc + cc;
+          unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+          uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
+          if (SR) {
+            uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
+            uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
+            nvfp4i_philox4x32_10(c, p.seed, wr);
+          }
+          enc_n<SR, 16>(v, cenc[sf], wr, out);
+          *(uint2 *)(p.cdata + (size_t)k * (M / 2) + mb * 8) = make_uint2(out[0], out[1]);
+          p.cscale[(size_t)k * p.csld + mb] = (uint8_t)sf;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) cur[i] = nxt[i];
+  }
+  if (AMAX_ONLY) block_max_to(cmax, amax_dst);
+}
+
+
+static int sm_count (void) {
+  static int n = 0;
+  if (n == 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+      n = 132;
+  }
+  return n;
+}
+
+
+/* The fast path applies: bf16, whole 64x128 tiles, 1D, sizes in 32 bits. */
+static bool fast_ok (const nvfp4_tensor *x, int64_t M, int64_t K, int two_d) {
+  return x->dtype == NVFP4_BF16 && !two_d && M % FM == 0 && K % FK == 0 &&
+         K < (1 << 24) && M < (1ll << 31) && (M / FM) * (K / FK) < (1ll << 31);
+}
+
+
+template <bool SR, bool RHT, bool AMAX_ONLY>
+static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
+  static int occ = 0;
+  unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FM) * ntk, grid;
+  if (occ == 0 &&
+      (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY>,
+                                                     256, 0) != cudaSuccess || occ < 1))
+    occ = 1;
+  grid = (unsigned)(sm_count() * occ);
+  if (grid > ntiles) grid = ntiles;
+  qfast_kernel<SR, RHT, AMAX_ONLY><<<grid, 256, 0, s>>>(p, ntiles, ntk, dst);
+}
+
+
 template <typename T, bool SR>
 static void launch_q (const qparams &p, bool rht, unsigned grid, cudaStream_t s) {
   if (rht) quantize_kernel<T, SR, true><<<grid, NTHREADS, 0, s>>>(p);
@@ -427,7 +782,17 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   p.cm = gc.m; p.csdec = gc.s_dec;
   p.mask = o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS;
   p.seed = o->sr_seed; p.offset = o->sr_offset;
-  if (x->dtype == NVFP4_BF16) {
+  if (fast_ok(x, M, K, o->two_d)) {
+    if (o->sr) {
+      if (o->rht) launch_fast<true, true, false>(p, NULL, s);
+      else launch_fast<true, false, false>(p, NULL, s);
+    }
+    else {
+      if (o->rht) launch_fast<false, true, false>(p, NULL, s);
+      else launch_fast<false, false, false>(p, NULL, s);
+    }
+  }
+  else if (x->dtype == NVFP4_BF16) {
     if (o->sr) launch_q<uint16_t, true>(p, o->rht, (unsigned)tiles, s);
     else launch_q<uint16_t, false>(p, o->rht, (unsigned)tiles, s);
   }
@@ -441,19 +806,6 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 
 
 /* ---- amax ---------------------------------------------------------------- */
-
-static __device__ __forceinline__ void block_max_to (float a, float *dst) {
-  __shared__ float red[32];
-  for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = a;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    a = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-    if (threadIdx.x == 0 && a > 0.0f) atomicMax((unsigned *)dst, __float_as_uint(a));
-  }
-}
-
 
 /* n16 groups of 16 elements (the tensor's numel is a multiple of 16). */
 template <typename T>
@@ -520,7 +872,13 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
     const uint16_t *p = (const uint16_t *)x->data.p;
     if (n16 > 0) amax_kernel<uint16_t><<<grid_for(n16, 256), 256, 0, s>>>(p, n16, c->amax_dev);
     if (n % 16) amax_tail_kernel<uint16_t><<<1, 256, 0, s>>>(p, n16 * 16, n, c->amax_dev);
-    if (rht && M % 16 == 0)
+    if (rht && fast_ok(x, M, K, 0)) {
+      qparams p;
+      memset(&p, 0, sizeof p);
+      p.x = x->data.p; p.M = M; p.K = K; p.mask = sign_mask;
+      launch_fast<false, true, true>(p, c->amax_dev + 1, s);
+    }
+    else if (rht && M % 16 == 0)
       amax_rht_kernel<<<grid_for((M / 16) * K, 128), 128, 0, s>>>(p, M, K, sign_mask,
                                                                  c->amax_dev + 1);
   }

@@ -217,7 +217,9 @@ int main (void) {
   static const int64_t shapes[][4] = {
     {2, 16, 16}, {2, 16, 32}, {2, 32, 16}, {2, 64, 64}, {2, 128, 128}, {2, 96, 80},
     {2, 200, 48}, {2, 256, 272}, {3, 8, 16, 64}, {3, 4, 1, 160}, {3, 48, 1, 256},
-    {2, 1, 16}, {2, 3, 48}, {2, 37, 112}, {2, 1040, 96}
+    {2, 1, 16}, {2, 3, 48}, {2, 37, 112}, {2, 1040, 96},
+    /* whole 64x128 tiles: the bf16 fast path of kernels/quantize.cu */
+    {2, 192, 384}, {3, 2, 64, 256}
   };
   static const int64_t sw1[] = {4, 64, 1280}, sw2[] = {48, 8, 128, 16}, sw3[] = {229, 173},
                        sw4[] = {113, 71, 1, 1, 1, 29, 1, 1}, sw5[] = {2, 3, 5, 7},
@@ -259,9 +261,11 @@ int main (void) {
         for (d = 0; d < 2; d++)
           one_case(s, d ? NVFP4_F32 : NVFP4_BF16, f, &opts[oi]);
   }
-  {   /* one larger tensor, many tiles */
-    int64_t big[] = {1024, 2048};
+  {   /* larger tensors, many tiles; the second has more 64x128 tiles than
+      ** the fast path's persistent grid, so CTAs loop */
+    int64_t big[] = {1024, 2048}, big2[] = {2048, 4096};
     for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big), NVFP4_BF16, F_RANDN, &opts[oi]);
+    for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big2), NVFP4_BF16, F_WIDE, &opts[oi]);
   }
   for (d = 0; d < 3; d++) {
     nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
