@@ -27,6 +27,9 @@
 */
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include "ref_quantize.h"
 #include "ref_codec.h"
 #include "philox.h"
@@ -34,21 +37,41 @@
 
 /* Row r of x (F32 or BF16) as K floats (exact). */
 static void load_row (const nvfp4_tensor *x, int64_t r, int64_t K, float *dst) {
-  int64_t k;
+  int64_t k = 0;
   if (x->dtype == NVFP4_F32)
     memcpy(dst, (const float *)x->data.p + r * K, (size_t)K * sizeof(float));
   else {
     const uint16_t *s = (const uint16_t *)x->data.p + r * K;
-    for (k = 0; k < K; k++) dst[k] = nvfp4i_bf16_to_f32(s[k]);
+#ifdef __SSE2__
+    for (; k + 8 <= K; k += 8) {          /* bf16 bits << 16, 8 at a time */
+      __m128i h = _mm_loadu_si128((const __m128i *)(s + k)), z = _mm_setzero_si128();
+      _mm_storeu_si128((__m128i *)(dst + k), _mm_unpacklo_epi16(z, h));
+      _mm_storeu_si128((__m128i *)(dst + k + 4), _mm_unpackhi_epi16(z, h));
+    }
+#endif
+    for (; k < K; k++) dst[k] = nvfp4i_bf16_to_f32(s[k]);
   }
 }
 
 
-/* max |v_i| over n values, NaN ignored, starting from 0. */
+/* max |v_i| over n values, NaN ignored, starting from 0.  Max is
+** order-free, so four lanes (maxps(t, a) = t > a ? t : a) give the same
+** value as the scalar loop. */
 static float absmax (const float *v, int64_t n) {
   float a = 0.0f;
-  int64_t i;
-  for (i = 0; i < n; i++) {
+  int64_t i = 0;
+#ifdef __SSE2__
+  if (n >= 4) {
+    const __m128 absm = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+    __m128 va = _mm_setzero_ps();
+    float l[4];
+    int64_t n4 = n - n % 4;
+    for (; i < n4; i += 4) va = _mm_max_ps(_mm_and_ps(_mm_loadu_ps(v + i), absm), va);
+    _mm_storeu_ps(l, va);
+    for (int j = 0; j < 4; j++) a = l[j] > a ? l[j] : a;
+  }
+#endif
+  for (; i < n; i++) {
     float t = fabsf(v[i]);
     a = t > a ? t : a;                    /* NaN compares false: ignored */
   }
@@ -57,13 +80,21 @@ static float absmax (const float *v, int64_t n) {
 
 
 /* The 16-row stripe j of x transposed: tile[k*16 + r] = x[16j + r][k],
-** RHT'd (and rounded to bf16) per k when mask >= 0. */
+** RHT'd (and rounded to bf16) per k when mask >= 0.  Read as 16 row
+** streams, the tile written in order. */
 static void load_stripe (const nvfp4_tensor *x, int64_t j, int64_t K, float *row,
                          float *tile, long mask) {
   int64_t r, k;
-  for (r = 0; r < 16; r++) {
-    load_row(x, 16 * j + r, K, row);
-    for (k = 0; k < K; k++) tile[k * 16 + r] = row[k];
+  (void)row;
+  if (x->dtype == NVFP4_F32) {
+    const float *s = (const float *)x->data.p + 16 * j * K;
+    for (k = 0; k < K; k++)
+      for (r = 0; r < 16; r++) tile[k * 16 + r] = s[r * K + k];
+  }
+  else {
+    const uint16_t *s = (const uint16_t *)x->data.p + 16 * j * K;
+    for (k = 0; k < K; k++)
+      for (r = 0; r < 16; r++) tile[k * 16 + r] = nvfp4i_bf16_to_f32(s[r * K + k]);
   }
   if (mask >= 0)
     for (k = 0; k < K; k++) {
@@ -112,6 +143,34 @@ nvfp4_status nvfp4i_ref_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
 }
 
 
+#ifdef __SSE2__
+/* Four lanes of nvfp4i_e2m1_encode(v * enc) as int32 codes: the same
+** product (mulps rounds as mulss), the same seven threshold compares
+** (each true compare is -1, subtracted), the sign bit and the NaN rule. */
+static inline __m128i e2m1_encode4 (__m128 v, __m128 enc) {
+  const __m128i absm = _mm_set1_epi32(0x7fffffff);
+  __m128 y = _mm_mul_ps(v, enc);
+  __m128i u = _mm_castps_si128(y), au = _mm_and_si128(u, absm);
+  __m128 a = _mm_castsi128_ps(au);
+  __m128i c = _mm_setzero_si128();
+  c = _mm_sub_epi32(c, _mm_castps_si128(_mm_cmpgt_ps(a, _mm_set1_ps(0.25f))));
+  c = _mm_sub_epi32(c, _mm_castps_si128(_mm_cmpge_ps(a, _mm_set1_ps(0.75f))));
+  c = _mm_sub_epi32(c, _mm_castps_si128(_mm_cmpgt_ps(a, _mm_set1_ps(1.25f))));
+  c = _mm_sub_epi32(c, _mm_castps_si128(_mm_cmpge_ps(a, _mm_set1_ps(1.75f))));
+  c = _mm_sub_epi32(c, _mm_castps_si128(_mm_cmpgt_ps(a, _mm_set1_ps(2.5f))));
+  c = _mm_sub_epi32(c, _mm_castps_si128(_mm_cmpge_ps(a, _mm_set1_ps(3.5f))));
+  c = _mm_sub_epi32(c, _mm_castps_si128(_mm_cmpgt_ps(a, _mm_set1_ps(5.0f))));
+  c = _mm_or_si128(c, _mm_and_si128(_mm_srli_epi32(u, 28), _mm_set1_epi32(8)));
+  {                                       /* NaN (|bits| > 0x7f800000) -> 7 */
+    __m128i nan = _mm_cmpgt_epi32(au, _mm_set1_epi32(0x7f800000));
+    return _mm_or_si128(_mm_andnot_si128(nan, c), _mm_and_si128(nan, _mm_set1_epi32(7)));
+  }
+}
+
+
+#endif
+
+
 /* Quantize one 16-element block v (spec §4): a_b given (2D) or < 0 to
 ** compute it; writes 8 packed bytes and returns the scale byte.  rb: the 16
 ** SR bytes or NULL for RN. */
@@ -122,6 +181,20 @@ static uint8_t quantize_block (const float *v, float a_b, nvfp4i_gscale g,
   int i;
   if (a_b < 0.0f) a_b = absmax(v, 16);
   sf = nvfp4i_block_scale(a_b, g, &enc);
+#ifdef __SSE2__
+  if (rb == NULL) {
+    __m128 e = _mm_set1_ps(enc);
+    __m128i c0 = e2m1_encode4(_mm_loadu_ps(v), e), c1 = e2m1_encode4(_mm_loadu_ps(v + 4), e);
+    __m128i c2 = e2m1_encode4(_mm_loadu_ps(v + 8), e), c3 = e2m1_encode4(_mm_loadu_ps(v + 12), e);
+    /* codes 0..15 -> 16 bytes; then each 16-bit pair (lo even, hi odd)
+    ** -> lo | hi << 4 */
+    __m128i b = _mm_packus_epi16(_mm_packs_epi32(c0, c1), _mm_packs_epi32(c2, c3));
+    __m128i p = _mm_or_si128(_mm_and_si128(b, _mm_set1_epi16(0x000f)),
+                             _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi16(0x00f0)));
+    _mm_storel_epi64((__m128i *)out, _mm_packus_epi16(p, p));
+    return sf;
+  }
+#endif
   if (rb == NULL)
     for (i = 0; i < 16; i++) c[i] = nvfp4i_e2m1_encode(v[i] * enc);
   else
