@@ -162,6 +162,28 @@ static void test_fp4_from_host (void **state) {
 }
 
 
+/* A tensor of one context handed to another (another backend in general):
+** a clear EUSAGE, nothing touched. */
+static void test_foreign_context (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state, *other = NULL;
+  nvfp4_tensor *t = NULL, *q = (nvfp4_tensor *)0x1;
+  float in[32], out[32];
+  int i;
+  for (i = 0; i < 32; i++) in[i] = (float)i - 7.5f;
+  assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, &other, NULL), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_from_host(other, shape2(2, 16), NVFP4_F32, in, sizeof in, &t), NVFP4_OK);
+  assert_int_equal(nvfp4_quantize(ctx, t, NULL, &q), NVFP4_EUSAGE);
+  assert_null(q);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "another context"));
+  assert_int_equal(nvfp4_swap_first_dims(ctx, t, &q), NVFP4_EUSAGE);
+  assert_int_equal(nvfp4_dequantize(ctx, t, NVFP4_F32, &q), NVFP4_EUSAGE);
+  assert_int_equal(nvfp4_tensor_to_host(t, out, sizeof out), NVFP4_OK);
+  assert_memory_equal(in, out, sizeof in);
+  nvfp4_tensor_destroy(t);
+  nvfp4_ctx_destroy(other);
+}
+
+
 static void test_status_strings (void **state) {
   assert_string_equal(nvfp4_status_string(NVFP4_OK), "ok");
   assert_string_equal(nvfp4_status_string(NVFP4_EINVAL), "invalid argument");
@@ -180,6 +202,7 @@ int main (void) {
     cmocka_unit_test_setup_teardown(test_create_zeroed_and_empty, setup, teardown),
     cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_fp4_from_host, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_foreign_context, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
