@@ -162,4 +162,7 @@ extern "C" const nvfp4_backend_ops nvfp4i_cuda_ops = {
   /* .sync = */ cuda_sync,
   /* .add_f32 = */ nvfp4i_cuda_add_f32,
   /* .gemm = */ nvfp4i_cuda_gemm,
+  /* .convert = */ nvfp4i_cuda_convert,     /* kernels/elementwise.cu */
+  /* .bias_add = */ nvfp4i_cuda_bias_add,
+  /* .col_sum = */ nvfp4i_cuda_col_sum,
 };

@@ -61,5 +61,16 @@ NVFP4I_FUNC nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_ope
                                            const nvfp4i_gemm_operand *b, float alpha,
                                            const nvfp4_tensor *bias, nvfp4_tensor *d);
 NVFP4I_FUNC void nvfp4i_cuda_gemm_fini (nvfp4_ctx *ctx);
+/* kernels/elementwise.cu: the convert, bias_add and col_sum entries. */
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_convert (nvfp4_ctx *ctx, void *dst, nvfp4_dtype dst_dt,
+                                              const void *src, nvfp4_dtype src_dt,
+                                              size_t n);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_bias_add (nvfp4_ctx *ctx, void *y, nvfp4_dtype y_dt,
+                                               const void *bias, nvfp4_dtype b_dt,
+                                               int64_t rows, int64_t cols);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_col_sum (nvfp4_ctx *ctx, void *out,
+                                              nvfp4_dtype out_dt, const void *x,
+                                              nvfp4_dtype x_dt, int64_t rows,
+                                              int64_t cols);
 
 #endif

@@ -208,25 +208,11 @@ static nvfp4_status sum_blocks (nvfp4_ctx *ctx, float *acc, const void *src,
 }
 
 
-/* Round the FP32 sums once into a BF16 tensor (staged through host memory:
-** the backend table has no conversion entry). */
+/* Round the FP32 sums once into a BF16 tensor (RNE), by the backend's
+** convert entry: the sums stay in the ctx's memory. */
 static nvfp4_status store_bf16 (nvfp4_ctx *ctx, nvfp4_tensor *t, const float *acc,
                                 size_t n) {
-  float *h = (float *)malloc(n * sizeof *h + 1);
-  uint16_t *b = (uint16_t *)malloc(n * sizeof *b + 1);
-  nvfp4_status st = NVFP4_OK;
-  size_t i;
-  if (h == NULL || b == NULL) {
-    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "cannot stage %zu sums on the host", n);
-    goto done;
-  }
-  if (n > 0 && (st = ctx->ops->to_host(ctx, h, acc, n * sizeof *h)) != NVFP4_OK) goto done;
-  for (i = 0; i < n; i++) b[i] = nvfp4i_f32_to_bf16(h[i]);
-  if (n > 0) st = ctx->ops->from_host(ctx, t->data.p, b, n * sizeof *b);
-done:
-  free(h);
-  free(b);
-  return st;
+  return ctx->ops->convert(ctx, t->data.p, NVFP4_BF16, acc, NVFP4_F32, n);
 }
 
 

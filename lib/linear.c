@@ -74,66 +74,30 @@ static void forget_forward (nvfp4_linear *l) {
 }
 
 
-/* A copy of a plain tensor in dtype dt (bf16 rounded once, RNE), through
-** host memory so that it works on any backend. */
+/* A copy of a plain tensor in dtype dt (bf16 rounded once, RNE), made by
+** the backend's convert entry: no element leaves the ctx's memory. */
 static nvfp4_status convert (nvfp4_ctx *ctx, const nvfp4_tensor *src,
                              nvfp4_dtype dt, nvfp4_tensor **out) {
-  size_t n = (size_t)nvfp4_shape_numel(src->shape), i;
-  size_t es = nvfp4_dtype_size(src->dtype);
-  void *in = malloc(n * es + 1), *o = malloc(n * nvfp4_dtype_size(dt) + 1);
-  nvfp4_status st = NVFP4_ENOMEM;
+  nvfp4_tensor *t = NULL;
+  nvfp4_status st;
   *out = NULL;
-  if (in == NULL || o == NULL) {
-    nvfp4i_fail(ctx, st, "linear: out of host memory converting %zu elements", n);
-    goto done;
-  }
-  CHECK_GOTO(nvfp4_tensor_to_host(src, in, n * es), st, done);
-  for (i = 0; i < n; i++) {
-    float f = src->dtype == NVFP4_F32 ? ((float *)in)[i]
-              : nvfp4i_bf16_to_f32(((uint16_t *)in)[i]);
-    if (dt == NVFP4_F32) ((float *)o)[i] = f;
-    else ((uint16_t *)o)[i] = nvfp4i_f32_to_bf16(f);
-  }
-  st = nvfp4_tensor_from_host(ctx, src->shape, dt, o, n * nvfp4_dtype_size(dt), out);
-done:
-  free(in);
-  free(o);
+  CHECK(nvfp4i_tensor_alloc_plain(ctx, src->shape, dt, &t));
+  CHECK_GOTO(ctx->ops->convert(ctx, t->data.p, dt, src->data.p, src->dtype,
+                               (size_t)nvfp4_shape_numel(src->shape)), st, fail);
+  *out = t;
+  return NVFP4_OK;
+fail:
+  nvfp4_tensor_destroy(t);
   return st;
 }
 
 
-/* y[.., j] += bias[j], rounded once to y's dtype (row-parallel bias is added
-** after the reduction, outside the GEMM, as TE does). */
+/* y[.., j] += bias[j] in place, one fp32 add rounded once to y's dtype
+** (row-parallel bias is added after the reduction, outside the GEMM, as TE
+** does), by the backend's bias_add entry. */
 static nvfp4_status add_bias (nvfp4_ctx *ctx, nvfp4_tensor *y, const nvfp4_tensor *bias) {
-  nvfp4_tensor *yf = NULL, *bf = NULL, *r = NULL;
-  float *hy = NULL, *hb = NULL;
-  size_t n = (size_t)nvfp4_shape_numel(y->shape), N = (size_t)nvfp4_shape_K(y->shape), i;
-  nvfp4_status st;
-  CHECK_GOTO(convert(ctx, y, NVFP4_F32, &yf), st, done);
-  CHECK_GOTO(convert(ctx, bias, NVFP4_F32, &bf), st, done);
-  st = NVFP4_ENOMEM;
-  hy = (float *)malloc(n * sizeof *hy + 1);
-  hb = (float *)malloc(N * sizeof *hb + 1);
-  if (hy == NULL || hb == NULL) goto done;
-  CHECK_GOTO(nvfp4_tensor_to_host(yf, hy, n * sizeof *hy), st, done);
-  CHECK_GOTO(nvfp4_tensor_to_host(bf, hb, N * sizeof *hb), st, done);
-  for (i = 0; i < n; i++) hy[i] += hb[i % N];
-  nvfp4_tensor_destroy(yf);
-  yf = NULL;
-  CHECK_GOTO(nvfp4_tensor_from_host(ctx, y->shape, NVFP4_F32, hy, n * sizeof *hy, &yf),
-             st, done);
-  CHECK_GOTO(y->dtype == NVFP4_F32 ? nvfp4_tensor_clone(yf, &r) : convert(ctx, yf, y->dtype, &r),
-             st, done);
-  /* swap storage: y takes r's buffer */
-  { nvfp4i_buf tmp = y->data; y->data = r->data; r->data = tmp; }
-done:
-  if (st == NVFP4_ENOMEM) nvfp4i_fail(ctx, st, "linear: out of host memory adding the bias");
-  nvfp4_tensor_destroy(yf);
-  nvfp4_tensor_destroy(bf);
-  nvfp4_tensor_destroy(r);
-  free(hy);
-  free(hb);
-  return st;
+  return ctx->ops->bias_add(ctx, y->data.p, y->dtype, bias->data.p, bias->dtype,
+                            nvfp4_shape_M(y->shape), nvfp4_shape_K(y->shape));
 }
 
 
@@ -420,33 +384,26 @@ fail:
 
 /* ---- backward ----------------------------------------------------------- */
 
-/* Column sums of dy ([.., N_l] -> [N_l]) as a GEMM with a row of ones. */
+/* Column sums of dy ([.., N_l] -> [N_l]) in params dtype, by the backend's
+** col_sum entry (on the CPU the GEMM with a row of ones it always was). */
 static nvfp4_status bias_grad (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_tensor **db) {
   nvfp4_ctx *ctx = l->ctx;
-  int64_t M = nvfp4_shape_M(dy->shape), d[2] = {1, M}, i;
-  nvfp4_tensor *ones = NULL, *s = NULL, *red = NULL;
-  float *h = (float *)malloc((size_t)(M ? M : 1) * sizeof *h);
+  nvfp4_tensor *s = NULL, *red = NULL;
   nvfp4_status st;
   *db = NULL;
-  FAIL_IF(ctx, h == NULL, NVFP4_ENOMEM, "linear: out of host memory (bias grad)");
-  for (i = 0; i < M; i++) h[i] = 1.0f;
-  st = nvfp4_tensor_from_host(ctx, nvfp4_shape_make(2, d), NVFP4_F32, h,
-                              (size_t)M * sizeof *h, &ones);
-  free(h);
-  CHECK(st);
-  CHECK_GOTO(nvfp4_gemm(ctx, dy, NVFP4_COLUMNWISE, ones, NVFP4_ROWWISE, NULL,
-                        l->cfg.params_dtype, &s), st, done);
+  CHECK(nvfp4i_tensor_alloc_plain(ctx, l->b->shape, l->cfg.params_dtype, &s));
+  CHECK_GOTO(ctx->ops->col_sum(ctx, s->data.p, s->dtype, dy->data.p, dy->dtype,
+                               nvfp4_shape_M(dy->shape), nvfp4_shape_K(dy->shape)),
+             st, fail);
   if (l->cfg.parallel == NVFP4_PARALLEL_ROW && l->cfg.sequence_parallel && l->tp > 1) {
-    CHECK_GOTO(nvfp4_all_reduce_sum(l->cfg.tp_group, s, &red), st, done);
+    CHECK_GOTO(nvfp4_all_reduce_sum(l->cfg.tp_group, s, &red), st, fail);
     nvfp4_tensor_destroy(s);
     s = red;
-    red = NULL;
   }
-  st = nvfp4_tensor_reshape(s, l->b->shape, db);
-done:
-  nvfp4_tensor_destroy(ones);
+  *db = s;
+  return NVFP4_OK;
+fail:
   nvfp4_tensor_destroy(s);
-  nvfp4_tensor_destroy(red);
   return st;
 }
 

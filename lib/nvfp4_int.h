@@ -89,6 +89,25 @@ struct nvfp4_backend_ops {
   nvfp4_status (*gemm)    (nvfp4_ctx *, const nvfp4i_gemm_operand *a,
                            const nvfp4i_gemm_operand *b, float alpha,
                            const nvfp4_tensor *bias, nvfp4_tensor *d);
+  /* Element-wise work of the Linear layer and the collectives, so that no
+  ** tensor element crosses to the host on a device backend (CPU:
+  ** lib/elementwise.c; CUDA: kernels/elementwise.cu).  dst[i] = src[i]
+  ** (n elements) converted F32<->BF16 (RNE, NaN kept quiet, as
+  ** nvfp4i_f32_to_bf16), or copied when the dtypes agree. */
+  nvfp4_status (*convert) (nvfp4_ctx *, void *dst, nvfp4_dtype dst_dt,
+                           const void *src, nvfp4_dtype src_dt, size_t n);
+  /* In place: y[r][c] = fl_ydt(fp32(y[r][c]) + fp32(bias[c])), y [rows, cols]
+  ** of y_dt, bias [cols] of b_dt (F32/BF16): one fp32 add, rounded once. */
+  nvfp4_status (*bias_add) (nvfp4_ctx *, void *y, nvfp4_dtype y_dt,
+                            const void *bias, nvfp4_dtype b_dt, int64_t rows,
+                            int64_t cols);
+  /* out[c] = sum over r of x[r][c] (x [rows, cols] F32/BF16; grad_bias),
+  ** accumulated in fp32 and rounded once to out_dt (F32/BF16).  The CPU
+  ** sums as its GEMM with a row of ones did; the CUDA order is in
+  ** kernels/elementwise.cu (fixed, so run to run identical). */
+  nvfp4_status (*col_sum) (nvfp4_ctx *, void *out, nvfp4_dtype out_dt,
+                           const void *x, nvfp4_dtype x_dt, int64_t rows,
+                           int64_t cols);
 };
 
 /* One GEMM operand as a backend sees it (validated by lib/gemm.c): a 2-D
@@ -109,6 +128,18 @@ NVFP4I_FUNC nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx,
                                           const nvfp4i_gemm_operand *b,
                                           float alpha, const nvfp4_tensor *bias,
                                           nvfp4_tensor *d);
+
+/* The cpu table's element-wise entries (lib/elementwise.c). */
+NVFP4I_FUNC nvfp4_status nvfp4i_cpu_convert (nvfp4_ctx *ctx, void *dst,
+                                             nvfp4_dtype dst_dt, const void *src,
+                                             nvfp4_dtype src_dt, size_t n);
+NVFP4I_FUNC nvfp4_status nvfp4i_cpu_bias_add (nvfp4_ctx *ctx, void *y, nvfp4_dtype y_dt,
+                                              const void *bias, nvfp4_dtype b_dt,
+                                              int64_t rows, int64_t cols);
+NVFP4I_FUNC nvfp4_status nvfp4i_cpu_col_sum (nvfp4_ctx *ctx, void *out,
+                                             nvfp4_dtype out_dt, const void *x,
+                                             nvfp4_dtype x_dt, int64_t rows,
+                                             int64_t cols);
 
 extern const nvfp4_backend_ops nvfp4i_cpu_ops;     /* lib/ref_backend.c */
 #ifdef HAVE_CUDA

@@ -81,4 +81,7 @@ const nvfp4_backend_ops nvfp4i_cpu_ops = {
   .sync = NULL,
   .add_f32 = cpu_add_f32,
   .gemm = nvfp4i_cpu_gemm,   /* lib/gemm.c */
+  .convert = nvfp4i_cpu_convert,     /* lib/elementwise.c */
+  .bias_add = nvfp4i_cpu_bias_add,
+  .col_sum = nvfp4i_cpu_col_sum,
 };

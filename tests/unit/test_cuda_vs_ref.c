@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nvfp4.h"
+#include "nvfp4_int.h"     /* the backend entries convert, bias_add, col_sum */
 
 static nvfp4_ctx *cpu, *gpu;
 static int failures, checks;
@@ -212,6 +213,129 @@ done:
 }
 
 
+static double from_bf16 (uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+
+/* Like same() for n plain elements of dt, but any NaN equals any NaN: a
+** NaN's sign and payload after an add are not specified (x86 and CUDA
+** differ, and C compilers commute the operands). */
+static void same_values (const char *what, const void *a, const void *b, size_t n,
+                         nvfp4_dtype dt, const char *ctx_s) {
+  size_t i;
+  checks++;
+  for (i = 0; i < n; i++) {
+    uint32_t x, y;
+    int nx, ny;
+    if (dt == NVFP4_F32) {
+      memcpy(&x, (const char *)a + 4 * i, 4);
+      memcpy(&y, (const char *)b + 4 * i, 4);
+      nx = (x & 0x7fffffffu) > 0x7f800000u;
+      ny = (y & 0x7fffffffu) > 0x7f800000u;
+    }
+    else {
+      x = ((const uint16_t *)a)[i];
+      y = ((const uint16_t *)b)[i];
+      nx = (x & 0x7fffu) > 0x7f80u;
+      ny = (y & 0x7fffu) > 0x7f80u;
+    }
+    if (x != y && !(nx && ny)) {
+      failures++;
+      if (failures <= 20)
+        printf("FAIL %s: %s differs at element %zu of %zu: cpu %08x cuda %08x\n", ctx_s,
+               what, i, n, (unsigned)x, (unsigned)y);
+      return;
+    }
+  }
+}
+
+
+/* The element-wise entries of the Linear layer (kernels/elementwise.cu):
+** convert bit for bit against the CPU's, bias_add too but for NaN
+** payloads; col_sum (another
+** summation order) against a double sum within fp32 accumulation error,
+** and bit for bit run to run on the GPU.  x [rows, cols], bias [cols]. */
+static void elementwise_case (int64_t rows, int64_t cols, nvfp4_dtype xdt, nvfp4_dtype odt,
+                              int fill) {
+  int64_t d2[2] = {rows, cols}, n = rows * cols, i, r, c;
+  nvfp4_shape s = nvfp4_shape_make(2, d2), sb1 = nvfp4_shape_make(1, &cols);
+  size_t xes = nvfp4_dtype_size(xdt), oes = nvfp4_dtype_size(odt);
+  void *h = malloc((size_t)n * xes + 1), *hb = malloc((size_t)cols * oes + 1);
+  void *rc = malloc((size_t)n * 4 + 1), *rg = malloc((size_t)n * 4 + 1);
+  float *g2 = (float *)malloc((size_t)cols * 4 + 1);
+  nvfp4_tensor *xc = NULL, *xg = NULL, *bc = NULL, *bg = NULL, *oc = NULL, *og = NULL,
+               *sg = NULL, *sg2 = NULL;
+  char desc[160];
+  for (i = 0; i < n; i++) {
+    float v = fill_value(fill, i, cols);
+    if (xdt == NVFP4_F32) ((float *)h)[i] = v; else ((uint16_t *)h)[i] = to_bf16(v);
+  }
+  for (i = 0; i < cols; i++) {
+    float v = fill == F_RANDN ? randn() : fill_value(fill, i, cols);
+    if (odt == NVFP4_F32) ((float *)hb)[i] = v; else ((uint16_t *)hb)[i] = to_bf16(v);
+  }
+  snprintf(desc, sizeof desc, "elementwise [%lld, %lld] %s -> %s %s", (long long)rows,
+           (long long)cols, nvfp4_dtype_name(xdt), nvfp4_dtype_name(odt), fill_name[fill]);
+  OK(nvfp4_tensor_from_host(cpu, s, xdt, h, (size_t)n * xes, &xc));
+  OK(nvfp4_tensor_from_host(gpu, s, xdt, h, (size_t)n * xes, &xg));
+  OK(nvfp4_tensor_from_host(cpu, sb1, odt, hb, (size_t)cols * oes, &bc));
+  OK(nvfp4_tensor_from_host(gpu, sb1, odt, hb, (size_t)cols * oes, &bg));
+  /* convert x to odt */
+  OK(nvfp4_tensor_create(cpu, s, odt, &oc));
+  OK(nvfp4_tensor_create(gpu, s, odt, &og));
+  OK(cpu->ops->convert(cpu, oc->data.p, odt, xc->data.p, xdt, (size_t)n));
+  OK(gpu->ops->convert(gpu, og->data.p, odt, xg->data.p, xdt, (size_t)n));
+  OK(nvfp4_tensor_to_host(oc, rc, (size_t)n * oes));
+  OK(nvfp4_tensor_to_host(og, rg, (size_t)n * oes));
+  { char d[200]; snprintf(d, sizeof d, "%s convert", desc); same("converted", rc, rg, (size_t)n * oes, d); }
+  /* x += bias (bias in odt), in place */
+  OK(cpu->ops->bias_add(cpu, xc->data.p, xdt, bc->data.p, odt, rows, cols));
+  OK(gpu->ops->bias_add(gpu, xg->data.p, xdt, bg->data.p, odt, rows, cols));
+  OK(nvfp4_tensor_to_host(xc, rc, (size_t)n * xes));
+  OK(nvfp4_tensor_to_host(xg, rg, (size_t)n * xes));
+  { char d[200]; snprintf(d, sizeof d, "%s bias_add", desc); same_values("y + bias", rc, rg, (size_t)n, xdt, d); }
+  /* column sums of the original x (finite fills only) */
+  if (fill == F_RANDN) {
+    OK(nvfp4_tensor_from_host(gpu, s, xdt, h, (size_t)n * xes, &sg));
+    OK(nvfp4_tensor_create(gpu, sb1, odt, &sg2));
+    OK(gpu->ops->col_sum(gpu, sg2->data.p, odt, sg->data.p, xdt, rows, cols));
+    OK(nvfp4_tensor_to_host(sg2, rg, (size_t)cols * oes));
+    OK(gpu->ops->col_sum(gpu, sg2->data.p, odt, sg->data.p, xdt, rows, cols));
+    OK(nvfp4_tensor_to_host(sg2, g2, (size_t)cols * oes));
+    { char d[200]; snprintf(d, sizeof d, "%s col_sum run to run", desc);
+      same("col_sum", rg, g2, (size_t)cols * oes, d); }
+    checks++;
+    for (c = 0; c < cols; c++) {
+      double ref = 0, mag = 0, got, tol;
+      for (r = 0; r < rows; r++) {
+        size_t k = (size_t)(r * cols + c);
+        double v = xdt == NVFP4_F32 ? ((float *)h)[k] : from_bf16(((uint16_t *)h)[k]);
+        ref += v;
+        mag += fabs(v);
+      }
+      got = odt == NVFP4_F32 ? ((float *)rg)[c] : from_bf16(((uint16_t *)rg)[c]);
+      tol = (double)rows * 0x1p-24 * mag + (odt == NVFP4_BF16 ? 0x1p-8 * fabs(ref) : 0) + 1e-30;
+      if (fabs(got - ref) > tol) {
+        failures++;
+        printf("FAIL %s col_sum: column %lld: cuda %.9g, exact %.9g (tol %.3g)\n", desc,
+               (long long)c, got, ref, tol);
+        break;
+      }
+    }
+  }
+done:
+  nvfp4_tensor_destroy(xc); nvfp4_tensor_destroy(xg);
+  nvfp4_tensor_destroy(bc); nvfp4_tensor_destroy(bg);
+  nvfp4_tensor_destroy(oc); nvfp4_tensor_destroy(og);
+  nvfp4_tensor_destroy(sg); nvfp4_tensor_destroy(sg2);
+  free(h); free(hb); free(rc); free(rg); free(g2);
+}
+
+
 int main (void) {
   const char *why = "";
   static const int64_t shapes[][4] = {
@@ -271,6 +395,18 @@ int main (void) {
     nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
     swap_case(3, sw1, dt); swap_case(4, sw2, dt); swap_case(2, sw3, dt);
     swap_case(8, sw4, dt); swap_case(4, sw5, dt); swap_case(3, sw6, dt);
+  }
+  {   /* convert, bias_add, col_sum (kernels/elementwise.cu) */
+    static const int64_t es[][2] = {{1, 16}, {3, 48}, {37, 300}, {700, 96}, {1024, 1536}};
+    static const int efill[] = {F_RANDN, F_TIES, F_NAN_NEGZERO, F_SUBNORMAL, F_WIDE};
+    int e, ff, a, b;
+    for (e = 0; e < (int)(sizeof es / sizeof es[0]); e++)
+      for (ff = 0; ff < 5; ff++)
+        for (a = 0; a < 2; a++)
+          for (b = 0; b < 2; b++)
+            elementwise_case(es[e][0], es[e][1], a ? NVFP4_F32 : NVFP4_BF16,
+                             b ? NVFP4_F32 : NVFP4_BF16, efill[ff]);
+    elementwise_case(70000, 16, NVFP4_BF16, NVFP4_F32, F_RANDN);   /* many chunks */
   }
   printf("%d comparisons, %d failures\n", checks, failures);
   nvfp4_ctx_destroy(cpu);
