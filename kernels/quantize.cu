@@ -25,7 +25,10 @@
 */
 #include <float.h>
 #include <stdint.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <mutex>
 #include <cuda_fp8.h>
 #include <cuda_bf16.h>
 #include "config.h"
@@ -357,6 +360,8 @@ struct qparams {
   int row, col, two_d;
   unsigned mask;
   uint64_t seed, offset;
+  struct slow_list *sl;                 /* RHT fast path: deferred blocks */
+  uint64_t slcap;
 };
 
 
@@ -528,64 +533,32 @@ static __device__ __forceinline__ void unpack8 (uint4 q, float *v) {
 }
 
 
-/* rht16 with the fast path's rounding by the hardware conversion: when the
-** butterfly is exact (see rht16) y = fl(0.25*s) is finite, fma(., 0.25, +0)
-** turns -0 into +0 as the reference, cvt.rn.bf16 rounds once. */
-static __device__ __forceinline__ void rht16_fast (float *v, unsigned mask) {
+/* Whether the fp32 butterfly of rht16 is exact for the 16 bf16 values v
+** (the sign flips do not change |v|): true when the nonzero inputs span at
+** most 12 binades and cannot overflow (see rht16); all-zero blocks pass. */
+static __device__ __forceinline__ bool rht16_f32_exact (const float *v) {
   uint32_t umax = 0, uminm1 = 0xffffffffu;
-  int emax, emin;
 #pragma unroll
   for (int r = 0; r < 16; r++) {
-    if ((mask >> r) & 1u) v[r] = __uint_as_float(__float_as_uint(v[r]) ^ 0x80000000u);
     uint32_t u = __float_as_uint(v[r]) & 0x7fffffffu;
     umax = max(umax, u);
     uminm1 = min(uminm1, u - 1u);
   }
-  emax = max((int)(umax >> 23), 1);
-  emin = max((int)((uminm1 + 1u) >> 23), 1);
-  if (umax == 0 || emax - emin > 12 || emax > 250) {
-    /* rare: the reference's own paths (signs already applied) */
-    if (umax == 0) {
+  const int emax = max((int)(umax >> 23), 1), emin = max((int)((uminm1 + 1u) >> 23), 1);
+  return !(emax - emin > 12 || emax > 250);
+}
+
+
+/* rht16 restricted to blocks where rht16_f32_exact holds (false: v is left
+** unusable and the block goes to the deferred list), with the rounding by
+** the hardware conversion: y = fl(0.25*s) is finite, fma(., 0.25, +0) turns
+** -0 into +0 as the reference, cvt.rn.bf16 rounds once.  An all-zero block
+** gives +0 everywhere (sums of signed zeros, then the fma), as rht16. */
+static __device__ __forceinline__ bool rht16_try (float *v, unsigned mask) {
+  if (!rht16_f32_exact(v)) return false;
 #pragma unroll
-      for (int r = 0; r < 16; r++) v[r] = 0.0f;
-      return;
-    }
-    if (emax - emin <= 41 && emax <= 250) {
-      /* the reference's fp64 butterfly (exact: at most 53 bits), then one
-      ** rounding to bf16: round to odd into fp32 (cvt.rz plus a sticky lsb,
-      ** 24 >= 8 + 2 bits) and RNE to bf16 equals RNE of the double; no
-      ** overflow below 2^126.  An exactly zero sum gives +0. */
-      double x[16];
-#pragma unroll
-      for (int r = 0; r < 16; r++) x[r] = (double)v[r];
-#pragma unroll
-      for (int hh = 1; hh < 16; hh <<= 1)
-#pragma unroll
-        for (int jj = 0; jj < 16; jj += 2 * hh)
-#pragma unroll
-          for (int k = jj; k < jj + hh; k++) {
-            double a = x[k], b = x[k + hh];
-            x[k] = __dadd_rn(a, b);
-            x[k + hh] = __dsub_rn(a, b);
-          }
-#pragma unroll
-      for (int r = 0; r < 16; r++) {
-        double d = __dmul_rn(0.25, x[r]);
-        float f = __double2float_rz(d);
-        if ((double)f != d) f = __uint_as_float(__float_as_uint(f) | 1u);
-        if (d == 0.0) f = 0.0f;
-        v[r] = __uint_as_float((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(f)) << 16);
-      }
-      return;
-    }
-    f16 in, out;
-#pragma unroll
-    for (int r = 0; r < 16; r++) in.v[r] = v[r];
-    out = rht_slow(in, emax, emin);
-#pragma unroll
-    for (int r = 0; r < 16; r++) v[r] = out.v[r];
-    return;
-  }
+  for (int r = 0; r < 16; r++)
+    if ((mask >> r) & 1u) v[r] = __uint_as_float(__float_as_uint(v[r]) ^ 0x80000000u);
 #pragma unroll
   for (int h = 1; h < 16; h <<= 1)
 #pragma unroll
@@ -604,6 +577,24 @@ static __device__ __forceinline__ void rht16_fast (float *v, unsigned mask) {
     v[r] = __uint_as_float(u << 16);
     v[r + 1] = __uint_as_float(u & 0xffff0000u);
   }
+  return true;
+}
+
+
+/* The deferred list of the RHT fast path: the columnwise blocks (index
+** k * (M/16) + mb) whose RHT is not exact in fp32.  n counts every deferred
+** block, also those past cap (then the follow-up scans all blocks); the
+** follow-up kernel resets n and done for the next launch on the stream. */
+struct slow_list {
+  unsigned long long n;
+  unsigned done, pad;
+  uint64_t e[1];
+};
+
+
+static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, uint64_t g) {
+  unsigned long long i = atomicAdd(&sl->n, 1ull);
+  if (i < cap) sl->e[i] = g;
 }
 
 
@@ -692,15 +683,18 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
       for (int cc = 0; cc < 2; cc++) {       /* columns k0 + 2pc (low halves), +1 */
         float v[16], a = 0.0f;
+        const uint32_t k = k0 + 2 * pc + cc;
 #pragma unroll
         for (int r = 0; r < 16; r++)
           v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
-        if (RHT) rht16_fast(v, p.mask);
+        if (RHT && !rht16_try(v, p.mask)) {
+          slow_defer(p.sl, p.slcap, (uint64_t)k * (M / 16) + mb);
+          continue;
+        }
 #pragma unroll
         for (int r = 0; r < 16; r++) a = fmaxf(a, fabsf(v[r]));
         if (AMAX_ONLY) cmax = fmaxf(cmax, a);
         else {
-          const uint32_t k = k0 + 2 * pc + cc;
           unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
           uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
           if (SR) {
@@ -716,6 +710,64 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) cur[i] = nxt[i];
+  }
+  if (AMAX_ONLY) block_max_to(cmax, amax_dst);
+}
+
+
+/* Follow-up of the RHT fast path: the deferred columnwise blocks, exactly
+** as rht16 (the reference's fp64 and wide-integer paths), then the same
+** encode as qfast_kernel (AMAX_ONLY: their max|.| into *amax_dst).  When
+** more than cap blocks were deferred, every block of x is scanned and those
+** failing rht16_f32_exact are redone (a superset of the deferred ones).
+** The last CTA resets the list for the next launch on the stream. */
+template <bool SR, bool AMAX_ONLY>
+__global__ void __launch_bounds__(128)
+rht_fix_kernel (qparams p, float *amax_dst) {
+  __shared__ unsigned long long sn;
+  slow_list *sl = p.sl;
+  const uint32_t M = (uint32_t)p.M, K = (uint32_t)p.K, MB = M / 16;
+  float cmax = 0.0f;
+  if (threadIdx.x == 0) sn = atomicAdd(&sl->n, 0ull);
+  __syncthreads();
+  const unsigned long long n = sn;
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&sl->done, 1u) == gridDim.x - 1) {
+      atomicExch(&sl->n, 0ull);
+      atomicExch(&sl->done, 0u);
+    }
+  }
+  const bool scan = n > p.slcap;
+  const uint64_t total = scan ? (uint64_t)MB * K : n;
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
+       i += (uint64_t)gridDim.x * blockDim.x) {
+    uint32_t k, mb;
+    float v[16];
+    if (scan) { mb = (uint32_t)(i / K); k = (uint32_t)(i % K); }
+    else {
+      uint64_t g = sl->e[i];
+      k = (uint32_t)(g / MB); mb = (uint32_t)(g % MB);
+    }
+    const uint16_t *x = (const uint16_t *)p.x + (size_t)16 * mb * K + k;
+#pragma unroll
+    for (int r = 0; r < 16; r++) v[r] = __uint_as_float((uint32_t)x[(size_t)r * K] << 16);
+    if (scan && rht16_f32_exact(v)) continue;
+    rht16(v, p.mask);
+    const float a = absmax16(v);
+    if (AMAX_ONLY) cmax = fmaxf(cmax, a);
+    else {
+      unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+      uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
+      if (SR) {
+        uint64_t blk = p.offset + (uint64_t)k * MB + mb;
+        uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
+        nvfp4i_philox4x32_10(c, p.seed, wr);
+      }
+      enc_n<SR, 16>(v, enc_of(sf, p.csdec), wr, out);
+      *(uint2 *)(p.cdata + (size_t)k * (M / 2) + (size_t)mb * 8) = make_uint2(out[0], out[1]);
+      p.cscale[(size_t)k * p.csld + mb] = (uint8_t)sf;
+    }
   }
   if (AMAX_ONLY) block_max_to(cmax, amax_dst);
 }
@@ -754,6 +806,58 @@ static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
 }
 
 
+/* The deferred list of the RHT fast path, one per stream (a context's work
+** is ordered on its stream, so launches never share a list concurrently):
+** allocated on first use, zeroed in stream order.  A full table evicts an
+** entry round robin (cudaFree waits for the work that may still use it). */
+#define SLOW_CAP (1u << 18)
+#define SLOW_STREAMS 8
+
+static nvfp4_status slow_list_for (nvfp4_ctx *ctx, qparams *p) {
+  static std::mutex mu;
+  static struct { cudaStream_t s; int dev; slow_list *sl; } tab[SLOW_STREAMS];
+  static unsigned next_evict = 0;
+  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
+  const char *env = getenv("NVFP4_CUDA_RHT_DEFER_CAP");
+  std::lock_guard<std::mutex> lock(mu);
+  int i, slot = -1;
+  /* test hook: a smaller cap forces the follow-up's scan of all blocks */
+  p->slcap = SLOW_CAP;
+  if (env != NULL && *env != '\0' && strtoull(env, NULL, 10) < SLOW_CAP)
+    p->slcap = strtoull(env, NULL, 10);
+  for (i = 0; i < SLOW_STREAMS; i++)
+    if (tab[i].sl != NULL && tab[i].s == c->stream && tab[i].dev == c->device) {
+      p->sl = tab[i].sl;
+      return NVFP4_OK;
+    }
+  for (i = 0; i < SLOW_STREAMS && slot < 0; i++)
+    if (tab[i].sl == NULL) slot = i;
+  if (slot < 0) {
+    int dev = 0;
+    slot = (int)(next_evict++ % SLOW_STREAMS);
+    CU_CHECK(ctx, cudaGetDevice(&dev));
+    CU_CHECK(ctx, cudaSetDevice(tab[slot].dev));
+    cudaFree(tab[slot].sl);
+    tab[slot].sl = NULL;
+    CU_CHECK(ctx, cudaSetDevice(dev));
+  }
+  CU_CHECK(ctx, cudaMalloc((void **)&tab[slot].sl,
+                           offsetof(slow_list, e) + (size_t)SLOW_CAP * sizeof(uint64_t)));
+  CU_CHECK(ctx, cudaMemsetAsync(tab[slot].sl, 0, offsetof(slow_list, e), c->stream));
+  tab[slot].s = c->stream;
+  tab[slot].dev = c->device;
+  p->sl = tab[slot].sl;
+  return NVFP4_OK;
+}
+
+
+/* The follow-up of a fast RHT launch (after it on the same stream). */
+template <bool SR, bool AMAX_ONLY>
+static void launch_fix (const qparams &p, float *dst, cudaStream_t s) {
+  rht_fix_kernel<SR, AMAX_ONLY><<<(unsigned)sm_count() * 4, 128, 0, s>>>(p, dst);
+}
+
+
 template <typename T, bool SR>
 static void launch_q (const qparams &p, bool rht, unsigned grid, cudaStream_t s) {
   if (rht) quantize_kernel<T, SR, true><<<grid, NTHREADS, 0, s>>>(p);
@@ -782,7 +886,12 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   p.cm = gc.m; p.csdec = gc.s_dec;
   p.mask = o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS;
   p.seed = o->sr_seed; p.offset = o->sr_offset;
+  p.sl = NULL; p.slcap = 0;
   if (fast_ok(x, M, K, o->two_d)) {
+    if (o->rht && p.col) {
+      nvfp4_status st = slow_list_for(ctx, &p);
+      if (st != NVFP4_OK) return st;
+    }
     if (o->sr) {
       if (o->rht) launch_fast<true, true, false>(p, NULL, s);
       else launch_fast<true, false, false>(p, NULL, s);
@@ -790,6 +899,11 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     else {
       if (o->rht) launch_fast<false, true, false>(p, NULL, s);
       else launch_fast<false, false, false>(p, NULL, s);
+    }
+    if (o->rht && p.col) {
+      CU_LAUNCHED(ctx, "qfast_kernel");
+      if (o->sr) launch_fix<true, false>(p, NULL, s);
+      else launch_fix<false, false>(p, NULL, s);
     }
   }
   else if (x->dtype == NVFP4_BF16) {
@@ -875,8 +989,13 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
     if (rht && fast_ok(x, M, K, 0)) {
       qparams p;
       memset(&p, 0, sizeof p);
+      nvfp4_status st;
       p.x = x->data.p; p.M = M; p.K = K; p.mask = sign_mask;
+      st = slow_list_for(ctx, &p);
+      if (st != NVFP4_OK) return st;
       launch_fast<false, true, true>(p, c->amax_dev + 1, s);
+      CU_LAUNCHED(ctx, "qfast_kernel");
+      launch_fix<false, true>(p, c->amax_dev + 1, s);
     }
     else if (rht && M % 16 == 0)
       amax_rht_kernel<<<grid_for((M / 16) * K, 128), 128, 0, s>>>(p, M, K, sign_mask,

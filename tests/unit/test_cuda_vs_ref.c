@@ -48,9 +48,10 @@ static uint16_t to_bf16 (float f) {
 
 
 enum { F_RANDN, F_TIES, F_ZEROS, F_TINY_BLOCKS, F_HUGE, F_NAN_NEGZERO, F_SUBNORMAL,
-       F_WIDE, NFILL };
-static const char *const fill_name[NFILL] = {
-  "randn", "ties", "zeros", "tiny-blocks", "huge", "nan/-0/inf", "subnormal", "wide-range"
+       F_WIDE, NFILL, F_SPREAD = NFILL, F_SPREAD_SPARSE, NFILL_ALL };
+static const char *const fill_name[NFILL_ALL] = {
+  "randn", "ties", "zeros", "tiny-blocks", "huge", "nan/-0/inf", "subnormal", "wide-range",
+  "spread 2^+-100", "sparse spread"
 };
 
 
@@ -79,6 +80,17 @@ static float fill_value (int kind, int64_t i, int64_t K) {
     }
     case F_SUBNORMAL: return x * 1e-39f;
     case F_WIDE: return x * ldexpf(1.0f, (int)(next() % 120) - 60);
+    /* rows alternate 2^-100 and 2^100 scales: every 16-row column block
+    ** spans > 41 binades, so every RHT block leaves the fp32 butterfly
+    ** (wide-integer path); every third column 2^-20 and 1 (fp64 path) */
+    case F_SPREAD: {
+      int64_t r = i / K;
+      if ((i % K) % 3 == 0) return x * ldexpf(1.0f, (r & 1) ? 0 : -20);
+      return x * ldexpf(1.0f, (r & 1) ? 100 : -100);
+    }
+    /* a few columns only: a short deferred list among exact blocks */
+    case F_SPREAD_SPARSE:
+      return (i % K) % 97 == 5 && (i / K) % 16 == 3 ? x * 0x1p-30f : x;
   }
   return x;
 }
@@ -390,6 +402,23 @@ int main (void) {
     int64_t big[] = {1024, 2048}, big2[] = {2048, 4096};
     for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big), NVFP4_BF16, F_RANDN, &opts[oi]);
     for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big2), NVFP4_BF16, F_WIDE, &opts[oi]);
+  }
+  {   /* RHT blocks outside the fp32 butterfly's exact range on fast-path
+      ** shapes: the deferred list of kernels/quantize.cu and its follow-up
+      ** kernel (amax and cast); then with the list capped at 16 entries
+      ** (test hook), so the follow-up scans every block instead */
+    int64_t sh1[] = {256, 384}, sh2[] = {1024, 512};
+    int cap;
+    for (cap = 0; cap < 2; cap++) {
+      if (cap) setenv("NVFP4_CUDA_RHT_DEFER_CAP", "16", 1);
+      for (oi = 0; oi < nopt; oi++) {
+        if (!opts[oi].o.rht) continue;
+        one_case(nvfp4_shape_make(2, sh1), NVFP4_BF16, F_SPREAD, &opts[oi]);
+        one_case(nvfp4_shape_make(2, sh2), NVFP4_BF16, F_SPREAD_SPARSE, &opts[oi]);
+        one_case(nvfp4_shape_make(2, sh1), NVFP4_BF16, F_WIDE, &opts[oi]);
+      }
+      unsetenv("NVFP4_CUDA_RHT_DEFER_CAP");
+    }
   }
   for (d = 0; d < 3; d++) {
     nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
