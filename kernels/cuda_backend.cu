@@ -100,6 +100,19 @@ static nvfp4_status cuda_alloc (nvfp4_ctx *ctx, size_t bytes, void **p) {
 }
 
 
+/* cuda_alloc without the memset: for buffers a collective or a kernel
+** overwrites entirely (the NVFP4 all-gather's gathered and swapped ones). */
+static nvfp4_status cuda_alloc_uninit (nvfp4_ctx *ctx, size_t bytes, void **p) {
+  *p = NULL;
+  if (cudaMallocAsync(p, bytes, nvfp4i_stream(ctx)) != cudaSuccess) {
+    cudaGetLastError();
+    *p = NULL;
+    return NVFP4_ENOMEM;
+  }
+  return NVFP4_OK;
+}
+
+
 static void cuda_free (nvfp4_ctx *ctx, void *p) {
   if (p != NULL) cudaFreeAsync(p, nvfp4i_stream(ctx));
 }
@@ -150,6 +163,7 @@ extern "C" const nvfp4_backend_ops nvfp4i_cuda_ops = {
   /* .init = */ cuda_init,
   /* .fini = */ cuda_fini,
   /* .alloc = */ cuda_alloc,
+  /* .alloc_uninit = */ cuda_alloc_uninit,
   /* .free = */ cuda_free,
   /* .to_host = */ cuda_to_host,
   /* .from_host = */ cuda_from_host,

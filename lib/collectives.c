@@ -20,6 +20,9 @@
 typedef struct meta {           /* fixed size: all-gathered as bytes */
   int32_t status, ndim, dtype, flags;
   int64_t dim[NVFP4_MAX_DIMS];
+  int32_t post;                 /* status of local work before the round */
+  int32_t has_amax;             /* amax below is compared */
+  float amax[2];
 } meta;
 
 
@@ -78,14 +81,39 @@ static int first_failed (const meta *all, int size) {
 }
 
 
+/* The first rank whose amax pair differs bitwise from rank 0's, or -1; *d:
+** which one (0 rowwise, 1 columnwise). */
+static int amax_differs (const meta *all, int size, int *d) {
+  int r;
+  for (r = 1; r < size; r++)
+    for (*d = 0; *d < 2; (*d)++)
+      if (memcmp(&all[r].amax[*d], &all[0].amax[*d], sizeof(float)) != 0) return r;
+  return -1;
+}
+
+
 nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c, const char *what,
                                      nvfp4_status local, nvfp4_shape shape,
                                      nvfp4_dtype dt, int flags) {
+  return nvfp4i_comm_check_meta(c, what, local, shape, dt, flags, NULL, NVFP4_OK);
+}
+
+
+nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
+                                     nvfp4_status local, nvfp4_shape shape,
+                                     nvfp4_dtype dt, int flags,
+                                     const float *amax, nvfp4_status post) {
   meta mine, stackbuf[16], *all = stackbuf;
   char a[256], b[256];
   nvfp4_status st;
-  int r;
+  int r, d;
   meta_make(&mine, local, shape, dt, flags);
+  mine.post = (int32_t)post;
+  if (amax != NULL) {
+    mine.has_amax = 1;
+    mine.amax[0] = amax[0];
+    mine.amax[1] = amax[1];
+  }
   if (c->size > 16) {
     /* If this allocation fails the rank still joins, with a failed status. */
     all = (meta *)malloc(sizeof *all * (size_t)c->size);
@@ -112,6 +140,24 @@ nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c, const char *what,
                        meta_format(&all[0], b, sizeof b));
       goto done;
     }
+  /* The metadata agree, so has_amax does too where the callers derive it
+  ** from the metadata (the NVFP4 gather: an FP4 input used as it is). */
+  if (mine.has_amax && (r = amax_differs(all, c->size, &d)) >= 0) {
+    st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: rank %d's %s amax %.9g "
+                     "differs from rank 0's %.9g: NVFP4 shards must share one "
+                     "global scale (quantize them with amax_group, i.e. amax "
+                     "reduction over the group)", what, r,
+                     d ? "columnwise" : "rowwise", (double)all[r].amax[d],
+                     (double)all[0].amax[d]);
+    goto done;
+  }
+  /* Last, as nvfp4i_comm_agree would after the round. */
+  for (r = 0; r < c->size; r++)
+    if (all[r].post != NVFP4_OK) break;
+  if (r < c->size)
+    st = post != NVFP4_OK ? post
+         : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed (%s)", what,
+                       r, nvfp4_status_string((nvfp4_status)all[r].post));
 done:
   if (all != stackbuf) free(all);
   return st;

@@ -80,6 +80,22 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c,
                                                  nvfp4_status local,
                                                  nvfp4_shape shape,
                                                  nvfp4_dtype dt, int flags);
+/* nvfp4i_comm_check_same in the same single round, plus two things, checked
+** in this order after the metadata: amax (a host pair, or NULL: not
+** compared; every rank that passes one must pass one when the metadata
+** agree): EMISMATCH "<what>: rank r's rowwise|columnwise amax A differs
+** from rank 0's B: NVFP4 shards must share one global scale (..)" for the
+** first rank whose pair differs bitwise from rank 0's; then post, a local
+** status of work done before the round (allocation), as nvfp4i_comm_agree
+** would give it after the round.  The rank whose local status failed keeps
+** its own message; its peers' ctx messages are overwritten. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c,
+                                                 const char *what,
+                                                 nvfp4_status local,
+                                                 nvfp4_shape shape,
+                                                 nvfp4_dtype dt, int flags,
+                                                 const float *amax,
+                                                 nvfp4_status post);
 /* Collective: agree on a local status after local work (allocation, local
 ** quantize).  Local failure: returned as is; a peer's: EPEER naming it. */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,

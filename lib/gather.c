@@ -169,19 +169,28 @@ static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
 }
 
 
+/* What the collectives need, set up locally (prepare). */
+typedef struct setup {
+  nvfp4_tensor *out;          /* gathered output, rowwise buffers only */
+  nvfp4_tensor *strip;        /* stripped columnwise scale, when one is needed */
+  const void *cw_scale;       /* columnwise scale to send: [K, U] contiguous */
+  size_t cw_scale_n;          /* K * U bytes */
+} setup;
+
+
 /* The four byte all-gathers (rowwise scale rows [0, M_l), rowwise data,
 ** stripped columnwise scale, columnwise data), all ranks in this order. */
 static nvfp4_status issue_gathers (nvfp4_comm *c, const nvfp4_tensor *qx,
-                                   nvfp4_tensor *out, const nvfp4_tensor *strip,
-                                   nvfp4_handle *h, int row, int col) {
+                                   const setup *s, nvfp4_handle *h, int row,
+                                   int col) {
   if (row) {
     size_t live = (size_t)nvfp4_shape_M(qx->shape) * (size_t)qx->row_scale.shape.dim[1];
-    CHECK(nvfp4i_comm_all_gather_bytes(c, qx->row_scale.p, live, out->row_scale.p));
+    CHECK(nvfp4i_comm_all_gather_bytes(c, qx->row_scale.p, live, s->out->row_scale.p));
     CHECK(nvfp4i_comm_all_gather_bytes(c, qx->row_data.p, qx->row_data.nbytes,
-                                       out->row_data.p));
+                                       s->out->row_data.p));
   }
   if (col) {
-    CHECK(nvfp4i_comm_all_gather_bytes(c, strip->data.p, strip->data.nbytes,
+    CHECK(nvfp4i_comm_all_gather_bytes(c, s->cw_scale, s->cw_scale_n,
                                        h->il_scale->data.p));
     CHECK(nvfp4i_comm_all_gather_bytes(c, qx->col_data.p, qx->col_data.nbytes,
                                        h->il_data->data.p));
@@ -190,139 +199,176 @@ static nvfp4_status issue_gathers (nvfp4_comm *c, const nvfp4_tensor *qx,
 }
 
 
-/* An FP4 tensor carries one amax per direction, so after the gather every
-** shard is decoded with the local amax (TE aliases it).  Shards quantized
-** without amax reduction would be decoded with another rank's global scale,
-** silently: refuse them, with the same error on every rank. */
-static nvfp4_status check_same_amax (nvfp4_comm *c, const nvfp4_tensor *x,
-                                     int row, int col) {
-  float mine[2], stackbuf[2 * 16], *all = stackbuf;
-  nvfp4_status st = NVFP4_OK;
-  int r, d;
-  mine[0] = row ? x->amax[0] : 0.0f;
-  mine[1] = col ? x->amax[1] : 0.0f;
-  if (c->size > 16) {
-    all = (float *)malloc(sizeof mine * (size_t)c->size);
-    FAIL_IF(c->ctx, all == NULL, NVFP4_ENOMEM, "all_gather: cannot allocate "
-            "the amax table for %d ranks", c->size);
+/* A plain u8 tensor [d0, d1, d2] whose storage is not zero-filled: only for
+** the interleaved buffers, which the gathers fill entirely. */
+static nvfp4_status alloc_u8_uninit (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                     nvfp4_tensor **out) {
+  nvfp4_tensor *t;
+  nvfp4_status st;
+  *out = NULL;
+  t = nvfp4i_tensor_new(ctx);
+  FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
+  t->dtype = NVFP4_U8;
+  t->shape = shape;
+  if ((st = nvfp4i_buf_alloc_uninit(ctx, &t->data, shape, 1)) != NVFP4_OK) {
+    free(t);
+    return st;
   }
-  st = nvfp4i_comm_all_gather_host(c, mine, sizeof mine, all);
-  for (r = 1; st == NVFP4_OK && r < c->size; r++)
-    for (d = 0; d < 2; d++)
-      if (memcmp(&all[2 * r + d], &all[d], sizeof(float)) != 0) {
-        st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "all_gather: rank %d's %s amax "
-                         "%.9g differs from rank 0's %.9g: NVFP4 shards must share "
-                         "one global scale (quantize them with amax_group, i.e. "
-                         "amax reduction over the group)", r,
-                         d ? "columnwise" : "rowwise", (double)all[2 * r + d],
-                         (double)all[d]);
-        break;
-      }
-  if (all != stackbuf) free(all);
-  return st;
+  *out = t;
+  return NVFP4_OK;
 }
 
 
-/* Everything up to and including the four collectives. */
-static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
-                                  const nvfp4_gather_opts *g, nvfp4_status lst,
-                                  nvfp4_handle *h) {
+/* Local set-up for the quantized shard qx (x: the caller's input): the
+** gathered output with its rowwise buffers (not zero-filled: the gathers
+** write rows [0, TP*M_l) of both, and the scale's padding rows are zeroed
+** here), the interleaved columnwise buffers (filled by the gathers), and
+** the columnwise scale to send: qx's own buffer when the bookkeeping keeps
+** its full width (its first K rows are then [K, U] contiguous), else a
+** stripped copy.  No communication; on failure the caller frees *s and h's
+** interleaved buffers. */
+static nvfp4_status prepare (nvfp4_comm *c, const nvfp4_tensor *x,
+                             const nvfp4_tensor *qx, const nvfp4_gather_opts *g,
+                             const plan *p, nvfp4_handle *h, setup *s) {
   nvfp4_ctx *ctx = c->ctx;
-  nvfp4_tensor *xp = NULL, *q = NULL, *strip = NULL, *out = NULL;
-  const nvfp4_tensor *src, *qx;
   nvfp4_cw_bookkeeping bk;
+  nvfp4_tensor *out;
   nvfp4_shape gs;
-  nvfp4_status st, gst;
-  nvfp4_qopts qo;
-  plan p;
-  int64_t K = 0, U = 0, half_ml = 0;
+  int64_t K, U, half_ml;
+  size_t got;
   char sb[128];
-  memset(&p, 0, sizeof p);
-  if (lst == NVFP4_OK) lst = make_plan(ctx, x, g, &p);
-  CHECK(nvfp4i_comm_check_same(c, "all_gather", lst,
-                               x ? x->shape : nvfp4_shape_make(0, NULL),
-                               x ? x->dtype : NVFP4_F32, p.flags));
-  h->rule = g->rule;
-  src = x;
-  if (p.requant) {
-    st = nvfp4_dequantize(ctx, x, p.q.rht ? NVFP4_BF16 : NVFP4_F32, &xp);
-    CHECK(nvfp4i_comm_agree(c, "all_gather", st));
-    src = xp;
-  }
-  if (p.plain || p.requant) {
-    if (!shard_quantizable(src->shape)) {
-      st = gather_fallback(c, src, &p, h);
-      nvfp4_tensor_destroy(xp);
-      return st;
-    }
-    qo = p.q;
-    qo.amax_group = c;          /* one global scale for every shard */
-    st = nvfp4_quantize(ctx, src, &qo, &q);
-    nvfp4_tensor_destroy(xp);
-    CHECK(nvfp4i_comm_agree(c, "all_gather", st));
-    qx = q;
-  }
-  else {
-    CHECK(check_same_amax(c, x, p.row, p.col));
-    qx = x;
-  }
-
   gs = qx->shape;
   gs.dim[0] *= c->size;
-  st = nvfp4i_tensor_alloc_fp4(ctx, gs, p.row, 0, &out);
-  if (st == NVFP4_OK && p.col) {
-    /* High precision in: the named rule on the logical shape (the bug
-    ** lives here).  FP4 in: the real buffer, as TE. */
-    bk = nvfp4_cw_rule_apply(p.plain ? g->rule : NVFP4_CW_FLAT2D,
-                             p.plain ? x->shape : qx->shape);
-    K = qx->col_data.shape.dim[0];
-    half_ml = qx->col_data.shape.dim[1];
-    U = bk.scale_width;
-    if (bk.rows != K || U < 0 || U > qx->col_scale.shape.dim[1])
-      st = nvfp4i_fail(ctx, NVFP4_EINVAL, "all_gather: columnwise bookkeeping "
+  out = nvfp4i_tensor_new(ctx);
+  FAIL_IF(ctx, out == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
+  s->out = out;
+  out->dtype = NVFP4_FP4;
+  out->shape = gs;
+  if (p->row) {
+    out->has_row = 1;
+    CHECK(nvfp4i_buf_alloc_uninit(ctx, &out->row_data, nvfp4_rowwise_data_shape(gs), 1));
+    CHECK(nvfp4i_buf_alloc_uninit(ctx, &out->row_scale, nvfp4_rowwise_scale_shape(gs), 1));
+    got = (size_t)nvfp4_shape_M(qx->shape) * (size_t)c->size *
+          (size_t)qx->row_scale.shape.dim[1];
+    if (out->row_scale.nbytes > got)
+      CHECK(ctx->ops->memset(ctx, (char *)out->row_scale.p + got, 0,
+                             out->row_scale.nbytes - got));
+  }
+  if (!p->col) return NVFP4_OK;
+  /* High precision in: the named rule on the logical shape (the bug lives
+  ** here).  FP4 in: the real buffer, as TE. */
+  bk = nvfp4_cw_rule_apply(p->plain ? g->rule : NVFP4_CW_FLAT2D,
+                           p->plain ? x->shape : qx->shape);
+  K = qx->col_data.shape.dim[0];
+  half_ml = qx->col_data.shape.dim[1];
+  U = bk.scale_width;
+  if (bk.rows != K || U < 0 || U > qx->col_scale.shape.dim[1])
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "all_gather: columnwise bookkeeping "
                        "(rule %s) gives %lld x %lld scale entries, outside the "
                        "local columnwise scale %s", nvfp4_cw_rule_name(g->rule),
                        (long long)bk.rows, (long long)U,
                        nvfp4_shape_format(qx->col_scale.shape, sb, sizeof sb));
-    if (st == NVFP4_OK) st = nvfp4i_tensor_alloc_plain(ctx, shape2(K, U), NVFP4_U8, &strip);
-    if (st == NVFP4_OK)
-      st = nvfp4i_tensor_alloc_plain(ctx, shape3(c->size, K, U), NVFP4_U8, &h->il_scale);
-    if (st == NVFP4_OK)
-      st = nvfp4i_tensor_alloc_plain(ctx, shape3(c->size, K, half_ml), NVFP4_U8, &h->il_data);
-    /* Strip both paddings: scale[0:K, 0:U] into contiguous memory. */
-    if (st == NVFP4_OK && K * U > 0)
-      st = ctx->ops->copy2d(ctx, strip->data.p, (size_t)U, qx->col_scale.p,
-                            (size_t)qx->col_scale.shape.dim[1], (size_t)K, (size_t)U);
+  CHECK(alloc_u8_uninit(ctx, shape3(c->size, K, U), &h->il_scale));
+  CHECK(alloc_u8_uninit(ctx, shape3(c->size, K, half_ml), &h->il_data));
+  s->cw_scale_n = (size_t)K * (size_t)U;
+  if (U == qx->col_scale.shape.dim[1]) {
+    s->cw_scale = qx->col_scale.p;          /* nothing to strip */
+    return NVFP4_OK;
   }
-  if ((st = nvfp4i_comm_agree(c, "all_gather", st)) != NVFP4_OK) goto done;
+  /* Strip both paddings: scale[0:K, 0:U] into contiguous memory. */
+  CHECK(alloc_u8_uninit(ctx, shape2(K, U), &s->strip));
+  s->cw_scale = s->strip->data.p;
+  if (K * U > 0)
+    CHECK(ctx->ops->copy2d(ctx, s->strip->data.p, (size_t)U, qx->col_scale.p,
+                           (size_t)qx->col_scale.shape.dim[1], (size_t)K, (size_t)U));
+  return NVFP4_OK;
+}
 
-  /* Zero the rowwise scale's padding rows, then the four collectives in
-  ** TE's order, coalesced into one NCCL group on that transport. */
-  if (p.row) {
-    size_t got = (size_t)nvfp4_shape_M(qx->shape) * (size_t)c->size *
-                 (size_t)qx->row_scale.shape.dim[1];
-    if (out->row_scale.nbytes > got)
-      CHECK_GOTO(ctx->ops->memset(ctx, (char *)out->row_scale.p + got, 0,
-                                  out->row_scale.nbytes - got), st, done);
+
+/* Everything up to and including the four collectives.  Host rounds before
+** them: one for an FP4 input used as it is (the metadata round carries its
+** amaxes and the set-up status), three otherwise (metadata; the quantize's
+** amax reduction; quantize + set-up status), plus one for a dequantize. */
+static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
+                                  const nvfp4_gather_opts *g, nvfp4_status lst,
+                                  nvfp4_handle *h) {
+  nvfp4_ctx *ctx = c->ctx;
+  nvfp4_tensor *xp = NULL, *q = NULL;
+  const nvfp4_tensor *src, *qx;
+  nvfp4_status st, gst, post = NVFP4_OK;
+  nvfp4_qopts qo;
+  setup s;
+  plan p;
+  float amax[2];
+  int direct;
+  memset(&p, 0, sizeof p);
+  memset(&s, 0, sizeof s);
+  if (lst == NVFP4_OK) lst = make_plan(ctx, x, g, &p);
+  /* An FP4 input used as it is: set up before the metadata round, so that
+  ** the round also agrees on the set-up and (TE aliases the amaxes, see
+  ** below) on the amaxes of the usages gathered. */
+  direct = lst == NVFP4_OK && !p.plain && !p.requant;
+  if (direct) {
+    amax[0] = p.row ? x->amax[0] : 0.0f;
+    amax[1] = p.col ? x->amax[1] : 0.0f;
+    post = prepare(c, x, x, g, &p, h, &s);
   }
+  /* An FP4 tensor carries one amax per direction, so after the gather every
+  ** shard is decoded with the local amax (TE aliases it).  Shards quantized
+  ** without amax reduction would be decoded with another rank's global
+  ** scale, silently: refuse them, with the same error on every rank. */
+  st = nvfp4i_comm_check_meta(c, "all_gather", lst,
+                              x ? x->shape : nvfp4_shape_make(0, NULL),
+                              x ? x->dtype : NVFP4_F32, p.flags,
+                              direct ? amax : NULL, post);
+  if (st != NVFP4_OK) goto done;
+  h->rule = g->rule;
+  if (direct) qx = x;
+  else {
+    src = x;
+    if (p.requant) {
+      st = nvfp4_dequantize(ctx, x, p.q.rht ? NVFP4_BF16 : NVFP4_F32, &xp);
+      if ((st = nvfp4i_comm_agree(c, "all_gather", st)) != NVFP4_OK) goto done;
+      src = xp;
+    }
+    if (!shard_quantizable(src->shape)) {
+      st = gather_fallback(c, src, &p, h);
+      goto done;
+    }
+    qo = p.q;
+    qo.amax_group = c;          /* one global scale for every shard */
+    st = nvfp4_quantize(ctx, src, &qo, &q);
+    if (st == NVFP4_OK) st = prepare(c, x, q, g, &p, h, &s);
+    if ((st = nvfp4i_comm_agree(c, "all_gather", st)) != NVFP4_OK) goto done;
+    qx = q;
+  }
+
+  /* The four collectives in TE's order, coalesced into one NCCL group on
+  ** that transport. */
   CHECK_GOTO(nvfp4i_comm_group_start(c), st, done);
-  st = issue_gathers(c, qx, out, strip, h, p.row, p.col);
+  st = issue_gathers(c, qx, &s, h, p.row, p.col);
   gst = nvfp4i_comm_group_end(c);
   if (st == NVFP4_OK) st = gst;
   if (st != NVFP4_OK) goto done;
-  out->amax[0] = qx->amax[0];
-  out->amax[1] = qx->amax[1];
-  out->rht = qx->rht;
-  out->rht_no_signs = qx->rht_no_signs;
-  out->sr = qx->sr;
-  out->two_d = qx->two_d;
-  h->out = out;
+  s.out->amax[0] = qx->amax[0];
+  s.out->amax[1] = qx->amax[1];
+  s.out->rht = qx->rht;
+  s.out->rht_no_signs = qx->rht_no_signs;
+  s.out->sr = qx->sr;
+  s.out->two_d = qx->two_d;
+  h->out = s.out;
   h->col = p.col;
-  out = NULL;
+  s.out = NULL;
 done:
-  nvfp4_tensor_destroy(out);
-  nvfp4_tensor_destroy(strip);
+  if (st != NVFP4_OK) {
+    nvfp4_tensor_destroy(h->il_scale);
+    nvfp4_tensor_destroy(h->il_data);
+    h->il_scale = h->il_data = NULL;
+  }
+  nvfp4_tensor_destroy(s.out);
+  nvfp4_tensor_destroy(s.strip);
   nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(xp);
   return st;
 }
 
@@ -336,13 +382,42 @@ static void adopt (nvfp4_tensor *t, nvfp4i_buf *buf, nvfp4_shape shape) {
 }
 
 
-/* De-interleave and re-pad the columnwise copy (§5.1 G, §6).  Local. */
+/* scale (allocated [ru(K,128), P], P = ru(W,4), not zero-filled) = the
+** de-interleaved il [TP, K, U] (W = TP*U > 0) with zero padding.  P == W
+** (the usual case): swapped straight into the padded buffer, whose first K
+** rows are then contiguous, and only the padding rows zeroed; otherwise
+** through a temporary [K, W] and a pitched copy into the zeroed buffer. */
+static nvfp4_status swap_scale_padded (nvfp4_ctx *ctx, const nvfp4_tensor *il,
+                                       nvfp4i_buf *scale) {
+  nvfp4i_buf tmp;
+  nvfp4_status st;
+  int64_t TP = il->shape.dim[0], K = il->shape.dim[1], U = il->shape.dim[2];
+  size_t W = (size_t)(TP * U), P = (size_t)scale->shape.dim[1];
+  size_t live = (size_t)K * P;
+  if (W == P) {
+    CHECK(ctx->ops->swap_first_dims(ctx, scale->p, il->data.p, TP, K, (size_t)U));
+    if (scale->nbytes > live)
+      CHECK(ctx->ops->memset(ctx, (char *)scale->p + live, 0, scale->nbytes - live));
+    return NVFP4_OK;
+  }
+  CHECK(nvfp4i_buf_alloc_uninit(ctx, &tmp, shape2(K, (int64_t)W), 1));
+  st = ctx->ops->swap_first_dims(ctx, tmp.p, il->data.p, TP, K, (size_t)U);
+  if (st == NVFP4_OK) st = ctx->ops->memset(ctx, scale->p, 0, scale->nbytes);
+  if (st == NVFP4_OK)
+    st = ctx->ops->copy2d(ctx, scale->p, P, tmp.p, W, (size_t)K, W);
+  nvfp4i_buf_free(ctx, &tmp);
+  return st;
+}
+
+
+/* De-interleave and re-pad the columnwise copy (§5.1 G, §6).  Local.  The
+** swaps write their outputs entirely, so those are not zero-filled. */
 static nvfp4_status gather_finish (nvfp4_handle *h) {
   nvfp4_ctx *ctx = h->ctx;
-  nvfp4_tensor *out = h->out, *ss = NULL, *sd = NULL;
+  nvfp4_tensor *out = h->out, *ss = NULL;
   nvfp4_shape is, id;
   int64_t K, W;
-  nvfp4i_buf scale;
+  nvfp4i_buf scale, data;
   nvfp4_status st;
   char sb[128], why[NVFP4I_ERRLEN];
   if (!h->col) return NVFP4_OK;
@@ -362,8 +437,23 @@ static nvfp4_status gather_finish (nvfp4_handle *h) {
     h->il_scale = NULL;
     return NVFP4_OK;
   }
-  /* Scale first, then data, as TE. */
-  if ((st = nvfp4_swap_first_dims(ctx, h->il_scale, &ss)) != NVFP4_OK) {
+  /* Scale first, then data, as TE.  An empty scale (U = 0 under the ND
+  ** rule) is refused by swap_first_dims's own check, "Input is not
+  ** allocated"; any other goes straight into the padded buffer. */
+  memset(&scale, 0, sizeof scale);
+  if (nvfp4_shape_numel(is) == 0) {
+    st = nvfp4_swap_first_dims(ctx, h->il_scale, &ss);
+    nvfp4_tensor_destroy(ss);
+    if (st == NVFP4_OK)                     /* cannot happen: it has no elements */
+      st = nvfp4i_fail(ctx, NVFP4_EINVAL, "Input is not allocated");
+  }
+  else {
+    st = nvfp4i_buf_alloc_uninit(ctx, &scale, shape2(roundup(K, NVFP4_SCALE_ROWS),
+                                                     roundup(W, NVFP4_SCALE_COLS)), 1);
+    if (st == NVFP4_OK) st = swap_scale_padded(ctx, h->il_scale, &scale);
+  }
+  if (st != NVFP4_OK) {
+    nvfp4i_buf_free(ctx, &scale);
     strncpy(why, ctx->err, sizeof why - 1);
     why[sizeof why - 1] = '\0';
     return nvfp4i_fail(ctx, st, "all_gather: de-interleaving the gathered "
@@ -372,26 +462,18 @@ static nvfp4_status gather_finish (nvfp4_handle *h) {
                        nvfp4_shape_format(is, sb, sizeof sb),
                        nvfp4_cw_rule_name(h->rule), (long long)is.dim[2], why);
   }
-  if ((st = nvfp4_swap_first_dims(ctx, h->il_data, &sd)) != NVFP4_OK) {
-    nvfp4_tensor_destroy(ss);
-    return st;
-  }
-  /* Re-pad with zeros to [ru(K,128), ru(TP*U,4)]. */
-  st = nvfp4i_buf_alloc(ctx, &scale, shape2(roundup(K, NVFP4_SCALE_ROWS),
-                                            roundup(W, NVFP4_SCALE_COLS)), 1);
-  if (st == NVFP4_OK && scale.nbytes > 0)
-    st = ctx->ops->memset(ctx, scale.p, 0, scale.nbytes);
-  if (st == NVFP4_OK && K * W > 0)
-    st = ctx->ops->copy2d(ctx, scale.p, (size_t)scale.shape.dim[1], ss->data.p,
-                          (size_t)W, (size_t)K, (size_t)W);
-  nvfp4_tensor_destroy(ss);
+  /* Data: [TP, K, M_l/2] -> [K, TP*M_l/2], every byte written by the swap. */
+  st = nvfp4i_buf_alloc_uninit(ctx, &data, shape2(K, id.dim[0] * id.dim[2]), 1);
+  if (st == NVFP4_OK)
+    st = ctx->ops->swap_first_dims(ctx, data.p, h->il_data->data.p, id.dim[0],
+                                   id.dim[1], (size_t)id.dim[2]);
   if (st != NVFP4_OK) {
+    nvfp4i_buf_free(ctx, &data);
     nvfp4i_buf_free(ctx, &scale);
-    nvfp4_tensor_destroy(sd);
     return st;
   }
   out->col_scale = scale;
-  adopt(sd, &out->col_data, shape2(K, id.dim[0] * id.dim[2]));
+  out->col_data = data;
   out->has_col = 1;
   nvfp4_tensor_destroy(h->il_scale);
   nvfp4_tensor_destroy(h->il_data);

@@ -57,6 +57,9 @@ struct nvfp4_backend_ops {
   nvfp4_status (*init)    (nvfp4_ctx *);             /* may be NULL */
   void         (*fini)    (nvfp4_ctx *);             /* may be NULL */
   nvfp4_status (*alloc)   (nvfp4_ctx *, size_t bytes, void **p);  /* zeroed */
+  /* Like alloc but the contents are unspecified; NULL: alloc is used.  For
+  ** buffers that a collective or a kernel overwrites entirely. */
+  nvfp4_status (*alloc_uninit)(nvfp4_ctx *, size_t bytes, void **p);
   void         (*free)    (nvfp4_ctx *, void *p);
   nvfp4_status (*to_host) (nvfp4_ctx *, void *dst, const void *src, size_t n);
   nvfp4_status (*from_host)(nvfp4_ctx *, void *dst, const void *src, size_t n);
@@ -166,6 +169,11 @@ NVFP4I_FUNC nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st,
 /* ---- tensors (lib/tensor.c) ------------------------------------------ */
 NVFP4I_FUNC nvfp4_status nvfp4i_buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b,
                                            nvfp4_shape shape, size_t elsize);
+/* As nvfp4i_buf_alloc, but the contents are unspecified (no zero fill):
+** only for buffers every byte of which is written before it is read.
+** Uses the backend's alloc_uninit, or its zeroing alloc where it has none. */
+NVFP4I_FUNC nvfp4_status nvfp4i_buf_alloc_uninit (nvfp4_ctx *ctx, nvfp4i_buf *b,
+                                                  nvfp4_shape shape, size_t elsize);
 NVFP4I_FUNC void nvfp4i_buf_free (nvfp4_ctx *ctx, nvfp4i_buf *b);
 /* A new FP4 tensor of logical shape with the requested usages allocated
 ** (zeroed) and the given flags; amax zero. */

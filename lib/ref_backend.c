@@ -15,6 +15,13 @@ static nvfp4_status cpu_alloc (nvfp4_ctx *ctx, size_t bytes, void **p) {
 }
 
 
+/* No zero fill: for buffers that are overwritten entirely. */
+static nvfp4_status cpu_alloc_uninit (nvfp4_ctx *ctx, size_t bytes, void **p) {
+  *p = malloc(bytes);
+  return *p ? NVFP4_OK : NVFP4_ENOMEM;
+}
+
+
 static void cpu_free (nvfp4_ctx *ctx, void *p) {
   free(p);
 }
@@ -69,6 +76,7 @@ const nvfp4_backend_ops nvfp4i_cpu_ops = {
   .init = NULL,
   .fini = NULL,
   .alloc = cpu_alloc,
+  .alloc_uninit = cpu_alloc_uninit,
   .free = cpu_free,
   .to_host = cpu_copy,
   .from_host = cpu_copy,

@@ -22,18 +22,34 @@ size_t nvfp4_dtype_size (nvfp4_dtype dt) {
 }
 
 
-nvfp4_status nvfp4i_buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b, nvfp4_shape shape,
-                               size_t elsize) {
+static nvfp4_status buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b, nvfp4_shape shape,
+                               size_t elsize, int zero) {
+  nvfp4_status (*alloc) (nvfp4_ctx *, size_t, void **) = ctx->ops->alloc;
+  if (!zero && ctx->ops->alloc_uninit != NULL) alloc = ctx->ops->alloc_uninit;
   b->shape = shape;
   b->nbytes = (size_t)nvfp4_shape_numel(shape) * elsize;
   b->p = NULL;
   if (b->nbytes == 0) return NVFP4_OK;
-  if (ctx->ops->alloc(ctx, b->nbytes, &b->p) != NVFP4_OK) {
+  if (alloc(ctx, b->nbytes, &b->p) != NVFP4_OK) {
     b->p = NULL;
     return nvfp4i_fail(ctx, NVFP4_ENOMEM, "cannot allocate %zu bytes on %s",
                        b->nbytes, ctx->ops->name);
   }
   return NVFP4_OK;
+}
+
+
+/* Zero-filled (the backend alloc contract). */
+nvfp4_status nvfp4i_buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b, nvfp4_shape shape,
+                               size_t elsize) {
+  return buf_alloc(ctx, b, shape, elsize, 1);
+}
+
+
+/* Contents unspecified: the caller writes every byte before reading any. */
+nvfp4_status nvfp4i_buf_alloc_uninit (nvfp4_ctx *ctx, nvfp4i_buf *b,
+                                      nvfp4_shape shape, size_t elsize) {
+  return buf_alloc(ctx, b, shape, elsize, 0);
 }
 
 

@@ -2,9 +2,11 @@
 ** test_collectives.c -- plain-tensor collectives along dim 0 at 2 and 4
 ** ranks: all-gather rank order, reduce-scatter and all-reduce sums (FP32
 ** and BF16, summed in FP32 in rank order and rounded once), and the
-** cross-rank metadata check (same error on every rank, no hang).
+** cross-rank metadata check (same error on every rank, no hang), with the
+** NVFP4 gather's amax pair and set-up status.
 */
 #include "mpicheck.h"
+#include "comm_int.h"             /* nvfp4i_comm_check_meta */
 
 static nvfp4_comm *world;
 
@@ -213,6 +215,53 @@ static void test_errors (void) {
 }
 
 
+/* nvfp4i_comm_check_meta, the NVFP4 gather's one round before its
+** collectives: metadata first, then the amax pair (bitwise), then the
+** status of the local set-up; each verdict the same on every rank. */
+static void test_check_meta (void) {
+  float a[2] = {1.5f, 2.0f}, b[2];
+  int last = mc_size - 1;
+  char want[128];
+  nvfp4_status st, post;
+  EXPECT_OK(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4,
+                                   3, a, NVFP4_OK));
+  /* a set-up failure on the last rank: it keeps its status and message,
+  ** its peers get EPEER naming it */
+  post = mc_rank == last ? nvfp4i_fail(mc_ctx, NVFP4_ENOMEM, "t: set-up failed here")
+                         : NVFP4_OK;
+  st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3, a, post);
+  EXPECT_EQ_I(st, mc_rank == last ? NVFP4_ENOMEM : NVFP4_EPEER);
+  snprintf(want, sizeof want, "t: rank %d failed (", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == last ? "t: set-up failed here" : want);
+  /* rank 1's columnwise amax differs: EMISMATCH everywhere, before rank
+  ** 0's set-up failure; -0.0 differs from +0.0 (bits are compared) */
+  b[0] = a[0];
+  b[1] = mc_rank == 1 ? 2.5f : a[1];
+  st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3, b,
+                              mc_rank == 0 ? NVFP4_ENOMEM : NVFP4_OK);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "t: rank 1's columnwise amax 2.5 differs from "
+                "rank 0's 2: NVFP4 shards must share one global scale");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  b[0] = mc_rank == last ? -0.0f : 0.0f;
+  b[1] = a[1];
+  EXPECT_ST(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3,
+                                   b, NVFP4_OK), NVFP4_EMISMATCH);
+  snprintf(want, sizeof want, "t: rank %d's rowwise amax -0 differs", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  /* the metadata come first: a shape mismatch hides the amax mismatch */
+  b[0] = mc_rank == 1 ? 9.0f : a[0];
+  st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(mc_rank == 1 ? 4 : 2, 16),
+                              NVFP4_FP4, 3, b, NVFP4_OK);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "t: ranks disagree: rank 1 has [4, 16] fp4");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  /* no amax: not compared */
+  EXPECT_OK(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4,
+                                   3, NULL, NVFP4_OK));
+}
+
+
 static void test_groups (void) {
   nvfp4_comm *g = NULL;
   float v[2], got[4];
@@ -244,6 +293,7 @@ int main (int argc, char **argv) {
   RUN(test_all_reduce);
   RUN(test_bf16_rounded_once);
   RUN(test_errors);
+  RUN(test_check_meta);
   RUN(test_groups);
   nvfp4_comm_destroy(world);
   rc = mc_finish();
