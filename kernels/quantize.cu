@@ -598,8 +598,10 @@ static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, 
 }
 
 
+/* 4 CTAs per SM (at most 64 registers) except SR without RHT, which spills
+** there: 3 (at most 80). */
 template <bool SR, bool RHT, bool AMAX_ONLY>
-__global__ void __launch_bounds__(256, 2)
+__global__ void __launch_bounds__(256, SR && !RHT ? 3 : 4)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   __shared__ __align__(16) uint32_t sh[FM * 64];
   __shared__ float renc[256], cenc[256];
