@@ -461,7 +461,11 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** 16j..16j+15) and writes 8 bytes per column; the 4 lanes j = 0..3 of a
 ** column write its 32 contiguous bytes.  The enc tables are built once per
 ** CTA.  AMAX_ONLY: the same column path, RHT'd, reduced to max|.| (the RHT
-** amax pass).
+** amax pass).  RHT: a column block whose fp32 butterfly is not provably
+** exact (rht16_f32_exact; about 0.4% of randn blocks) is only recorded in
+** the stream's deferred list; rht_fix_kernel, launched right after, redoes
+** it exactly (its codes and scale, or its share of the amax), so the main
+** kernel carries no fp64 / wide-integer code and spills nothing.
 **
 ** Element encode, RN (= nvfp4i_e2m1_encode, see e2m1_rn): y = fl(v*enc) is
 ** a GPU product, so a NaN y is the canonical positive NaN: fminf drops it,
