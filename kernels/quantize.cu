@@ -33,6 +33,7 @@
 #include <cuda_bf16.h>
 #include "config.h"
 #include "cuda_int.h"
+#include "rht_wide.h"           /* the wide-integer RHT column, shared with the CPU */
 #include "ref_codec.h"
 #include "philox.h"
 
@@ -107,80 +108,7 @@ static __device__ __forceinline__ float absmax16 (const float *v) {
 }
 
 
-/* ---- exact 16-point RHT (nvfp4i_rht16, lib/ref_codec.c) -------------------- */
-
-static __device__ uint16_t bf16_from_double (double d) {
-  uint16_t sign = signbit(d) ? 0x8000u : 0u;
-  double a = fabs(d), r;
-  int ex, qe;
-  if (isnan(d)) return (uint16_t)(sign | 0x7fc0u);
-  if (isinf(d)) return (uint16_t)(sign | 0x7f80u);
-  if (a == 0.0) return sign;
-  frexp(a, &ex);
-  qe = ex - 1 - 7;
-  if (qe < -133) qe = -133;
-  r = ldexp(rint(ldexp(a, -qe)), qe);
-  if (r >= 0x1p128) return (uint16_t)(sign | 0x7f80u);
-  return (uint16_t)(sign | (__float_as_uint((float)r) >> 16));
-}
-
-
-#define WIDE_WORDS 5
-
-static __device__ void wide_add (uint64_t *acc, uint64_t sig, int p, int neg) {
-  uint64_t t[WIDE_WORDS] = {0, 0, 0, 0, 0}, carry = 0;
-  int w = p / 64, b = p % 64, i;
-  t[w] = sig << b;
-  if (b > 0 && w + 1 < WIDE_WORDS) t[w + 1] = sig >> (64 - b);
-  for (i = 0; i < WIDE_WORDS; i++) {
-    uint64_t x = acc[i], y = t[i], s;
-    if (!neg) {
-      s = x + y;
-      uint64_t c1 = s < x;
-      s += carry;
-      carry = c1 | (s < carry);
-    }
-    else {
-      s = x - y;
-      uint64_t b1 = x < y;
-      uint64_t s2 = s - carry;
-      carry = b1 | (s < carry);
-      s = s2;
-    }
-    acc[i] = s;
-  }
-}
-
-
-static __device__ int wide_bit (const uint64_t *acc, int i) {
-  return (int)((acc[i / 64] >> (i % 64)) & 1u);
-}
-
-
-static __device__ uint16_t wide_to_bf16 (uint64_t *acc) {
-  int neg = (int)(acc[WIDE_WORDS - 1] >> 63), P = -1, rp, i;
-  uint64_t q = 0;
-  int half, sticky = 0;
-  double r;
-  if (neg) {
-    uint64_t carry = 1;
-    for (i = 0; i < WIDE_WORDS; i++) {
-      acc[i] = ~acc[i] + carry;
-      carry = carry && acc[i] == 0;
-    }
-  }
-  for (i = WIDE_WORDS * 64 - 1; i >= 0; i--)
-    if (wide_bit(acc, i)) { P = i; break; }
-  if (P < 0) return 0;
-  rp = P - 7 > 2 ? P - 7 : 2;
-  for (i = P; i >= rp; i--) q = (q << 1) | (uint64_t)wide_bit(acc, i);
-  half = wide_bit(acc, rp - 1);
-  for (i = rp - 2; i >= 0 && !sticky; i--) sticky = wide_bit(acc, i);
-  if (half && (sticky || (q & 1u))) q++;
-  r = ldexp((double)q, rp - 135);
-  return bf16_from_double(neg ? -r : r);
-}
-
+/* ---- exact 16-point RHT (nvfp4i_rht16, lib/ref_codec.c; lib/rht_wide.h) ---- */
 
 struct f16 { float v[16]; };
 
@@ -190,18 +118,8 @@ static __device__ __noinline__ f16 rht_slow (f16 in, int emax, int emin) {
   float *out = res.v;
   int r, h, j, k;
   if (emax - emin > 41) {
-    for (int c = 0; c < 16; c++) {
-      uint64_t acc[WIDE_WORDS] = {0, 0, 0, 0, 0};
-      for (r = 0; r < 16; r++) {
-        uint32_t u = __float_as_uint(w[r]);
-        int E = (int)((u >> 23) & 0xffu);
-        uint64_t sig = ((u >> 16) & 0x7fu) | (E ? 0x80u : 0u);
-        int neg = (int)(u >> 31) ^ (__popc((unsigned)(r & c)) & 1);
-        if (sig == 0) continue;
-        wide_add(acc, sig, (E ? E : 1) - 1, neg);
-      }
-      out[c] = __uint_as_float((uint32_t)wide_to_bf16(acc) << 16);
-    }
+    for (int c = 0; c < 16; c++)
+      out[c] = __uint_as_float((uint32_t)nvfp4i_rht_wide(w, c) << 16);
     return res;
   }
   double x[16];
@@ -215,7 +133,7 @@ static __device__ __noinline__ f16 rht_slow (f16 in, int emax, int emin) {
       }
   for (r = 0; r < 16; r++)
     out[r] = x[r] == 0.0 ? 0.0f
-           : __uint_as_float((uint32_t)bf16_from_double(__dmul_rn(0.25, x[r])) << 16);
+           : __uint_as_float((uint32_t)nvfp4i_bf16_from_double_any(__dmul_rn(0.25, x[r])) << 16);
   return res;
 }
 
