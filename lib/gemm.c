@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <cblas.h>
 #include "nvfp4_int.h"
 #include "comm_int.h"
@@ -219,26 +218,23 @@ fail:
 ** Rapids, family 6 model 0x8F/0xCF, as on the CI machines) falls back to
 ** "Prescott", the SSE3 kernels, 5-7x slower than the AVX-512 ones
 ** (OpenMathLib/OpenBLAS#4267).  OPENBLAS_CORETYPE is OpenBLAS's own knob for
-** this, but it is read before main().  So, once, before our first GEMM: if
-** OpenBLAS reports Prescott, OPENBLAS_CORETYPE is unset and the CPU has
-** AVX-512 (or AVX2+FMA), we set it to the matching core and re-run
-** OpenBLAS's dynamic init, then unset it again.  These are weak references:
-** with another BLAS (or a build without DYNAMIC_ARCH) nothing happens.  Set
-** OPENBLAS_CORETYPE (even to Prescott) to keep OpenBLAS's own choice.  The
-** kernels change only the order of the fp32/fp64 accumulation. */
+** this, but it is read before main().  nvfp4_blas_select_core (nvfp4.h) sets
+** it and re-runs OpenBLAS's dynamic init; it touches the environment, so the
+** program calls it once, early, before it starts threads (nvfp4-lua: before
+** MPI_Init), never the library behind a caller's back.  Weak references: with
+** another BLAS (or a build without DYNAMIC_ARCH) nothing happens. */
 extern char *openblas_get_corename (void) __attribute__((weak));
 extern void gotoblas_dynamic_init (void) __attribute__((weak));
 extern void gotoblas_dynamic_quit (void) __attribute__((weak));
 
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-
-static void blas_pick_core (void) {
+const char *nvfp4_blas_select_core (void) {
   const char *want = NULL, *core;
   if (openblas_get_corename == NULL || gotoblas_dynamic_init == NULL ||
-      gotoblas_dynamic_quit == NULL || getenv("OPENBLAS_CORETYPE") != NULL)
-    return;
+      gotoblas_dynamic_quit == NULL)
+    return NULL;
   core = openblas_get_corename();
-  if (core == NULL || strcmp(core, "Prescott") != 0) return;
+  if (core == NULL || strcmp(core, "Prescott") != 0 || getenv("OPENBLAS_CORETYPE") != NULL)
+    return core;
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
@@ -248,16 +244,14 @@ static void blas_pick_core (void) {
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     want = "Haswell";
 #endif
-  if (want == NULL || setenv("OPENBLAS_CORETYPE", want, 0) != 0) return;
+  if (want == NULL || setenv("OPENBLAS_CORETYPE", want, 0) != 0) return core;
   gotoblas_dynamic_quit();
   gotoblas_dynamic_init();
   unsetenv("OPENBLAS_CORETYPE");
+  return openblas_get_corename();
 }
 
 
-static void blas_init (void) {
-  pthread_once(&blas_once, blas_pick_core);
-}
 
 
 /* ---- the CPU backend's GEMM -------------------------------------------- */
@@ -323,7 +317,6 @@ nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
   nvfp4_status st = NVFP4_ENOMEM;
   int64_t i, j;
   if (P == 0 || Q == 0) return NVFP4_OK;
-  blas_init();
   if (d->dtype == NVFP4_F32) C = (float *)d->data.p;
   else if ((C = (float *)malloc((size_t)P * (size_t)Q * sizeof *C)) == NULL) goto fail;
   if (R == 0)
@@ -444,7 +437,6 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
     nvfp4i_fail(ctx, st, "gemm_ref64: out of host memory");
     goto done;
   }
-  blas_init();
   if (P > 0 && Q > 0 && R > 0)
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)Q, (int)P, (int)R,
                 1.0, B, (int)R, A, (int)R, 0.0, C, (int)P);

@@ -357,6 +357,17 @@ void         nvfp4_handle_destroy (nvfp4_handle *h);      /* NULL: no-op */
 
 
 /* ---- GEMM and the Linear layer (lib/gemm.c, lib/linear.c) ------------ */
+/* CPU GEMMs go to OpenBLAS.  Before 0.3.25, OpenBLAS does not know recent
+** Intel CPUs and falls back to its SSE3 ("Prescott") kernels, 5-7x slower.
+** This switches it to the AVX-512 (or AVX2) kernels the CPU has, by setting
+** OPENBLAS_CORETYPE and re-running OpenBLAS's core selection; it does nothing
+** when OPENBLAS_CORETYPE is set (the user's choice wins), when OpenBLAS chose
+** another core, or with another BLAS.  It changes the process environment
+** for a moment: call it once, early, before the program starts threads
+** (nvfp4-lua calls it before MPI_Init).  Returns the core now in use, or NULL
+** when the BLAS is not OpenBLAS.  Kernels differ only in summation order. */
+const char  *nvfp4_blas_select_core (void);
+
 /* Which buffer of an operand a GEMM reads.  For an FP4 tensor of logical
 ** shape [.., K] with M leading rows: ROWWISE is the matrix [M, K] (data
 ** [.., K/2], scale [ru(M,128), ru(K/16,4)]), COLUMNWISE the matrix [K, M]

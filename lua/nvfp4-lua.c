@@ -215,6 +215,7 @@ static int pmain (lua_State *L) {
 int main (int argc, char **argv) {
   int provided, status = 0;
   lua_State *L;
+  nvfp4_blas_select_core();        /* before any thread exists: it sets an env var */
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  /* the watchdog may abort */
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   L = luaL_newstate();

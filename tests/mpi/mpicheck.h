@@ -117,6 +117,7 @@ static void mc_run (const char *name, mc_test_fn fn) {
 
 static void mc_init (int *argc, char ***argv) {
   const char *why = "";
+  nvfp4_blas_select_core();      /* OpenBLAS's fast kernels; before MPI starts threads */
   MPI_Init(argc, argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &mc_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &mc_size);

@@ -305,8 +305,22 @@ static void test_gemm_after_quantize_matches_ref64 (void **state) {
 }
 
 
+/* The OpenBLAS core switch: OpenBLAS is linked, so a core name comes back;
+** a second call changes nothing, and the environment is left as found. */
+static void test_blas_select_core (void **state) {
+  int had = getenv("OPENBLAS_CORETYPE") != NULL;
+  const char *a = nvfp4_blas_select_core(), *b;
+  assert_non_null(a);
+  b = nvfp4_blas_select_core();
+  assert_non_null(b);
+  assert_string_equal(a, b);
+  assert_int_equal(getenv("OPENBLAS_CORETYPE") != NULL, had);
+}
+
+
 int main (void) {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_blas_select_core),
     cmocka_unit_test(test_gemm_fp4_rowwise_matches_double),
     cmocka_unit_test(test_gemm_fp4_columnwise_wgrad_shape_and_values),
     cmocka_unit_test(test_gemm_rejects_wrong_width_columnwise_scale),
