@@ -48,14 +48,19 @@
 ** an integer by adding 2^23; the three grids are steps 0.5, 1, 2 and their
 ** minimum is the right one in each range).  NaN -> 0x7, sign kept
 ** otherwise (-0 -> 0x8). */
-static __device__ __forceinline__ unsigned e2m1_rn (float y) {
-  float yc = fminf(y, FLT_MAX);          /* NaN -> +FLT_MAX -> 0x7; +Inf likewise */
-  float a = fabsf(yc);
+/* The rule without the NaN clamp, for inputs that are never NaN. */
+static __device__ __forceinline__ unsigned e2m1_rn_fast (float y) {
+  float a = fabsf(y);
   float f0 = __fmaf_rn(a, 2.0f, 8388608.0f);
   float f1 = __fadd_rn(a, 8388610.0f);
   float f2 = __fmaf_rn(a, 0.5f, 8388612.0f);
   float v = fminf(fminf(fminf(f0, f1), f2), 8388615.0f);
-  return (__float_as_uint(v) & 7u) | ((__float_as_uint(yc) >> 28) & 8u);
+  return (__float_as_uint(v) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
+}
+
+
+static __device__ __forceinline__ unsigned e2m1_rn (float y) {
+  return e2m1_rn_fast(fminf(y, FLT_MAX));  /* NaN -> +FLT_MAX -> 0x7; +Inf likewise */
 }
 
 
@@ -400,15 +405,6 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 
 #define FM 64
 #define FK 128
-
-static __device__ __forceinline__ unsigned e2m1_rn_fast (float y) {
-  float a = fabsf(y);
-  float f0 = __fmaf_rn(a, 2.0f, 8388608.0f);
-  float f1 = __fadd_rn(a, 8388610.0f);
-  float f2 = __fmaf_rn(a, 0.5f, 8388612.0f);
-  float v = fminf(fminf(fminf(f0, f1), f2), 8388615.0f);
-  return (__float_as_uint(v) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
-}
 
 
 /* rb: 0x4B000000 | r as a float (2^23 + r, r the random byte). */
