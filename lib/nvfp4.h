@@ -438,7 +438,11 @@ typedef enum nvfp4_recipe_kind {
 ** row: grad_output).  Each no_* flag switches one of those off (TE's
 ** NVTE_NVFP4_DISABLE_* switches).  RHT needs bf16 activations, and input
 ** and grad RHT must be switched together unless the weight is frozen (the
-** transform cancels in wgrad only when both operands carry it). */
+** transform cancels in wgrad only when both operands carry it).  Without
+** the amax reduction, column+SP's forward fails with EMISMATCH (the NVFP4
+** gather refuses shards quantized with different amaxes, which TE would
+** decode silently with one rank's scale); row+SP's grad gather quantizes a
+** plain tensor and always reduces its amax over the group. */
 typedef struct nvfp4_recipe {
   nvfp4_recipe_kind kind;
   unsigned no_input_rht : 1;
