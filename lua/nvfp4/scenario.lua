@@ -435,15 +435,21 @@ function M.run ()
   local seed = nvfp4.seed
   local script = scriptname()
 
+  -- --filter is plain text when some case name contains it as is, else a
+  -- Lua pattern: decided once for the whole list, so "[TP=2, B=1]" does not
+  -- turn into a character class for the cases it does not name.
+  local plain = false
+  if o.filter then
+    for _, c in ipairs(cases) do
+      if c.name:find(o.filter, 1, true) then plain = true; break end
+    end
+  end
   local selected = {}
   for _, c in ipairs(cases) do
     local keep = true
     if o.filter then
-      keep = c.name:find(o.filter, 1, true) ~= nil
-      if not keep then
-        local ok, r = pcall(string.find, c.name, o.filter)
-        keep = ok and r ~= nil
-      end
+      local ok, r = pcall(string.find, c.name, o.filter, 1, plain)
+      keep = ok and r ~= nil
     end
     if keep then selected[#selected + 1] = c end
   end

@@ -489,8 +489,9 @@ end
 
 local t0 = nvfp4.clock()
 local fails, n = {}, 0
+local replay_rule = opts.replay and opts.replay:match('rule%s*=%s*"(%w+)"')
 say("# %s: np=%d, backend %s, seed %d, rule %s, %s (replay: --seed %d)", script, np, nvfp4.backend(),
-    opts.seed, opts.rule, opts.replay and "one case" or opts.case and ("case " .. opts.case)
+    opts.seed, replay_rule or opts.rule, opts.replay and "one case" or opts.case and ("case " .. opts.case)
     or opts.cases and (opts.cases .. " cases") or (opts.minutes .. " minutes"), opts.seed)
 
 if opts.replay then
