@@ -376,6 +376,7 @@ local function candidates (c)
       add(function (d) d.lead[i] = 1 end)
       if v > 2 then add(function (d) d.lead[i] = v // 2 end) end
       add(function (d) d.lead[i] = v - 1 end)
+      if v > 2 then add(function (d) d.lead[i] = v - 2 end) end   -- keeps parity (odd B)
     end
   end
   if c.H > 16 then
