@@ -205,7 +205,8 @@ static int pmain (lua_State *L) {
   }
   if (script < argc) {
     int n = argc - script - 1;
-    if (luaL_loadfile(L, argv[script]) != LUA_OK) return lua_error(L);
+    const char *fname = strcmp(argv[script], "-") == 0 ? NULL : argv[script];  /* "-": stdin, as lua */
+    if (luaL_loadfile(L, fname) != LUA_OK) return lua_error(L);
     for (i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);   /* ... */
     if (docall(L, n) != LUA_OK) return lua_error(L);
   }

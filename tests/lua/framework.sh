@@ -59,6 +59,12 @@ check "--filter runs only the matching cases" grep -q "3 passed, 0 failed, 0 ski
 check "--filter without the failing case exits 0" test "$rc" -eq 0
 "$RS" "$srcdir/fw_cases.lua" --filter "no such case" >"$tmp/nomatch" 2>&1
 check "--filter that matches nothing fails" test $? -ne 0
+"$RS" "$srcdir/fw_cases.lua" --filter "[n=2]" --verbose >"$tmp/fplain" 2>&1
+check "--filter with a name fragment is plain text (one grid case)" grep -q "1 passed, 0 failed, 0 skipped" "$tmp/fplain"
+"$RS" "$srcdir/fw_cases.lua" --filter "n=[13]" --verbose >"$tmp/fpat" 2>&1
+check "--filter falls back to a Lua pattern" grep -q "2 passed, 0 failed, 0 skipped" "$tmp/fpat"
+echo 'print("from stdin " .. require("nvfp4").backend())' | "$builddir/lua/nvfp4-lua" - >"$tmp/stdin" 2>&1
+check "nvfp4-lua - reads the script from standard input" grep -q "from stdin cpu" "$tmp/stdin"
 
 start=$(date +%s)
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 >"$tmp/to" 2>&1; rc=$?
