@@ -229,12 +229,16 @@ int main (int argc, char **argv) {
   lua_pushinteger(L, argc);
   lua_pushlightuserdata(L, argv);
   if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+    int size = 1;
     fprintf(stderr, "[rank %d] %s\n", rank, lua_tostring(L, -1));
     fflush(stdout);
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);   /* peers may be waiting in a collective */
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1)
+      MPI_Abort(MPI_COMM_WORLD, 1); /* peers may be waiting in a collective */
+    status = 1;                     /* alone: no peers to stop, end normally */
   }
-  if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT) == LUA_TNUMBER)
+  else if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT) == LUA_TNUMBER)
     status = (int)lua_tointeger(L, -1);
   lua_close(L);                     /* __gc: tensors, comms, ctx; before MPI_Finalize */
   MPI_Finalize();
