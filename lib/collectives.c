@@ -231,16 +231,7 @@ nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
                                x ? x->dtype : NVFP4_F32, 0));
   g = x->shape;
   g.dim[0] *= c->size;
-  /* Every byte is written by the gather: no zero-fill. */
-  t = nvfp4i_tensor_new(ctx);
-  st = t == NULL ? nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_gather_plain: cannot allocate a tensor")
-                 : NVFP4_OK;
-  if (t != NULL) {
-    t->dtype = x->dtype;
-    t->shape = g;
-    st = nvfp4i_buf_alloc_uninit(ctx, &t->data, g, nvfp4_dtype_size(x->dtype));
-  }
-  if (st != NVFP4_OK) { nvfp4_tensor_destroy(t); t = NULL; }
+  st = nvfp4i_tensor_alloc_plain_uninit(ctx, g, x->dtype, &t);  /* the gather writes every byte */
   CHECK(nvfp4i_comm_agree(c, "all_gather_plain", st));
   st = nvfp4i_comm_all_gather_bytes(c, x->data.p, x->data.nbytes, t->data.p);
   if (st != NVFP4_OK) {

@@ -199,26 +199,6 @@ static nvfp4_status issue_gathers (nvfp4_comm *c, const nvfp4_tensor *qx,
 }
 
 
-/* A plain u8 tensor [d0, d1, d2] whose storage is not zero-filled: only for
-** the interleaved buffers, which the gathers fill entirely. */
-static nvfp4_status alloc_u8_uninit (nvfp4_ctx *ctx, nvfp4_shape shape,
-                                     nvfp4_tensor **out) {
-  nvfp4_tensor *t;
-  nvfp4_status st;
-  *out = NULL;
-  t = nvfp4i_tensor_new(ctx);
-  FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
-  t->dtype = NVFP4_U8;
-  t->shape = shape;
-  if ((st = nvfp4i_buf_alloc_uninit(ctx, &t->data, shape, 1)) != NVFP4_OK) {
-    free(t);
-    return st;
-  }
-  *out = t;
-  return NVFP4_OK;
-}
-
-
 /* Local set-up for the quantized shard qx (x: the caller's input): the
 ** gathered output with its rowwise buffers (not zero-filled: the gathers
 ** write rows [0, TP*M_l) of both, and the scale's padding rows are zeroed
@@ -268,15 +248,15 @@ static nvfp4_status prepare (nvfp4_comm *c, const nvfp4_tensor *x,
                        "local columnwise scale %s", nvfp4_cw_rule_name(g->rule),
                        (long long)bk.rows, (long long)U,
                        nvfp4_shape_format(qx->col_scale.shape, sb, sizeof sb));
-  CHECK(alloc_u8_uninit(ctx, shape3(c->size, K, U), &h->il_scale));
-  CHECK(alloc_u8_uninit(ctx, shape3(c->size, K, half_ml), &h->il_data));
+  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, shape3(c->size, K, U), NVFP4_U8, &h->il_scale));
+  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, shape3(c->size, K, half_ml), NVFP4_U8, &h->il_data));
   s->cw_scale_n = (size_t)K * (size_t)U;
   if (U == qx->col_scale.shape.dim[1]) {
     s->cw_scale = qx->col_scale.p;          /* nothing to strip */
     return NVFP4_OK;
   }
   /* Strip both paddings: scale[0:K, 0:U] into contiguous memory. */
-  CHECK(alloc_u8_uninit(ctx, shape2(K, U), &s->strip));
+  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, shape2(K, U), NVFP4_U8, &s->strip));
   s->cw_scale = s->strip->data.p;
   if (K * U > 0)
     CHECK(ctx->ops->copy2d(ctx, s->strip->data.p, (size_t)U, qx->col_scale.p,

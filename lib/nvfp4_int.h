@@ -187,6 +187,12 @@ NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_plain (nvfp4_ctx *ctx,
                                                     nvfp4_shape shape,
                                                     nvfp4_dtype dt,
                                                     nvfp4_tensor **out);
+/* The same without zero-fill: only for tensors whose every byte the caller
+** writes before any is read (gathered outputs, interleaved buffers). */
+NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_plain_uninit (nvfp4_ctx *ctx,
+                                                           nvfp4_shape shape,
+                                                           nvfp4_dtype dt,
+                                                           nvfp4_tensor **out);
 NVFP4I_FUNC nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx,
                                               const nvfp4_tensor *t,
                                               const char *what);

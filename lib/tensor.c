@@ -91,8 +91,8 @@ nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx, const nvfp4_tensor *t,
 }
 
 
-nvfp4_status nvfp4i_tensor_alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape,
-                                        nvfp4_dtype dt, nvfp4_tensor **out) {
+static nvfp4_status alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype dt,
+                                 int zero, nvfp4_tensor **out) {
   nvfp4_tensor *t;
   nvfp4_status st;
   *out = NULL;
@@ -103,12 +103,24 @@ nvfp4_status nvfp4i_tensor_alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape,
   FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
   t->dtype = dt;
   t->shape = shape;
-  if ((st = nvfp4i_buf_alloc(ctx, &t->data, shape, nvfp4_dtype_size(dt))) != NVFP4_OK) {
+  if ((st = buf_alloc(ctx, &t->data, shape, nvfp4_dtype_size(dt), zero)) != NVFP4_OK) {
     free(t);
     return st;
   }
   *out = t;
   return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_tensor_alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                        nvfp4_dtype dt, nvfp4_tensor **out) {
+  return alloc_plain(ctx, shape, dt, 1, out);
+}
+
+
+nvfp4_status nvfp4i_tensor_alloc_plain_uninit (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                               nvfp4_dtype dt, nvfp4_tensor **out) {
+  return alloc_plain(ctx, shape, dt, 0, out);
 }
 
 
