@@ -5,7 +5,7 @@
 ** backward time relative to bf16.  A benchmark, not a test: run by hand on
 ** the GPU machine.
 **
-**   bench/cuda_bench [quant|linear|linear-lib|all] [iterations]
+**   bench/cuda_bench [quant|quant-small|linear|linear-lib|linear-parts|all] [iterations]
 **
 ** Bytes moved per element: quantize rowwise+columnwise 2 (bf16 in) +
 ** 2 * (0.5 + 1/16) out = 3.125; dequantize to bf16 0.5 + 1/16 + 2 =
@@ -97,6 +97,7 @@ static void bench_quant (int64_t M, int64_t K) {
       OK(nvfp4_ctx_sync(ctx));
       t = (now() - t) / iters;
       report("quantize row+col 1D RNE (api: alloc+zero+kernel)", 3.125 * n, t, bw);
+      OK(ctx->ops->amax(ctx, x, 1, NVFP4_RHT_SIGNS, amax));    /* warm-up */
       t = now();
       for (i = 0; i < iters; i++) OK(ctx->ops->amax(ctx, x, 0, 0, amax));
       t = (now() - t) / iters;
@@ -104,7 +105,7 @@ static void bench_quant (int64_t M, int64_t K) {
       t = now();
       for (i = 0; i < iters; i++) OK(ctx->ops->amax(ctx, x, 1, NVFP4_RHT_SIGNS, amax));
       t = (now() - t) / iters;
-      report("amax pass + RHT amax (reads x twice)", 4 * n, t, bw);
+      report("amax + RHT amax, one fused pass (reads x once)", 2 * n, t, bw);
       /* dequantize (kernel) */
       OK(nvfp4i_tensor_alloc_plain(ctx, s, NVFP4_BF16, &d));
       OK(ctx->ops->dequantize(ctx, q, d));
@@ -116,6 +117,10 @@ static void bench_quant (int64_t M, int64_t K) {
       report("dequantize rowwise -> bf16 (kernel)", 2.5625 * n, t, bw);
       /* swap_first_dims of the bf16 tensor: a full 2-D transpose */
       OK(nvfp4i_tensor_alloc_plain(ctx, s, NVFP4_BF16, &y));
+      /* warm up both mappings (lazy module loading costs ~0.5 ms once) */
+      OK(ctx->ops->swap_first_dims(ctx, y->data.p, x->data.p, M, K, 2));
+      OK(ctx->ops->swap_first_dims(ctx, y->data.p, x->data.p, 8, K, (size_t)(2 * n / 8 / K)));
+      OK(nvfp4_ctx_sync(ctx));
       t = now();
       for (i = 0; i < iters; i++)
         OK(ctx->ops->swap_first_dims(ctx, y->data.p, x->data.p, M, K, 2));
@@ -230,6 +235,7 @@ static void bench_linear (int64_t T, int64_t K, int64_t N, int lib) {
     memset(&cfg, 0, sizeof cfg);
     cfg.in_features = K; cfg.out_features = N; cfg.params_dtype = NVFP4_BF16;
     cfg.recipe.seed = 3;
+    int i;
     OK(nvfp4_linear_create(ctx, &cfg, &l));
     OK(nvfp4_ctx_sync(ctx));
     t = now();
@@ -238,8 +244,68 @@ static void bench_linear (int64_t T, int64_t K, int64_t N, int lib) {
     OK(nvfp4_ctx_sync(ctx));
     printf("  library nvfp4_linear fwd+bwd (first call): %.2f ms\n", (now() - t) * 1e3);
     nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+    t = now();
+    for (i = 0; i < it; i++) {
+      OK(nvfp4_linear_forward(l, x, &y));
+      OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
+      nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+    }
+    OK(nvfp4_ctx_sync(ctx));
+    t = (now() - t) / it;
+    printf("  library nvfp4_linear fwd+bwd: %.2f ms -> %.3fx of bf16\n", t * 1e3, t / t_b);
     nvfp4_linear_destroy(l);
   }
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(w);
+}
+
+
+/* Where the NVFP4 Linear's time goes: each step of run_nvfp4 (public calls,
+** allocation and amax readback included) and of run_bf16, synchronized and
+** timed alone, averaged over the iterations. */
+static void bench_linear_parts (int64_t T, int64_t K, int64_t N) {
+  enum { QX, QW, QD, FP, DG, WG, BFP, BDG, BWG, NSTEP };
+  static const char *const nm[NSTEP] = {
+    "quantize X (row + RHT col)", "quantize W (2D row + col)", "quantize dY (row + RHT SR col)",
+    "fprop GEMM (fp4)", "dgrad GEMM (fp4)", "wgrad GEMM (fp4)",
+    "fprop GEMM (bf16)", "dgrad GEMM (bf16)", "wgrad GEMM (bf16)"
+  };
+  double acc[NSTEP] = {0}, t;
+  nvfp4_tensor *x = quick_rand(T, K, 1), *dy = quick_rand(T, N, 2), *w = quick_rand(N, K, 3);
+  nvfp4_qopts ox, ow, od;
+  int it, s, n = iters > 5 ? 5 : iters;
+  memset(&ox, 0, sizeof ox);
+  ox.rowwise = ox.columnwise = 1;
+  ow = ox; od = ox;
+  ox.rht = 1;
+  ow.two_d = 1;
+  od.rht = 1; od.sr = 1; od.sr_seed = 11;
+  for (it = 0; it <= n; it++) {      /* iteration 0 warms up */
+    nvfp4_tensor *qx, *qw, *qd, *o[6];
+    double d[NSTEP];
+#define STEP(i, call) do { OK(nvfp4_ctx_sync(ctx)); t = now(); OK(call); \
+                           OK(nvfp4_ctx_sync(ctx)); d[i] = now() - t; } while (0)
+    STEP(QX, nvfp4_quantize(ctx, x, &ox, &qx));
+    STEP(QW, nvfp4_quantize(ctx, w, &ow, &qw));
+    STEP(QD, nvfp4_quantize(ctx, dy, &od, &qd));
+    STEP(FP, nvfp4_gemm(ctx, qw, NVFP4_ROWWISE, qx, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o[0]));
+    STEP(DG, nvfp4_gemm(ctx, qw, NVFP4_COLUMNWISE, qd, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o[1]));
+    STEP(WG, nvfp4_gemm(ctx, qx, NVFP4_COLUMNWISE, qd, NVFP4_COLUMNWISE, NULL, NVFP4_BF16, &o[2]));
+    STEP(BFP, nvfp4_gemm(ctx, w, NVFP4_ROWWISE, x, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o[3]));
+    STEP(BDG, nvfp4_gemm(ctx, w, NVFP4_COLUMNWISE, dy, NVFP4_ROWWISE, NULL, NVFP4_BF16, &o[4]));
+    STEP(BWG, nvfp4_gemm(ctx, x, NVFP4_COLUMNWISE, dy, NVFP4_COLUMNWISE, NULL, NVFP4_BF16, &o[5]));
+#undef STEP
+    if (it > 0) for (s = 0; s < NSTEP; s++) acc[s] += d[s];
+    nvfp4_tensor_destroy(qx); nvfp4_tensor_destroy(qw); nvfp4_tensor_destroy(qd);
+    for (s = 0; s < 6; s++) nvfp4_tensor_destroy(o[s]);
+  }
+  printf("Linear T=%lld K=%lld N=%lld, per step (ms, synchronized):\n", (long long)T,
+         (long long)K, (long long)N);
+  for (s = 0; s < NSTEP; s++) printf("  %-34s %8.3f\n", nm[s], acc[s] / n * 1e3);
+  printf("  nvfp4 total %.3f ms, bf16 total %.3f ms -> %.3fx\n",
+         (acc[QX] + acc[QW] + acc[QD] + acc[FP] + acc[DG] + acc[WG]) / n * 1e3,
+         (acc[BFP] + acc[BDG] + acc[BWG]) / n * 1e3,
+         (acc[QX] + acc[QW] + acc[QD] + acc[FP] + acc[DG] + acc[WG]) /
+         (acc[BFP] + acc[BDG] + acc[BWG]));
   nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(w);
 }
 
@@ -252,11 +318,16 @@ int main (int argc, char **argv) {
     return 77;
   }
   printf("%s\n", nvfp4_version_string());
-  if (!strcmp(what, "quant") || !strcmp(what, "all")) {
+  if (!strcmp(what, "quant") || !strcmp(what, "quant-small") || !strcmp(what, "all")) {
     bench_quant(8192, 8192);
-    bench_quant(32768, 8192);
+    if (strcmp(what, "quant-small")) bench_quant(32768, 8192);
   }
-  if (!strncmp(what, "linear", 6) || !strcmp(what, "all")) {
+  if (!strcmp(what, "linear-parts")) {
+    printf("\nLlama 3 70B Linear layers, TP = 1, 8192 tokens, step by step:\n");
+    bench_linear_parts(8192, 8192, 10240);
+    bench_linear_parts(8192, 28672, 8192);
+  }
+  if ((!strncmp(what, "linear", 6) && strcmp(what, "linear-parts")) || !strcmp(what, "all")) {
     int lib = !strcmp(what, "linear-lib");
     printf("\nLlama 3 70B Linear layers, TP = 1, 8192 tokens:\n");
     bench_linear(8192, 8192, 10240, lib);   /* QKV */

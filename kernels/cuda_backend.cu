@@ -1,6 +1,7 @@
 /*
 ** cuda_backend.cu -- the CUDA backend table: one device and one stream per
-** context, device memory (stream-ordered cudaMallocAsync, zero-filled),
+** context, device memory (stream-ordered cudaMallocAsync from the device's
+** default pool, which keeps freed memory; zero-filled unless asked not to),
 ** copies, and the kernels of quantize.cu, dequantize.cu, transpose.cu and
 ** gemm.cu.  Every entry only enqueues work on the context's stream, except
 ** to_host and sync, which wait for it (nvfp4.h "return when enqueued").
@@ -10,6 +11,7 @@
 ** device count, so ranks spread over the GPUs of a node and share them when
 ** there are fewer GPUs than ranks (kernels/cuda_comm.cu then stages).
 */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +66,16 @@ static nvfp4_status cuda_init (nvfp4_ctx *ctx) {
   c->device = pick_device(count > 0 ? count : 1);
   CU_CHECK(ctx, cudaSetDevice(c->device));
   CU_CHECK(ctx, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  {
+    /* Keep freed memory in the device's default pool across synchronizations
+    ** (the default release threshold, 0, hands it back to the driver at each
+    ** sync, and every large cudaMallocAsync then maps pages again: about a
+    ** millisecond per GB, the bulk of a Linear layer's overhead). */
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    CU_CHECK(ctx, cudaDeviceGetDefaultMemPool(&pool, c->device));
+    CU_CHECK(ctx, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
   CU_CHECK(ctx, cudaMalloc((void **)&c->amax_dev, 2 * sizeof(float)));
   CU_CHECK(ctx, cudaMallocHost((void **)&c->amax_host, 2 * sizeof(float)));
   return NVFP4_OK;

@@ -3,9 +3,9 @@
 ** bit-exact with nvfp4i_ref_dequantize (lib/ref_quantize.c), and the plain
 ** fp32 accumulation used by reduce-scatter / all-reduce (add_f32).
 **
-** Mapping: one thread per 16-element block b of the [M, K] tensor (block
-** b = m*K/16 + kb): it reads 8 data bytes (row data is contiguous, so at
-** 8*b) and scale byte [m][kb], and writes 16 outputs at 16*b.  Grid-stride.
+** Mapping: units of 8 elements (half a block; row data is contiguous, so
+** unit u is data bytes 4u..4u+3 and block u/2 = m*K/16 + kb), four per
+** thread, warp-contiguous (see dequant_kernel).  Grid-stride.
 **   out_i = OType_rn(fl(value(code_i) * fl(fl(sf32 * amax) * fl(1/2688))))
 */
 #include <stdint.h>
@@ -57,59 +57,85 @@ static __device__ __forceinline__ float e4m3_val (unsigned b) {
 }
 
 
+/* The 8 outputs of unit u (codes in d, block factor fs), stored at unit u. */
 template <bool BF16>
-__global__ void dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB,
-                                int64_t sld, float amax, int64_t nblocks, int small, void *out) {
-  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nblocks;
-       b += (int64_t)gridDim.x * blockDim.x) {
-    int64_t m, kb;
-    if (small) { m = (uint32_t)b / (uint32_t)KB; kb = (uint32_t)b % (uint32_t)KB; }
-    else { m = b / KB; kb = b % KB; }
-    /* nvfp4i_dequant_scale: fl(fl(sf32 * amax) * fl(1/2688)) */
-    float fs = mul86(mul86(e4m3_val(scale[m * sld + kb]), amax), 1.0f / 2688.0f);
-    uint2 d = ((const uint2 *)data)[b];
-    float v[16];
-    if (fabsf(fs) < INFINITY) {
-      /* finite factor (the usual case): no product is NaN, so the plain
-      ** product is mul86's; values (m + 252) << 22 for codes m >= 2 */
+static __device__ __forceinline__ void dequant_unit (uint32_t d, float fs, const uint2 *lut,
+                                                     int64_t u, void *out) {
+  float v[8];
+  if (fabsf(fs) < INFINITY) {
+    /* finite factor (the usual case): no product is NaN, so the plain
+    ** product is mul86's; a byte's two values come from the table */
 #pragma unroll
-      for (int i = 0; i < 16; i++) {
-        unsigned c = ((i < 8 ? d.x : d.y) >> (4 * (i & 7))) & 0xfu, m = c & 7u;
-        uint32_t u = m >= 2u ? (m + 252u) << 22 : (m ? 0x3f000000u : 0u);
-        v[i] = __fmul_rn(__uint_as_float(u | ((c & 8u) << 28)), fs);
+    for (int k = 0; k < 4; k++) {
+      uint2 e = lut[(d >> (8 * k)) & 0xffu];
+      v[2 * k] = __fmul_rn(__uint_as_float(e.x), fs);
+      v[2 * k + 1] = __fmul_rn(__uint_as_float(e.y), fs);
+    }
+    if (BF16) {
+      /* the products are not NaN: cvt.rn.bf16x2 is the RNE */
+      uint32_t w[4];
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        __nv_bfloat162 h2 = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+        w[k] = *(uint32_t *)&h2;
+      }
+      ((uint4 *)out)[u] = make_uint4(w[0], w[1], w[2], w[3]);
+      return;
+    }
+  }
+  else {
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = mul86(e2m1_val((d >> (4 * k)) & 0xfu), fs);
+    if (BF16) {
+      uint32_t w[4];
+#pragma unroll
+      for (int k = 0; k < 4; k++) w[k] = f32_to_bf16(v[2 * k]) | (f32_to_bf16(v[2 * k + 1]) << 16);
+      ((uint4 *)out)[u] = make_uint4(w[0], w[1], w[2], w[3]);
+      return;
+    }
+  }
+  ((float4 *)out)[2 * u] = make_float4(v[0], v[1], v[2], v[3]);
+  ((float4 *)out)[2 * u + 1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+
+/* Unit u = 8 elements (data bytes 4u..4u+3, half of block u/2).  A warp
+** takes 128 consecutive units per step, lane l the units l, l+32, l+64,
+** l+96: its four 4-byte loads and its stores are contiguous across the
+** warp, and the four loads are in flight together. */
+template <bool BF16>
+__global__ void __launch_bounds__(256)
+dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB, int64_t sld,
+                float amax, int64_t units, int small, void *out) {
+  __shared__ uint2 lut[256];
+  const int lane = threadIdx.x & 31;
+  {
+    const unsigned t = threadIdx.x;
+    lut[t] = make_uint2(__float_as_uint(e2m1_val(t & 15u)), __float_as_uint(e2m1_val(t >> 4)));
+  }
+  __syncthreads();
+  for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31)) * 4; base < units;
+       base += (int64_t)gridDim.x * blockDim.x * 4) {
+    uint32_t d[4];
+    unsigned sf[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int64_t u = base + lane + 32 * i;
+      d[i] = 0; sf[i] = 0;
+      if (u < units) {
+        int64_t m, kb;
+        if (small) { uint32_t b = (uint32_t)(u >> 1); m = b / (uint32_t)KB; kb = b % (uint32_t)KB; }
+        else { m = (u >> 1) / KB; kb = (u >> 1) % KB; }
+        d[i] = ((const uint32_t *)data)[u];
+        sf[i] = scale[m * sld + kb];
       }
     }
-    else {
 #pragma unroll
-      for (int i = 0; i < 16; i++) {
-        unsigned c = ((i < 8 ? d.x : d.y) >> (4 * (i & 7))) & 0xfu;
-        v[i] = mul86(e2m1_val(c), fs);
-      }
-    }
-    if (BF16 && fabsf(fs) < INFINITY) {
-      /* finite factor: the products are not NaN, cvt.rn.bf16x2 is the RNE */
-      uint4 *o = (uint4 *)((uint16_t *)out + b * 16);
-      uint32_t w[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        __nv_bfloat162 h2 = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-        w[i] = *(uint32_t *)&h2;
-      }
-      o[0] = make_uint4(w[0], w[1], w[2], w[3]);
-      o[1] = make_uint4(w[4], w[5], w[6], w[7]);
-    }
-    else if (BF16) {
-      uint4 *o = (uint4 *)((uint16_t *)out + b * 16);
-      uint32_t w[8];
-#pragma unroll
-      for (int i = 0; i < 8; i++) w[i] = f32_to_bf16(v[2 * i]) | (f32_to_bf16(v[2 * i + 1]) << 16);
-      o[0] = make_uint4(w[0], w[1], w[2], w[3]);
-      o[1] = make_uint4(w[4], w[5], w[6], w[7]);
-    }
-    else {
-      float4 *o = (float4 *)((float *)out + b * 16);
-#pragma unroll
-      for (int i = 0; i < 4; i++) o[i] = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+    for (int i = 0; i < 4; i++) {
+      const int64_t u = base + lane + 32 * i;
+      /* nvfp4i_dequant_scale: fl(fl(sf32 * amax) * fl(1/2688)) */
+      if (u < units)
+        dequant_unit<BF16>(d[i], mul86(mul86(e4m3_val(sf[i]), amax), 1.0f / 2688.0f), lut, u, out);
     }
   }
 }
@@ -128,14 +154,15 @@ nvfp4_status nvfp4i_cuda_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
   int64_t nb = M * KB;
   cudaStream_t s = nvfp4i_stream(ctx);
   if (nb == 0) return NVFP4_OK;
+  /* units of 8 elements (K is a multiple of 16); each thread takes 4 */
   if (out->dtype == NVFP4_BF16)
-    dequant_kernel<true><<<grid_for(nb, 256), 256, 0, s>>>(
+    dequant_kernel<true><<<grid_for((2 * nb + 3) / 4, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
-      q->row_scale.shape.dim[1], q->amax[0], nb, nb < 0x7fffffff, out->data.p);
+      q->row_scale.shape.dim[1], q->amax[0], 2 * nb, nb <= 0xffffffffll, out->data.p);
   else
-    dequant_kernel<false><<<grid_for(nb, 256), 256, 0, s>>>(
+    dequant_kernel<false><<<grid_for((2 * nb + 3) / 4, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
-      q->row_scale.shape.dim[1], q->amax[0], nb, nb < 0x7fffffff, out->data.p);
+      q->row_scale.shape.dim[1], q->amax[0], 2 * nb, nb <= 0xffffffffll, out->data.p);
   CU_LAUNCHED(ctx, "dequant_kernel");
   return NVFP4_OK;
 }

@@ -9,8 +9,8 @@
 ** writes fp32 and a small kernel adds the bias and rounds once, as
 ** nvfp4i_cpu_gemm does.
 **
-** Dequant mapping: one thread per 16-element block (row r, block j) of an
-** operand [rows, cols]: 8 data bytes + 1 scale byte in, 16 values out.
+** Expand mapping: see fp4_expand (8 elements per unit, warp-contiguous
+** loads and 16-byte stores).
 */
 #include <stdint.h>
 #include <cublas_v2.h>
@@ -44,21 +44,67 @@ static __device__ __forceinline__ uint16_t bf16_rn (float f) {
 }
 
 
-/* FP4 [rows, cols] -> exact values (bf16 bits or fp32), no global factor. */
+/* FP4 [rows, cols] -> exact values (bf16 bits or fp32), no global factor.
+** Unit u = 8 elements (data bytes 4u..4u+3, one half of block u/2), 16 bytes
+** of bf16 out.  A warp takes 128 consecutive units per step, lane l the
+** units l, l+32, l+64, l+96, so that each of its four loads and 16-byte
+** stores is contiguous across the warp.  BF16: a byte's two codes become a
+** bf16x2 pair through a 256-entry table, multiplied by the block's scale
+** (E4M3 is exact in bf16) with one packed bf16 multiply -- exact, since
+** the product has at most 6 significant bits. */
 template <bool BF16>
-__global__ void fp4_expand (const uint8_t *data, const uint8_t *scale, int64_t rows,
-                            int64_t cols, int64_t sld, void *out) {
-  int64_t nb = rows * (cols / 16);
-  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb;
-       b += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = b / (cols / 16), j = b % (cols / 16);
-    float sf = nvfp4i_e4m3_value(scale[r * sld + j]);
-    uint2 d = ((const uint2 *)data)[b];
-    for (int i = 0; i < 16; i++) {
-      unsigned c = ((i < 8 ? d.x : d.y) >> (4 * (i & 7))) & 0xfu;
-      float v = __fmul_rn(e2m1_val(c), sf);           /* exact */
-      if (BF16) ((uint16_t *)out)[b * 16 + i] = bf16_rn(v);
-      else ((float *)out)[b * 16 + i] = v;
+__global__ void __launch_bounds__(256)
+fp4_expand (const uint8_t *data, const uint8_t *scale, int64_t rows, int64_t cols,
+            int64_t sld, void *out) {
+  __shared__ uint32_t lut[256];
+  const int64_t units = rows * (cols / 8), KB = cols / 16;
+  const bool small = rows * KB <= 0xffffffffll;
+  const int lane = threadIdx.x & 31;
+  {
+    const unsigned t = threadIdx.x;
+    lut[t] = (__float_as_uint(e2m1_val(t & 15u)) >> 16) |
+             (__float_as_uint(e2m1_val(t >> 4)) & 0xffff0000u);
+  }
+  __syncthreads();
+  for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31)) * 4; base < units;
+       base += (int64_t)gridDim.x * blockDim.x * 4) {
+    uint32_t d[4];
+    float sf[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int64_t u = base + lane + 32 * i;
+      d[i] = 0; sf[i] = 0.0f;
+      if (u < units) {
+        int64_t r, j;
+        if (small) { uint32_t b = (uint32_t)(u >> 1); r = b / (uint32_t)KB; j = b % (uint32_t)KB; }
+        else { r = (u >> 1) / KB; j = (u >> 1) % KB; }
+        d[i] = ((const uint32_t *)data)[u];
+        sf[i] = nvfp4i_e4m3_value(scale[r * sld + j]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int64_t u = base + lane + 32 * i;
+      if (u >= units) continue;
+      if (BF16) {
+        const uint32_t s16 = __float_as_uint(sf[i]) >> 16, s32 = s16 | (s16 << 16);
+        const __nv_bfloat162 s2 = *(const __nv_bfloat162 *)&s32;
+        uint32_t w[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          uint32_t l = lut[(d[i] >> (8 * k)) & 0xffu];
+          __nv_bfloat162 p = __hmul2(*(const __nv_bfloat162 *)&l, s2);
+          w[k] = *(const uint32_t *)&p;
+        }
+        ((uint4 *)out)[u] = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+      else {
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) v[k] = __fmul_rn(e2m1_val((d[i] >> (4 * k)) & 0xfu), sf[i]);
+        ((float4 *)out)[2 * u] = make_float4(v[0], v[1], v[2], v[3]);
+        ((float4 *)out)[2 * u + 1] = make_float4(v[4], v[5], v[6], v[7]);
+      }
     }
   }
 }
@@ -116,9 +162,9 @@ static nvfp4_status materialize (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *op, 
   if (n == 0) return NVFP4_OK;
   CU_CHECK(ctx, cudaMallocAsync(tmp, (size_t)n * es, s));
   if (op->dt == NVFP4_FP4) {
-    if (bf16) fp4_expand<true><<<grid_for(n / 16), 256, 0, s>>>((const uint8_t *)op->data,
+    if (bf16) fp4_expand<true><<<grid_for(n / 32), 256, 0, s>>>((const uint8_t *)op->data,
                                   op->scale, op->rows, op->cols, op->scale_ld, *tmp);
-    else fp4_expand<false><<<grid_for(n / 16), 256, 0, s>>>((const uint8_t *)op->data,
+    else fp4_expand<false><<<grid_for(n / 32), 256, 0, s>>>((const uint8_t *)op->data,
                                   op->scale, op->rows, op->cols, op->scale_ld, *tmp);
   }
   else if (bf16) plain_convert<true><<<grid_for(n), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);

@@ -49,12 +49,14 @@
 ** minimum is the right one in each range).  NaN -> 0x7, sign kept
 ** otherwise (-0 -> 0x8). */
 /* The rule without the NaN clamp, for inputs that are never NaN. */
+/* |y| is first clamped to 6 (code 7; one min with the absolute value as
+** its operand modifier), which also bounds every grid below 2^23 + 8. */
 static __device__ __forceinline__ unsigned e2m1_rn_fast (float y) {
-  float a = fabsf(y);
+  float a = fminf(fabsf(y), 6.0f);
   float f0 = __fmaf_rn(a, 2.0f, 8388608.0f);
   float f1 = __fadd_rn(a, 8388610.0f);
   float f2 = __fmaf_rn(a, 0.5f, 8388612.0f);
-  float v = fminf(fminf(fminf(f0, f1), f2), 8388615.0f);
+  float v = fminf(fminf(f0, f1), f2);
   return (__float_as_uint(v) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
 }
 
@@ -384,6 +386,8 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** 16j..16j+15) and writes 8 bytes per column; the 4 lanes j = 0..3 of a
 ** column write its 32 contiguous bytes.  The enc tables are built once per
 ** CTA.  AMAX_ONLY: the same column path, RHT'd, reduced to max|.| (the RHT
+** amax, into amax_dst[0]) and, before the RHT, the plain max|x| (into
+** amax_dst[-1]): one read of x for both amaxes of an RHT quantize;
 ** amax pass).  RHT: a column block whose fp32 butterfly is not provably
 ** exact (rht16_f32_exact; about 0.4% of randn blocks) is only recorded in
 ** the stream's deferred list; rht_fix_kernel, launched right after, redoes
@@ -527,7 +531,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   const uint32_t K = (uint32_t)p.K;
   const int ch = t & 15, rr = t >> 4, h = ch & 1;
   const int j = lane & 3, pc = warp * 8 + (lane >> 2);
-  float cmax = 0.0f;
+  float cmax = 0.0f, pmax = 0.0f;
   uint4 cur[4];
   unsigned tile = blockIdx.x;
 
@@ -607,6 +611,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
         for (int r = 0; r < 16; r++)
           v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
+        if (AMAX_ONLY) {                   /* the plain amax, NaN ignored */
+#pragma unroll
+          for (int r = 0; r < 16; r++) pmax = fmaxf(pmax, fabsf(v[r]));
+        }
         if (RHT && !rht16_try(v, p.mask)) {
           slow_defer(p.sl, p.slcap, (uint64_t)k * (M / 16) + mb);
           continue;
@@ -631,7 +639,11 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
     for (int i = 0; i < 4; i++) cur[i] = nxt[i];
   }
-  if (AMAX_ONLY) block_max_to(cmax, amax_dst);
+  if (AMAX_ONLY) {
+    block_max_to(cmax, amax_dst);
+    __syncthreads();                     /* block_max_to's scratch is reused */
+    block_max_to(pmax, amax_dst - 1);
+  }
 }
 
 
@@ -904,9 +916,11 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
   CU_CHECK(ctx, cudaMemsetAsync(c->amax_dev, 0, 2 * sizeof(float), s));
   if (x->dtype == NVFP4_BF16) {
     const uint16_t *p = (const uint16_t *)x->data.p;
-    if (n16 > 0) amax_kernel<uint16_t><<<grid_for(n16, 256), 256, 0, s>>>(p, n16, c->amax_dev);
+    const bool fused = rht && fast_ok(x, M, K, 0);   /* qfast_kernel<.., AMAX_ONLY> does both */
+    if (n16 > 0 && !fused)
+      amax_kernel<uint16_t><<<grid_for(n16, 256), 256, 0, s>>>(p, n16, c->amax_dev);
     if (n % 16) amax_tail_kernel<uint16_t><<<1, 256, 0, s>>>(p, n16 * 16, n, c->amax_dev);
-    if (rht && fast_ok(x, M, K, 0)) {
+    if (fused) {
       qparams p;
       memset(&p, 0, sizeof p);
       nvfp4_status st;

@@ -7,7 +7,8 @@
 **  - inner of 1, 2, 4, 8 or 16 bytes: a tiled 2-D transpose of [A, B]
 **    elements; a CTA of 32x8 threads moves one 32x32 tile through shared
 **    memory (coalesced reads of in-rows, coalesced writes of out-rows);
-**    2-byte elements with A, B even: 64x64 tiles moved as 4-byte pairs;
+**    2-byte elements with A, B multiples of 8: 64x64 tiles moved as 16-byte
+**    vectors (transpose16_vec); with A, B even: as 4-byte pairs;
 **  - inner >= 64 bytes: one output row (b, a) of `inner` bytes at a time,
 **    CTAs stride over rows and threads over the row's widest vectors
 **    (16/8/4/2/1 bytes, whatever divides inner and both pointers);
@@ -57,6 +58,52 @@ __global__ void transpose_pairs16 (uint32_t *out, const uint32_t *in, int64_t A,
 }
 
 
+/* 2-byte elements, A and B multiples of 8, 16-byte aligned pointers: a
+** 64x64 tile per CTA of 256 threads, moved as 16-byte vectors.  Shared
+** memory holds the tile as 64 rows of 32 words (bf16 pairs), word column
+** XOR 4*((row/8)%8), so that the 16-byte row stores and the column reads
+** below are free of bank conflicts.  Thread t writes 8 elements (a0..a0+7,
+** a0 = 8*(t%8)) of out rows b and b+1 (b = 2*(t/8)): it reads the 8 words
+** [a0+r][b/2] and pairs their halves with byte permutes. */
+__global__ void __launch_bounds__(256)
+transpose16_vec (uint4 *out, const uint4 *in, int64_t A, int64_t B) {
+  __shared__ __align__(16) uint32_t sm[64 * 32];
+  const int t = threadIdx.x;
+  const int64_t tb = (int64_t)blockIdx.x * 64, ta = (int64_t)blockIdx.y * 64;
+  {
+    const int c = t & 7;
+    uint4 v[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {          /* in rows ta+i, cols tb+8c..+7 */
+      const int i = (t >> 3) + 32 * h;
+      v[h] = make_uint4(0, 0, 0, 0);
+      if (ta + i < A && tb + 8 * c < B) v[h] = in[((ta + i) * B + tb + 8 * c) / 8];
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int i = (t >> 3) + 32 * h;
+      *(uint4 *)&sm[i * 32 + ((4 * c) ^ (((i >> 3) & 7) << 2))] = v[h];
+    }
+  }
+  __syncthreads();
+  {
+    const int k8 = t & 7, a0 = 8 * k8, bp = t >> 3;
+    const int64_t b = tb + 2 * bp;
+    uint32_t w[8], lo[4], hi[4];
+    if (ta + a0 >= A || b >= B) return;
+#pragma unroll
+    for (int r = 0; r < 8; r++) w[r] = sm[(a0 + r) * 32 + (bp ^ (k8 << 2))];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      lo[k] = __byte_perm(w[2 * k], w[2 * k + 1], 0x5410);   /* elements (a, b) */
+      hi[k] = __byte_perm(w[2 * k], w[2 * k + 1], 0x7632);   /* elements (a, b+1) */
+    }
+    out[(b * A + ta + a0) / 8] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+    out[((b + 1) * A + ta + a0) / 8] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+  }
+}
+
+
 template <typename V>
 __global__ void swap_rows (char *out, const char *in, int64_t A, int64_t B, int64_t nv) {
   for (int64_t r = blockIdx.x; r < A * B; r += gridDim.x) {    /* r = b*A + a */
@@ -101,6 +148,13 @@ nvfp4_status nvfp4i_cuda_swap_first_dims (nvfp4_ctx *ctx, void *out, const void 
   if (A == 0 || B == 0 || inner == 0) return NVFP4_OK;
   w = widest(inner, out, in);
   if (inner == w && (B + 31) / 32 <= 0x7fffffff && (A + 31) / 32 <= 65535) {
+    if (w == 2 && A % 8 == 0 && B % 8 == 0 && ((uintptr_t)out | (uintptr_t)in) % 16 == 0 &&
+        (A + 63) / 64 <= 65535) {
+      dim3 grid((unsigned)((B + 63) / 64), (unsigned)((A + 63) / 64));
+      transpose16_vec<<<grid, 256, 0, s>>>((uint4 *)out, (const uint4 *)in, A, B);
+      CU_LAUNCHED(ctx, "transpose16_vec");
+      return NVFP4_OK;
+    }
     if (w == 2 && A % 2 == 0 && B % 2 == 0 && ((uintptr_t)out | (uintptr_t)in) % 4 == 0 &&
         (A + 63) / 64 <= 65535) {
       dim3 grid((unsigned)((B + 63) / 64), (unsigned)((A + 63) / 64)), block(32, 8);

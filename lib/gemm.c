@@ -200,7 +200,7 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   ob.round_bf16 = round_bf16 && ob.dt == NVFP4_F32;
   FAIL_IF(ctx, ctx->ops->gemm == NULL, NVFP4_ENOTSUP,
           "gemm: the %s backend has no GEMM", ctx->ops->name);
-  CHECK(nvfp4i_tensor_alloc_plain(ctx, out_shape(b, ub, oa.rows, ob.rows), out_dt, &d));
+  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, out_shape(b, ub, oa.rows, ob.rows), out_dt, &d));
   CHECK_GOTO(ctx->ops->gemm(ctx, &oa, &ob, gemm_alpha(amax_a, amax_b), bias, d),
              st, fail);
   *out = d;

@@ -180,6 +180,11 @@ NVFP4I_FUNC void nvfp4i_buf_free (nvfp4_ctx *ctx, nvfp4i_buf *b);
 NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_fp4 (nvfp4_ctx *ctx,
                                                   nvfp4_shape shape, int row,
                                                   int col, nvfp4_tensor **out);
+/* The same with the data buffers not zero-filled (scales still zeroed, so
+** their padding reads 0x00): for a cast that writes every data byte. */
+NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_fp4_for_cast (nvfp4_ctx *ctx,
+                                                           nvfp4_shape shape, int row,
+                                                           int col, nvfp4_tensor **out);
 /* A new, empty (zero-filled) tensor; ctx only. */
 NVFP4I_FUNC nvfp4_tensor *nvfp4i_tensor_new (nvfp4_ctx *ctx);
 /* A plain tensor whose storage is allocated but not filled. */

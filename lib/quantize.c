@@ -69,7 +69,7 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                          o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax));
   if (o.amax_group != NULL)
     CHECK(nvfp4_comm_all_reduce_max_f32(o.amax_group, amax, 2));
-  CHECK(nvfp4i_tensor_alloc_fp4(ctx, x->shape, o.rowwise, o.columnwise, &q));
+  CHECK(nvfp4i_tensor_alloc_fp4_for_cast(ctx, x->shape, o.rowwise, o.columnwise, &q));
   q->amax[0] = amax[0];
   q->amax[1] = amax[1];
   q->rht = o.rht;
@@ -100,7 +100,7 @@ nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
           "can be dequantized, spec §10)");
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
           "dequantize: output dtype %s is not fp32 or bf16", nvfp4_dtype_name(dt));
-  CHECK(nvfp4i_tensor_alloc_plain(ctx, q->shape, dt, &y));
+  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, q->shape, dt, &y));
   if (nvfp4_shape_numel(q->shape) > 0 &&
       (st = ctx->ops->dequantize(ctx, q, y)) != NVFP4_OK) {
     nvfp4_tensor_destroy(y);
@@ -138,7 +138,7 @@ nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
   s.dim[1] = in->shape.dim[0];
   inner = nvfp4_dtype_size(in->dtype);
   for (i = 2; i < s.ndim; i++) inner *= (size_t)s.dim[i];
-  CHECK(nvfp4i_tensor_alloc_plain(ctx, s, in->dtype, &y));
+  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, s, in->dtype, &y));
   if ((st = ctx->ops->swap_first_dims(ctx, y->data.p, in->data.p, in->shape.dim[0],
                                       in->shape.dim[1], inner)) != NVFP4_OK) {
     nvfp4_tensor_destroy(y);

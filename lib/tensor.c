@@ -124,8 +124,10 @@ nvfp4_status nvfp4i_tensor_alloc_plain_uninit (nvfp4_ctx *ctx, nvfp4_shape shape
 }
 
 
-nvfp4_status nvfp4i_tensor_alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape,
-                                      int row, int col, nvfp4_tensor **out) {
+static nvfp4_status alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape, int row, int col,
+                               int zero_data, nvfp4_tensor **out) {
+  nvfp4_status (*data_alloc) (nvfp4_ctx *, nvfp4i_buf *, nvfp4_shape, size_t) =
+    zero_data ? nvfp4i_buf_alloc : nvfp4i_buf_alloc_uninit;
   nvfp4_tensor *t;
   nvfp4_status st = NVFP4_OK;
   *out = NULL;
@@ -136,11 +138,11 @@ nvfp4_status nvfp4i_tensor_alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape,
   t->has_row = row != 0;
   t->has_col = col != 0;
   if (row) {
-    CHECK_GOTO(nvfp4i_buf_alloc(ctx, &t->row_data, nvfp4_rowwise_data_shape(shape), 1), st, fail);
+    CHECK_GOTO(data_alloc(ctx, &t->row_data, nvfp4_rowwise_data_shape(shape), 1), st, fail);
     CHECK_GOTO(nvfp4i_buf_alloc(ctx, &t->row_scale, nvfp4_rowwise_scale_shape(shape), 1), st, fail);
   }
   if (col) {
-    CHECK_GOTO(nvfp4i_buf_alloc(ctx, &t->col_data, nvfp4_columnwise_data_shape(shape), 1), st, fail);
+    CHECK_GOTO(data_alloc(ctx, &t->col_data, nvfp4_columnwise_data_shape(shape), 1), st, fail);
     CHECK_GOTO(nvfp4i_buf_alloc(ctx, &t->col_scale, nvfp4_columnwise_scale_shape(shape), 1), st, fail);
   }
   *out = t;
@@ -148,6 +150,18 @@ nvfp4_status nvfp4i_tensor_alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape,
 fail:
   nvfp4_tensor_destroy(t);
   return st;
+}
+
+
+nvfp4_status nvfp4i_tensor_alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                      int row, int col, nvfp4_tensor **out) {
+  return alloc_fp4(ctx, shape, row, col, 1, out);
+}
+
+
+nvfp4_status nvfp4i_tensor_alloc_fp4_for_cast (nvfp4_ctx *ctx, nvfp4_shape shape,
+                                               int row, int col, nvfp4_tensor **out) {
+  return alloc_fp4(ctx, shape, row, col, 0, out);
 }
 
 

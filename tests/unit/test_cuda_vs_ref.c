@@ -4,7 +4,8 @@
 ** columnwise, 1D/2D, RHT with and without signs, RN/SR, given amax) on
 ** random and adversarial tensors (ties, zeros, -0, tiny blocks, huge
 ** values, Inf, NaN, subnormals) of many shapes, the amax pass, dequantize
-** to fp32 and bf16, and swap_first_dims on TE's shapes.  Exits 77 (SKIP)
+** to fp32 and bf16, the GEMM's exact FP4 expansion (through a GEMM with an
+** identity), and swap_first_dims on TE's shapes.  Exits 77 (SKIP)
 ** where no CUDA device is usable, so CI without a GPU stays green.
 */
 #include <math.h>
@@ -166,6 +167,46 @@ done:
 }
 
 
+/* The GEMM's exact expansion of an FP4 operand (kernels/gemm.cu
+** fp4_expand) seen through a GEMM with a plain bf16 identity: every output
+** is alpha times one dequantized element, so the CPU (OpenBLAS) and CUDA
+** (cuBLAS) results must agree value for value (+0 = -0: the sign of a zero
+** sum is the BLAS's business; and any non-finite equals any non-finite:
+** where alpha * value overflows, OpenBLAS, which may scale by alpha before
+** summing, gets Inf * 0 = NaN where cuBLAS gets Inf).
+** usage ROWWISE: q [M, K] against I_K; COLUMNWISE: q^T [K, M] against I_M. */
+static void expand_case (const nvfp4_tensor *qc, const nvfp4_tensor *qg, nvfp4_usage u,
+                         const char *desc) {
+  nvfp4_shape s = nvfp4_tensor_shape(qc);
+  int64_t M = nvfp4_shape_M(s), K = nvfp4_shape_K(s), n = u == NVFP4_ROWWISE ? K : M, i;
+  int64_t d2[2] = {n, n};
+  size_t nout = (size_t)(M * K);
+  uint16_t *eye = (uint16_t *)calloc((size_t)(n * n) + 1, 2);
+  float *rc = (float *)malloc(nout * 4 + 4), *rg = (float *)malloc(nout * 4 + 4);
+  nvfp4_tensor *ic = NULL, *ig = NULL, *yc = NULL, *yg = NULL;
+  for (i = 0; i < n; i++) eye[i * n + i] = 0x3f80;
+  OK(nvfp4_tensor_from_host(cpu, nvfp4_shape_make(2, d2), NVFP4_BF16, eye, (size_t)(n * n) * 2, &ic));
+  OK(nvfp4_tensor_from_host(gpu, nvfp4_shape_make(2, d2), NVFP4_BF16, eye, (size_t)(n * n) * 2, &ig));
+  OK(nvfp4_gemm(cpu, qc, u, ic, NVFP4_ROWWISE, NULL, NVFP4_F32, &yc));
+  OK(nvfp4_gemm(gpu, qg, u, ig, NVFP4_ROWWISE, NULL, NVFP4_F32, &yg));
+  OK(nvfp4_tensor_to_host(yc, rc, nout * 4));
+  OK(nvfp4_tensor_to_host(yg, rg, nout * 4));
+  checks++;
+  for (i = 0; i < (int64_t)nout; i++)
+    if (!(rc[i] == rg[i] || (!isfinite(rc[i]) && !isfinite(rg[i])))) {
+      failures++;
+      printf("FAIL %s: gemm with identity (%s expand) differs at element %lld: cpu %a cuda %a\n",
+             desc, u == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)i,
+             (double)rc[i], (double)rg[i]);
+      break;
+    }
+done:
+  nvfp4_tensor_destroy(ic); nvfp4_tensor_destroy(ig);
+  nvfp4_tensor_destroy(yc); nvfp4_tensor_destroy(yg);
+  free(eye); free(rc); free(rg);
+}
+
+
 typedef struct opt { const char *name; nvfp4_qopts o; } opt;
 
 
@@ -192,6 +233,10 @@ static void one_case (nvfp4_shape s, nvfp4_dtype dt, int fill, const opt *op) {
   if (nvfp4_tensor_has_rowwise(qc) && n > 0) {
     compare_dequant(qc, qg, NVFP4_F32, desc);
     compare_dequant(qc, qg, NVFP4_BF16, desc);
+  }
+  if (n > 0 && n <= 256 * 512 && K % 16 == 0 && !o.has_amax) {
+    if (nvfp4_tensor_has_rowwise(qc)) expand_case(qc, qg, NVFP4_ROWWISE, desc);
+    if (nvfp4_tensor_has_columnwise(qc)) expand_case(qc, qg, NVFP4_COLUMNWISE, desc);
   }
 done:
   nvfp4_tensor_destroy(xc);
@@ -359,7 +404,11 @@ int main (void) {
   };
   static const int64_t sw1[] = {4, 64, 1280}, sw2[] = {48, 8, 128, 16}, sw3[] = {229, 173},
                        sw4[] = {113, 71, 1, 1, 1, 29, 1, 1}, sw5[] = {2, 3, 5, 7},
-                       sw6[] = {64, 48, 40};
+                       sw6[] = {64, 48, 40},
+                       /* 2-byte elements, dims multiples of 8 with partial
+                       ** 64x64 tiles: transpose16_vec */
+                       sw7[] = {136, 200}, sw8[] = {72, 1032}, sw9[] = {256, 64, 1},
+                       sw10[] = {40, 24, 2};
   opt opts[12];
   int nopt = 0, si, f, oi, d;
   nvfp4_status st = nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &gpu, &why);
@@ -424,7 +473,9 @@ int main (void) {
     nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
     swap_case(3, sw1, dt); swap_case(4, sw2, dt); swap_case(2, sw3, dt);
     swap_case(8, sw4, dt); swap_case(4, sw5, dt); swap_case(3, sw6, dt);
+    swap_case(2, sw7, dt); swap_case(2, sw8, dt); swap_case(3, sw9, dt);
   }
+  swap_case(3, sw10, NVFP4_U8);     /* 2-byte inner of u8 */
   {   /* convert, bias_add, col_sum (kernels/elementwise.cu) */
     static const int64_t es[][2] = {{1, 16}, {3, 48}, {37, 300}, {700, 96}, {1024, 1536}};
     static const int efill[] = {F_RANDN, F_TIES, F_NAN_NEGZERO, F_SUBNORMAL, F_WIDE};
