@@ -374,8 +374,8 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 
 /* ---- fast path: BF16, M % 64 == 0, K % 128 == 0, 1D blocks ------------------
 **
-** Persistent CTAs of 256 threads walk 64x128 tiles (row-major over
-** [M/64, K/128]).  Per tile: 4 coalesced 16-byte loads per thread (the next
+** Persistent CTAs of 256 threads walk 64x128 tiles (grouped order, see
+** tile_coords).  Per tile: 4 coalesced 16-byte loads per thread (the next
 ** tile's are issued before this tile is encoded), the raw bf16 tile goes to
 ** shared memory (16 KB, rows of 64 words, word index XOR 8*(row/16 % 4) so
 ** that both the 16-byte row stores and the column reads are free of bank
@@ -422,6 +422,29 @@ static __device__ __forceinline__ unsigned e2m1_sr_fast (float y, float rb) {
 }
 
 
+/* 8 RN codes of v[0..8) * enc packed low nibble first (as e2m1_rn_fast),
+** with fewer integer-pipe instructions: the winning grid value m_i =
+** 0x4B000000 + code_i is packed as it is by multiply-adds (acc*16 + m_i),
+** whose exponent bits leave 0x4B000000 + 0xB0000000 = 0xFB000000 in the
+** top byte (the rest is shifted out), removed by adding 0x05000000; the
+** signs (bit 31 of y, 0 for the GPU's canonical NaN) go in the same way
+** at bit 3 of each nibble. */
+static __device__ __forceinline__ uint32_t enc_rn8 (const float *v, float enc) {
+  uint32_t acc = 0, sg = 0;
+#pragma unroll
+  for (int i = 7; i >= 0; i--) {
+    const float y = __fmul_rn(v[i], enc);
+    const float a = fminf(fabsf(y), 6.0f);
+    const float f0 = __fmaf_rn(a, 2.0f, 8388608.0f);
+    const float f1 = __fadd_rn(a, 8388610.0f);
+    const float f2 = __fmaf_rn(a, 0.5f, 8388612.0f);
+    acc = acc * 16u + __float_as_uint(fminf(fminf(f0, f1), f2));
+    sg = sg * 16u + (__float_as_uint(y) >> 31);
+  }
+  return acc + 0x05000000u + sg * 8u;
+}
+
+
 /* n codes of v[0..n) * enc packed low nibble first; SR bytes from words w
 ** (byte i of the 8 / 16 -> word i/4, byte i%4). */
 template <bool SR, int N>
@@ -429,18 +452,18 @@ static __device__ __forceinline__ void enc_n (const float *v, float enc,
                                               const uint32_t *w, uint32_t *out) {
 #pragma unroll
   for (int h = 0; h < N / 8; h++) {
-    uint32_t acc = 0;
+    if constexpr (!SR) out[h] = enc_rn8(v + 8 * h, enc);
+    else {
+      uint32_t acc = 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-      int e = 8 * h + i;
-      float y = __fmul_rn(v[e], enc);
-      unsigned c;
-      if (SR) c = e2m1_sr_fast(y, __uint_as_float(__byte_perm(w[e >> 2], 0x4B000000u,
-                                                             0x7540u + (e & 3))));
-      else c = e2m1_rn_fast(y);
-      acc |= c << (4 * i);
+      for (int i = 0; i < 8; i++) {
+        int e = 8 * h + i;
+        float y = __fmul_rn(v[e], enc);
+        acc |= e2m1_sr_fast(y, __uint_as_float(__byte_perm(w[e >> 2], 0x4B000000u,
+                                                          0x7540u + (e & 3)))) << (4 * i);
+      }
+      out[h] = acc;
     }
-    out[h] = acc;
   }
 }
 
@@ -520,6 +543,23 @@ static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, 
 }
 
 
+/* Tile t -> (m-tile, k-tile), grouped: panels of QPANEL m-tiles, walked
+** column by column within a panel.  The ~528 tiles in flight at once then
+** form a block of about 32 x 16 tiles (2048 rows x 2048 columns), so every
+** output row -- rowwise rows of rdata and columnwise rows of cdata alike --
+** receives about 1 KB of contiguous bytes at a time, instead of the 32-byte
+** pieces per column that a plain row-major walk scatters over all K. */
+#define QPANEL 32u
+
+static __device__ __forceinline__ void tile_coords (unsigned tile, unsigned ntm, unsigned ntk,
+                                                    uint32_t *m0, uint32_t *k0) {
+  const unsigned first = (tile / (QPANEL * ntk)) * QPANEL;
+  const unsigned gm = min(QPANEL, ntm - first), r = tile - first * ntk;
+  *m0 = (first + r % gm) * FM;
+  *k0 = (r / gm) * FK;
+}
+
+
 /* 4 CTAs per SM (at most 64 registers) except SR without RHT, which spills
 ** there: 3 (at most 80). */
 template <bool SR, bool RHT, bool AMAX_ONLY>
@@ -539,14 +579,17 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
     if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
   }
+  const unsigned ntm = (unsigned)(p.M / FM);
   if (tile < ntiles) {
-    const uint4 *src = (const uint4 *)((const uint16_t *)p.x +
-                       ((size_t)(tile / ntk) * FM * K + (size_t)(tile % ntk) * FK));
+    uint32_t fm0, fk0;
+    tile_coords(tile, ntm, ntk, &fm0, &fk0);
+    const uint4 *src = (const uint4 *)((const uint16_t *)p.x + ((size_t)fm0 * K + fk0));
 #pragma unroll
     for (int i = 0; i < 4; i++) cur[i] = __ldcs(src + ((i * 16 + rr) * K) / 8 + ch);
   }
   for (; tile < ntiles; tile += gridDim.x) {
-    const uint32_t m0 = (tile / ntk) * FM, k0 = (tile % ntk) * FK;
+    uint32_t m0, k0;
+    tile_coords(tile, ntm, ntk, &m0, &k0);
     const unsigned nt = tile + gridDim.x;
     uint4 nxt[4];
     __syncthreads();                 /* last tile's column reads are done */
@@ -554,8 +597,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     for (int i = 0; i < 4; i++)
       *(uint4 *)&sh[(i * 16 + rr) * 64 + ((4 * ch) ^ (i << 3))] = cur[i];
     if (nt < ntiles) {
-      const uint4 *src = (const uint4 *)((const uint16_t *)p.x +
-                         ((size_t)(nt / ntk) * FM * K + (size_t)(nt % ntk) * FK));
+      uint32_t nm0, nk0;
+      tile_coords(nt, ntm, ntk, &nm0, &nk0);
+      const uint4 *src = (const uint4 *)((const uint16_t *)p.x + ((size_t)nm0 * K + nk0));
 #pragma unroll
       for (int i = 0; i < 4; i++) nxt[i] = __ldcs(src + ((i * 16 + rr) * K) / 8 + ch);
     }
