@@ -411,60 +411,54 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 #define FK 128
 
 
-/* rb: 0x4B000000 | r as a float (2^23 + r, r the random byte). */
-static __device__ __forceinline__ unsigned e2m1_sr_fast (float y, float rb) {
-  float a = fabsf(y);
+/* rb: 0x4B000000 | r as a float (2^23 + r, r the random byte).  The
+** result is 2^31 + 256 * code: its bits are 0x4F000000 + code. */
+static __device__ __forceinline__ float e2m1_sr_grid (float a, float rb) {
   float g0 = __fadd_rd(__fmaf_rd(a, 512.0f, rb), 2139095040.0f);          /* 2^31 - 2^23 */
   float g1 = __fadd_rd(__fmaf_rd(a, 256.0f, rb), 2139095040.0f + 512.0f);
   float g2 = __fadd_rd(__fmaf_rd(a, 128.0f, rb), 2139095040.0f + 1024.0f);
-  float v = fminf(fminf(fminf(g0, g1), g2), 2147483648.0f + 1792.0f);
-  return (__float_as_uint(v) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
+  return fminf(fminf(fminf(g0, g1), g2), 2147483648.0f + 1792.0f);
 }
 
 
-/* 8 RN codes of v[0..8) * enc packed low nibble first (as e2m1_rn_fast),
-** with fewer integer-pipe instructions: the winning grid value m_i =
-** 0x4B000000 + code_i is packed as it is by multiply-adds (acc*16 + m_i),
-** whose exponent bits leave 0x4B000000 + 0xB0000000 = 0xFB000000 in the
-** top byte (the rest is shifted out), removed by adding 0x05000000; the
-** signs (bit 31 of y, 0 for the GPU's canonical NaN) go in the same way
-** at bit 3 of each nibble. */
-static __device__ __forceinline__ uint32_t enc_rn8 (const float *v, float enc) {
+/* 8 codes of v[0..8) * enc packed low nibble first; SR bytes from words w
+** (byte e of the block -> word e/4, byte e%4; e = e0 + i).  The winning
+** grid value's bits, m_i = B + code_i (B = 0x4B000000 for RN, whose grid
+** values are 2^23 + code, 0x4F000000 for SR), are packed as they are by
+** multiply-adds (acc*16 + m_i): B's bits survive only from m_0 and m_1 as
+** B + 16*B mod 2^32 in the top byte, removed by one add; the signs (bit 31
+** of y, 0 for the GPU's canonical NaN) go in the same way at bit 3 of each
+** nibble.  RN as e2m1_rn_fast, SR as nvfp4i_e2m1_encode_sr (see above). */
+template <bool SR>
+static __device__ __forceinline__ uint32_t enc8 (const float *v, float enc, const uint32_t *w,
+                                                 int e0) {
+  const uint32_t B = SR ? 0x4F000000u : 0x4B000000u;
   uint32_t acc = 0, sg = 0;
 #pragma unroll
   for (int i = 7; i >= 0; i--) {
+    const int e = e0 + i;
     const float y = __fmul_rn(v[i], enc);
-    const float a = fminf(fabsf(y), 6.0f);
-    const float f0 = __fmaf_rn(a, 2.0f, 8388608.0f);
-    const float f1 = __fadd_rn(a, 8388610.0f);
-    const float f2 = __fmaf_rn(a, 0.5f, 8388612.0f);
-    acc = acc * 16u + __float_as_uint(fminf(fminf(f0, f1), f2));
+    float m;
+    if (SR) m = e2m1_sr_grid(fabsf(y), __uint_as_float(__byte_perm(w[e >> 2], 0x4B000000u,
+                                                                  0x7540u + (e & 3))));
+    else {
+      const float a = fminf(fabsf(y), 6.0f);
+      m = fminf(fminf(__fmaf_rn(a, 2.0f, 8388608.0f), __fadd_rn(a, 8388610.0f)),
+                __fmaf_rn(a, 0.5f, 8388612.0f));
+    }
+    acc = acc * 16u + __float_as_uint(m);
     sg = sg * 16u + (__float_as_uint(y) >> 31);
   }
-  return acc + 0x05000000u + sg * 8u;
+  return acc - (B + 16u * B) + sg * 8u;
 }
 
 
-/* n codes of v[0..n) * enc packed low nibble first; SR bytes from words w
-** (byte i of the 8 / 16 -> word i/4, byte i%4). */
+/* n codes of v[0..n) * enc packed low nibble first (two words for 16). */
 template <bool SR, int N>
 static __device__ __forceinline__ void enc_n (const float *v, float enc,
                                               const uint32_t *w, uint32_t *out) {
 #pragma unroll
-  for (int h = 0; h < N / 8; h++) {
-    if constexpr (!SR) out[h] = enc_rn8(v + 8 * h, enc);
-    else {
-      uint32_t acc = 0;
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        int e = 8 * h + i;
-        float y = __fmul_rn(v[e], enc);
-        acc |= e2m1_sr_fast(y, __uint_as_float(__byte_perm(w[e >> 2], 0x4B000000u,
-                                                          0x7540u + (e & 3)))) << (4 * i);
-      }
-      out[h] = acc;
-    }
-  }
+  for (int h = 0; h < N / 8; h++) out[h] = enc8<SR>(v + 8 * h, enc, w, 8 * h);
 }
 
 
