@@ -144,6 +144,18 @@ static void bench_quant (int64_t M, int64_t K) {
 }
 
 
+/* TE's NVFP4 recipe: X row + RHT'd col; W 2D row + col; dY row + RHT'd col
+** with SR. */
+static void recipe (nvfp4_qopts *ox, nvfp4_qopts *ow, nvfp4_qopts *od) {
+  memset(ox, 0, sizeof *ox);
+  ox->rowwise = ox->columnwise = 1;
+  *ow = *ox; *od = *ox;
+  ox->rht = 1;
+  ow->two_d = 1;
+  od->rht = 1; od->sr = 1; od->sr_seed = 11;
+}
+
+
 /* Forward + backward of one Linear [K -> N] on T tokens as the NVFP4 recipe
 ** computes it (quantize X: row + RHT'd col; W: 2D row + col; dY: row +
 ** RHT'd col with SR; amax passes included; fprop, dgrad, wgrad on exact
@@ -152,12 +164,7 @@ static void bench_quant (int64_t M, int64_t K) {
 static void run_nvfp4 (nvfp4_tensor *x, nvfp4_tensor *w, nvfp4_tensor *dy) {
   nvfp4_qopts ox, ow, od;
   nvfp4_tensor *qx, *qw, *qd, *y, *dx, *dw;
-  memset(&ox, 0, sizeof ox);
-  ox.rowwise = ox.columnwise = 1;
-  ow = ox; od = ox;
-  ox.rht = 1;
-  ow.two_d = 1;
-  od.rht = 1; od.sr = 1; od.sr_seed = 11;
+  recipe(&ox, &ow, &od);
   OK(nvfp4_quantize(ctx, x, &ox, &qx));
   OK(nvfp4_quantize(ctx, w, &ow, &qw));
   OK(nvfp4_gemm(ctx, qw, NVFP4_ROWWISE, qx, NVFP4_ROWWISE, NULL, NVFP4_BF16, &y));
@@ -273,12 +280,7 @@ static void bench_linear_parts (int64_t T, int64_t K, int64_t N) {
   nvfp4_tensor *x = quick_rand(T, K, 1), *dy = quick_rand(T, N, 2), *w = quick_rand(N, K, 3);
   nvfp4_qopts ox, ow, od;
   int it, s, n = iters > 5 ? 5 : iters;
-  memset(&ox, 0, sizeof ox);
-  ox.rowwise = ox.columnwise = 1;
-  ow = ox; od = ox;
-  ox.rht = 1;
-  ow.two_d = 1;
-  od.rht = 1; od.sr = 1; od.sr_seed = 11;
+  recipe(&ox, &ow, &od);
   for (it = 0; it <= n; it++) {      /* iteration 0 warms up */
     nvfp4_tensor *qx, *qw, *qd, *o[6];
     double d[NSTEP];

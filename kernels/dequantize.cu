@@ -13,14 +13,7 @@
 #include "config.h"
 #include "cuda_int.h"
 #include "ref_codec.h"
-
-
-static __device__ __forceinline__ float e2m1_val (unsigned c) {
-  unsigned m = c & 7u;
-  uint32_t u = m >= 2u ? (((m >> 1) + 126u) << 23) | ((m & 1u) << 22)
-             : (m ? 0x3f000000u : 0u);
-  return __uint_as_float(u | ((c & 8u) << 28));
-}
+#include "fp4_units.h"
 
 
 static __device__ __forceinline__ uint32_t f32_to_bf16 (float f) {
@@ -99,10 +92,7 @@ static __device__ __forceinline__ void dequant_unit (uint32_t d, float fs, const
 }
 
 
-/* Unit u = 8 elements (data bytes 4u..4u+3, half of block u/2).  A warp
-** takes 128 consecutive units per step, lane l the units l, l+32, l+64,
-** l+96: its four 4-byte loads and its stores are contiguous across the
-** warp, and the four loads are in flight together. */
+/* By units of 8 elements (kernels/fp4_units.h), four per lane per step. */
 template <bool BF16>
 __global__ void __launch_bounds__(256)
 dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB, int64_t sld,
@@ -114,22 +104,10 @@ dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB, int64_t s
     lut[t] = make_uint2(__float_as_uint(e2m1_val(t & 15u)), __float_as_uint(e2m1_val(t >> 4)));
   }
   __syncthreads();
-  for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31)) * 4; base < units;
-       base += (int64_t)gridDim.x * blockDim.x * 4) {
+  for (int64_t base = FP4_UNITS_FIRST; base < units; base += FP4_UNITS_STEP) {
     uint32_t d[4];
     unsigned sf[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int64_t u = base + lane + 32 * i;
-      d[i] = 0; sf[i] = 0;
-      if (u < units) {
-        int64_t m, kb;
-        if (small) { uint32_t b = (uint32_t)(u >> 1); m = b / (uint32_t)KB; kb = b % (uint32_t)KB; }
-        else { m = (u >> 1) / KB; kb = (u >> 1) % KB; }
-        d[i] = ((const uint32_t *)data)[u];
-        sf[i] = scale[m * sld + kb];
-      }
-    }
+    fp4_load_units4(data, scale, KB, sld, units, small != 0, base, d, sf);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const int64_t u = base + lane + 32 * i;

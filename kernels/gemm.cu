@@ -18,6 +18,7 @@
 #include "config.h"
 #include "cuda_int.h"
 #include "ref_codec.h"
+#include "fp4_units.h"
 
 
 static nvfp4_status blas_fail (nvfp4_ctx *ctx, cublasStatus_t s, const char *call) {
@@ -29,14 +30,6 @@ static nvfp4_status blas_fail (nvfp4_ctx *ctx, cublasStatus_t s, const char *cal
   do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return blas_fail((ctx), s_, #call); } while (0)
 
 
-static __device__ __forceinline__ float e2m1_val (unsigned c) {
-  unsigned m = c & 7u;
-  uint32_t u = m >= 2u ? (((m >> 1) + 126u) << 23) | ((m & 1u) << 22)
-             : (m ? 0x3f000000u : 0u);
-  return __uint_as_float(u | ((c & 8u) << 28));
-}
-
-
 static __device__ __forceinline__ uint16_t bf16_rn (float f) {
   uint32_t u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
@@ -44,11 +37,9 @@ static __device__ __forceinline__ uint16_t bf16_rn (float f) {
 }
 
 
-/* FP4 [rows, cols] -> exact values (bf16 bits or fp32), no global factor.
-** Unit u = 8 elements (data bytes 4u..4u+3, one half of block u/2), 16 bytes
-** of bf16 out.  A warp takes 128 consecutive units per step, lane l the
-** units l, l+32, l+64, l+96, so that each of its four loads and 16-byte
-** stores is contiguous across the warp.  BF16: a byte's two codes become a
+/* FP4 [rows, cols] -> exact values (bf16 bits or fp32), no global factor,
+** by units of 8 elements (kernels/fp4_units.h): 16 bytes of bf16 out per
+** unit, contiguous across the warp.  BF16: a byte's two codes become a
 ** bf16x2 pair through a 256-entry table, multiplied by the block's scale
 ** (E4M3 is exact in bf16) with one packed bf16 multiply -- exact, since
 ** the product has at most 6 significant bits. */
@@ -66,28 +57,17 @@ fp4_expand (const uint8_t *data, const uint8_t *scale, int64_t rows, int64_t col
              (__float_as_uint(e2m1_val(t >> 4)) & 0xffff0000u);
   }
   __syncthreads();
-  for (int64_t base = ((int64_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31)) * 4; base < units;
-       base += (int64_t)gridDim.x * blockDim.x * 4) {
+  for (int64_t base = FP4_UNITS_FIRST; base < units; base += FP4_UNITS_STEP) {
     uint32_t d[4];
-    float sf[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      const int64_t u = base + lane + 32 * i;
-      d[i] = 0; sf[i] = 0.0f;
-      if (u < units) {
-        int64_t r, j;
-        if (small) { uint32_t b = (uint32_t)(u >> 1); r = b / (uint32_t)KB; j = b % (uint32_t)KB; }
-        else { r = (u >> 1) / KB; j = (u >> 1) % KB; }
-        d[i] = ((const uint32_t *)data)[u];
-        sf[i] = nvfp4i_e4m3_value(scale[r * sld + j]);
-      }
-    }
+    unsigned sb[4];
+    fp4_load_units4(data, scale, KB, sld, units, small, base, d, sb);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const int64_t u = base + lane + 32 * i;
       if (u >= units) continue;
+      const float sf = nvfp4i_e4m3_value(sb[i]);
       if (BF16) {
-        const uint32_t s16 = __float_as_uint(sf[i]) >> 16, s32 = s16 | (s16 << 16);
+        const uint32_t s16 = __float_as_uint(sf) >> 16, s32 = s16 | (s16 << 16);
         const __nv_bfloat162 s2 = *(const __nv_bfloat162 *)&s32;
         uint32_t w[4];
 #pragma unroll
@@ -101,7 +81,7 @@ fp4_expand (const uint8_t *data, const uint8_t *scale, int64_t rows, int64_t col
       else {
         float v[8];
 #pragma unroll
-        for (int k = 0; k < 8; k++) v[k] = __fmul_rn(e2m1_val((d[i] >> (4 * k)) & 0xfu), sf[i]);
+        for (int k = 0; k < 8; k++) v[k] = __fmul_rn(e2m1_val((d[i] >> (4 * k)) & 0xfu), sf);
         ((float4 *)out)[2 * u] = make_float4(v[0], v[1], v[2], v[3]);
         ((float4 *)out)[2 * u + 1] = make_float4(v[4], v[5], v[6], v[7]);
       }
