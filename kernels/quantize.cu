@@ -462,6 +462,54 @@ static __device__ __forceinline__ void enc_n (const float *v, float enc,
 }
 
 
+/* The RN fast path of qfast_kernel, for blocks whose largest |y| =
+** fl(amax_b * enc) is below 6.5 (so no NaN, no Inf, no saturation: every
+** scaled magnitude a < 6.5, and min(rn(2a), rn(a) + 2, rn(a/2) + 4) is
+** already at most 7 without e2m1_rn_fast's clamp).  a = fl(|v| * enc) =
+** |fl(v * enc)|; the signs come from the bf16 input words (enc > 0, so
+** sign(y) = sign(v), -0 included), placed with byte permutes (prmt's
+** sign-replicating selectors): se holds 0x00/0xFF bytes for elements 0, 2,
+** 4, 6 of the 8, so for 1, 3, 5, 7; element 2k's sign is bit 8k+3 of the
+** packed word, element 2k+1's bit 8k+7.  Blocks that fail the bound take
+** the exact path (enc8<false>); the result is the same bytes either way. */
+static __device__ __forceinline__ uint32_t prmt (uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
+
+/* max with NaN propagation (max.NaN.f32): a NaN anywhere makes the block
+** fail the fast path's bound. */
+static __device__ __forceinline__ float fmax_nan (float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+
+
+#define FAST_RN_BOUND 6.5f
+
+/* The 8 magnitude codes of |v[0..8)| * enc (a < 6.5), packed as enc8. */
+static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float enc) {
+  uint32_t acc = 0;
+#pragma unroll
+  for (int i = 7; i >= 0; i--) {
+    const float a = __fmul_rn(fabsf(v[i]), enc);
+    const float m = fminf(fminf(__fmaf_rn(a, 2.0f, 8388608.0f), __fadd_rn(a, 8388610.0f)),
+                          __fmaf_rn(a, 0.5f, 8388612.0f));
+    acc = acc * 16u + __float_as_uint(m);
+  }
+  return acc - 0xFB000000u;
+}
+
+
+/* Codes with the signs of se/so (see above). */
+static __device__ __forceinline__ uint32_t with_signs (uint32_t codes, uint32_t se, uint32_t so) {
+  return codes | (se & 0x08080808u) | (so & 0x80808080u);
+}
+
+
 static __device__ __forceinline__ void unpack8 (uint4 q, float *v) {
   uint32_t ws[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
@@ -619,11 +667,32 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         float v[8];
         unpack8(cur[i], v);
         float a = 0.0f;
+        unsigned sf;
+        uint32_t wr[2] = {0u, 0u}, out;
+        if (!SR) {
+          /* RN fast path when the whole warp's blocks allow it (the
+          ** amax exchange below is a warp shuffle, so the branch must be
+          ** warp-uniform); a NaN-free block's amax is the same */
+#pragma unroll
+          for (int e = 0; e < 8; e++) a = fmax_nan(a, fabsf(v[e]));
+          a = fmax_nan(a, __shfl_xor_sync(0xffffffffu, a, 1));
+          sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
+          const float enc = renc[sf];
+          if (__all_sync(0xffffffffu, __fmul_rn(a, enc) < FAST_RN_BOUND)) {
+            const uint32_t p1 = prmt(cur[i].x, cur[i].y, 0xFBD9u);
+            const uint32_t p2 = prmt(cur[i].z, cur[i].w, 0xFBD9u);
+            out = with_signs(codes8_fast(v, enc), prmt(p1, p2, 0x5410u), prmt(p1, p2, 0x7632u));
+            const uint32_t m = m0 + i * 16 + rr;
+            *(uint32_t *)(p.rdata + (size_t)m * (K / 2) + k0 / 2 + ch * 4) = out;
+            if (!h) p.rscale[(size_t)m * p.rsld + k0 / 16 + (ch >> 1)] = (uint8_t)sf;
+            continue;
+          }
+          a = 0.0f;
+        }
 #pragma unroll
         for (int e = 0; e < 8; e++) a = fmaxf(a, fabsf(v[e]));
         a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
-        unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
-        uint32_t wr[2] = {0u, 0u}, out;
+        sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
         if (SR) {
           const int ii = i >> 1;
           if ((i & 1) == h) { wr[0] = h ? W[ii][2] : W[ii][0]; wr[1] = h ? W[ii][3] : W[ii][1]; }
@@ -656,6 +725,29 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         if (RHT && !rht16_try(v, p.mask)) {
           slow_defer(p.sl, p.slcap, (uint64_t)k * (M / 16) + mb);
           continue;
+        }
+        if (!AMAX_ONLY && !SR && !RHT) {
+          /* RN fast path (per thread: no shuffle); the signs of column cc
+          ** are bytes 1 (cc = 0) or 3 (cc = 1) of the row words */
+#pragma unroll
+          for (int r = 0; r < 16; r++) a = fmax_nan(a, fabsf(v[r]));
+          const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+          const float enc = cenc[sf];
+          if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
+            uint32_t out[2];
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+              const uint32_t *w8 = wd + 8 * hh, sel = cc ? 0x7632u : 0x5410u;
+              const uint32_t pe1 = prmt(w8[0], w8[2], 0xFBD9u), pe2 = prmt(w8[4], w8[6], 0xFBD9u);
+              const uint32_t po1 = prmt(w8[1], w8[3], 0xFBD9u), po2 = prmt(w8[5], w8[7], 0xFBD9u);
+              out[hh] = with_signs(codes8_fast(v + 8 * hh, enc), prmt(pe1, pe2, sel),
+                                   prmt(po1, po2, sel));
+            }
+            *(uint2 *)(p.cdata + (size_t)k * (M / 2) + mb * 8) = make_uint2(out[0], out[1]);
+            p.cscale[(size_t)k * p.csld + mb] = (uint8_t)sf;
+            continue;
+          }
+          a = 0.0f;
         }
 #pragma unroll
         for (int r = 0; r < 16; r++) a = fmaxf(a, fabsf(v[r]));
