@@ -6,7 +6,7 @@
 ** Mapping: units of 8 elements (half a block; row data is contiguous, so
 ** unit u is data bytes 4u..4u+3 and block u/2 = m*K/16 + kb), four per
 ** thread, warp-contiguous (see dequant_kernel).  Grid-stride.
-**   out_i = OType_rn(fl(value(code_i) * fl(fl(sf32 * amax) * fl(1/2688))))
+**   out_i = OType_rn(fl(value(code_i) * fl(fl(sf32 * amax) * fl(1/(6*EMAX)))))
 */
 #include <stdint.h>
 #include <cuda_bf16.h>
@@ -96,7 +96,7 @@ static __device__ __forceinline__ void dequant_unit (uint32_t d, float fs, const
 template <bool BF16>
 __global__ void __launch_bounds__(256)
 dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB, int64_t sld,
-                float amax, int64_t units, int small, void *out) {
+                float amax, float finv, int64_t units, int small, void *out) {
   __shared__ uint2 lut[256];
   const int lane = threadIdx.x & 31;
   {
@@ -111,9 +111,9 @@ dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB, int64_t s
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       const int64_t u = base + lane + 32 * i;
-      /* nvfp4i_dequant_scale: fl(fl(sf32 * amax) * fl(1/2688)) */
+      /* nvfp4i_dequant_scale_e: fl(fl(sf32 * amax) * fl(1/(6*EMAX))) */
       if (u < units)
-        dequant_unit<BF16>(d[i], mul86(mul86(e4m3_val(sf[i]), amax), 1.0f / 2688.0f), lut, u, out);
+        dequant_unit<BF16>(d[i], mul86(mul86(e4m3_val(sf[i]), amax), finv), lut, u, out);
     }
   }
 }
@@ -131,16 +131,17 @@ nvfp4_status nvfp4i_cuda_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
   int64_t M = nvfp4_shape_M(q->shape), K = nvfp4_shape_K(q->shape), KB = K / 16;
   int64_t nb = M * KB;
   cudaStream_t s = nvfp4i_stream(ctx);
+  const float finv = 1.0f / (6.0f * nvfp4i_emax(q));     /* fl(1/2688) or fl(1/1536) */
   if (nb == 0) return NVFP4_OK;
   /* units of 8 elements (K is a multiple of 16); each thread takes 4 */
   if (out->dtype == NVFP4_BF16)
     dequant_kernel<true><<<grid_for((2 * nb + 3) / 4, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
-      q->row_scale.shape.dim[1], q->amax[0], 2 * nb, nb <= 0xffffffffll, out->data.p);
+      q->row_scale.shape.dim[1], q->amax[0], finv, 2 * nb, nb <= 0xffffffffll, out->data.p);
   else
     dequant_kernel<false><<<grid_for((2 * nb + 3) / 4, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
-      q->row_scale.shape.dim[1], q->amax[0], 2 * nb, nb <= 0xffffffffll, out->data.p);
+      q->row_scale.shape.dim[1], q->amax[0], finv, 2 * nb, nb <= 0xffffffffll, out->data.p);
   CU_LAUNCHED(ctx, "dequant_kernel");
   return NVFP4_OK;
 }

@@ -933,6 +933,9 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape), tiles;
   nvfp4i_gscale gr = nvfp4i_gscale_make(q->amax[0]), gc = nvfp4i_gscale_make(q->amax[1]);
   cudaStream_t s = nvfp4i_stream(ctx);
+  FAIL_IF(ctx, o->four_over_six, NVFP4_ENOTSUP,
+          "quantize: 4over6 (spec §9.1) runs on the cpu backend only; the cuda "
+          "backend has no 4over6 kernel");
   if (M * K == 0) return NVFP4_OK;
   tiles = ((M + TILE - 1) / TILE) * ((K + TILE - 1) / TILE);
   FAIL_IF(ctx, tiles > 0x7fffffff, NVFP4_EINVAL,

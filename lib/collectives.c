@@ -51,7 +51,7 @@ static int meta_same (const meta *a, const meta *b) {
 static char *meta_format (const meta *m, char *buf, size_t n) {
   static const char *const fname[] = {
     "rowwise", "columnwise", "has rowwise", "has columnwise", "rule nd",
-    "rht", "sr", "2d"
+    "rht", "sr", "2d", "4over6", "emax 256"
   };
   nvfp4_shape s;
   size_t used;
@@ -61,7 +61,7 @@ static char *meta_format (const meta *m, char *buf, size_t n) {
   used = strlen(buf);
   used += (size_t)snprintf(buf + used, used < n ? n - used : 0, " %s",
                            nvfp4_dtype_name((nvfp4_dtype)m->dtype));
-  for (i = 0; i < 8 && used < n; i++) {
+  for (i = 0; i < (int)(sizeof fname / sizeof fname[0]) && used < n; i++) {
     if (!(m->flags & (1 << i))) continue;
     used += (size_t)snprintf(buf + used, n - used, "%s%s",
                              first ? " (" : i < 2 ? "+" : ", ", fname[i]);

@@ -65,7 +65,8 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_to_all_bytes (nvfp4_comm *c,
 enum {
   NVFP4I_META_ROW = 1, NVFP4I_META_COL = 2, NVFP4I_META_HAVE_ROW = 4,
   NVFP4I_META_HAVE_COL = 8, NVFP4I_META_ND = 16, NVFP4I_META_RHT = 32,
-  NVFP4I_META_SR = 64, NVFP4I_META_TWO_D = 128
+  NVFP4I_META_SR = 64, NVFP4I_META_TWO_D = 128, NVFP4I_META_FO6 = 256,
+  NVFP4I_META_EMAX256 = 512
 };
 
 /* Collective, before any data collective: every rank contributes its local

@@ -122,9 +122,13 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
       p->q.rht = x->rht && p->col;
       p->q.rht_no_signs = x->rht_no_signs;
       p->q.two_d = x->two_d;
+      p->q.four_over_six = x->four_over_six;
+      p->q.four_over_six_emax448 = x->four_over_six && !x->emax256;
     }
     p->flags |= (x->has_row ? NVFP4I_META_HAVE_ROW : 0) |
-                (x->has_col ? NVFP4I_META_HAVE_COL : 0);
+                (x->has_col ? NVFP4I_META_HAVE_COL : 0) |
+                (x->four_over_six ? NVFP4I_META_FO6 : 0) |
+                (x->emax256 ? NVFP4I_META_EMAX256 : 0);
   }
   p->q.rowwise = (unsigned)p->row;
   p->q.columnwise = (unsigned)p->col;
@@ -133,7 +137,9 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
               (g->rule == NVFP4_CW_ND ? NVFP4I_META_ND : 0);
   if (p->plain || p->requant)
     p->flags |= (p->q.rht ? NVFP4I_META_RHT : 0) | (p->q.sr ? NVFP4I_META_SR : 0) |
-                (p->q.two_d ? NVFP4I_META_TWO_D : 0);
+                (p->q.two_d ? NVFP4I_META_TWO_D : 0) |
+                (p->q.four_over_six ? NVFP4I_META_FO6 : 0) |
+                (p->q.four_over_six && !p->q.four_over_six_emax448 ? NVFP4I_META_EMAX256 : 0);
   return NVFP4_OK;
 }
 
@@ -336,6 +342,8 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   s.out->rht_no_signs = qx->rht_no_signs;
   s.out->sr = qx->sr;
   s.out->two_d = qx->two_d;
+  s.out->four_over_six = qx->four_over_six;
+  s.out->emax256 = qx->emax256;
   h->out = s.out;
   h->col = p.col;
   s.out = NULL;

@@ -6,7 +6,7 @@
 ** is dequantized *exactly* before an ordinary fp32 GEMM: code * scale, an
 ** E2M1 value times an E4M3 value, has at most 6 significant bits and lies in
 ** [2^-10, 2688], so it is exact in fp32 (and bf16; spec §10).  The two
-** per-tensor factors amax/2688 are not applied per element; they go into the
+** per-tensor factors amax/(6*EMAX) are not applied per element; they go into the
 ** GEMM's alpha, as cuBLAS does (design.md decision 6).  The result then
 ** differs from TE's block-scaled cuBLAS GEMM only in the order of the fp32
 ** accumulation.
@@ -78,7 +78,7 @@ static nvfp4_status check_buffers (nvfp4_ctx *ctx, const char *what,
 ** *amax is the per-tensor amax of the buffer read (FP4), or -1 (plain). */
 static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage u,
                               const char *what, nvfp4i_gemm_operand *op,
-                              float *amax) {
+                              float *amax, float *e6) {
   nvfp4_shape s;
   int64_t M, K;
   CHECK(nvfp4i_check_tensor(ctx, t, what));
@@ -91,7 +91,9 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   memset(op, 0, sizeof *op);
   op->dt = t->dtype;
   *amax = -1.0f;
+  *e6 = 6.0f * 448.0f;
   if (t->dtype == NVFP4_FP4) {
+    *e6 = 6.0f * nvfp4i_emax(t);          /* 2688, or 1536 for 4over6 (§3.3) */
     FAIL_IF(ctx, K % NVFP4_BLOCK != 0 || M % (u == NVFP4_COLUMNWISE ? NVFP4_BLOCK : 1) != 0,
             NVFP4_EINVAL, "gemm: %s: NVFP4 shape M=%lld, K=%lld is not a multiple "
             "of 16 along the reduction", what, (long long)M, (long long)K);
@@ -133,13 +135,13 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
 
 
 /* The per-tensor factors folded into alpha (spec §11):
-** fl(fl(amax_A*amax_B) * fl(1/7225344)) for two FP4 operands. */
-static float gemm_alpha (float amax_a, float amax_b) {
-  const float f2 = 1.0f / 7225344.0f;   /* fl(1/(6*6*448*448)) = 0x34149B93 */
-  const float f1 = 1.0f / 2688.0f;      /* fl(1/(6*448)) */
-  if (amax_a >= 0 && amax_b >= 0) return (amax_a * amax_b) * f2;
-  if (amax_a >= 0) return amax_a * f1;
-  if (amax_b >= 0) return amax_b * f1;
+** fl(fl(amax_A*amax_B) * fl(1/(6*6*EMAX_A*EMAX_B))) for two FP4 operands
+** (fl(1/7225344) = 0x34149B93 for 448/448), fl(amax * fl(1/(6*EMAX)))
+** for one; e6 = 6*EMAX of each operand, amax < 0 for a plain one. */
+static float gemm_alpha (float amax_a, float e6a, float amax_b, float e6b) {
+  if (amax_a >= 0 && amax_b >= 0) return (amax_a * amax_b) * (1.0f / (e6a * e6b));
+  if (amax_a >= 0) return amax_a * (1.0f / e6a);
+  if (amax_b >= 0) return amax_b * (1.0f / e6b);
   return 1.0f;
 }
 
@@ -175,12 +177,12 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   nvfp4i_gemm_operand oa, ob;
   nvfp4_tensor *d = NULL;
   nvfp4_status st;
-  float amax_a, amax_b;
+  float amax_a, amax_b, e6a, e6b;
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm: out is NULL");
   *out = NULL;
-  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a));
-  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b));
+  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a));
+  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
           "gemm: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]",
           ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa.rows,
@@ -201,7 +203,7 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   FAIL_IF(ctx, ctx->ops->gemm == NULL, NVFP4_ENOTSUP,
           "gemm: the %s backend has no GEMM", ctx->ops->name);
   CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, out_shape(b, ub, oa.rows, ob.rows), out_dt, &d));
-  CHECK_GOTO(ctx->ops->gemm(ctx, &oa, &ob, gemm_alpha(amax_a, amax_b), bias, d),
+  CHECK_GOTO(ctx->ops->gemm(ctx, &oa, &ob, gemm_alpha(amax_a, e6a, amax_b, e6b), bias, d),
              st, fail);
   *out = d;
   return NVFP4_OK;
@@ -348,9 +350,9 @@ fail:
 /* ---- the float64 oracle ------------------------------------------------ */
 
 /* The operand as a double matrix [rows, cols] on the host, dequantized as
-** code * scale * (amax / 2688) in double. */
+** code * scale * (amax / (6*EMAX)) in double (e6 = 6*EMAX). */
 static nvfp4_status host_f64 (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage u,
-                              const nvfp4i_gemm_operand *op, float amax,
+                              const nvfp4i_gemm_operand *op, float amax, float e6,
                               double **out) {
   size_t n = (size_t)op->rows * (size_t)op->cols, i;
   int64_t r, c, r0, c0;
@@ -363,7 +365,7 @@ static nvfp4_status host_f64 (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   if (op->dt == NVFP4_FP4) {
     const nvfp4i_buf *db = u == NVFP4_ROWWISE ? &t->row_data : &t->col_data;
     const nvfp4i_buf *sb = u == NVFP4_ROWWISE ? &t->row_scale : &t->col_scale;
-    double g = (double)amax / 2688.0;
+    double g = (double)amax / (double)e6;
     raw = (uint8_t *)malloc(db->nbytes + 1);
     sc = (uint8_t *)malloc(sb->nbytes + 1);
     if (raw == NULL || sc == NULL) goto done;
@@ -415,21 +417,21 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
                                nvfp4_usage ua, const nvfp4_tensor *b,
                                nvfp4_usage ub, nvfp4_tensor **out) {
   nvfp4i_gemm_operand oa, ob;
-  float amax_a, amax_b, *cf = NULL;
+  float amax_a, amax_b, e6a, e6b, *cf = NULL;
   double *A = NULL, *B = NULL, *C = NULL;
   nvfp4_status st = NVFP4_ENOMEM;
   int64_t P, Q, R, i;
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm_ref64: out is NULL");
   *out = NULL;
-  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a));
-  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b));
+  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a));
+  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
           "gemm_ref64: reduction dims differ (%lld vs %lld)", (long long)oa.cols,
           (long long)ob.cols);
   P = oa.rows; Q = ob.rows; R = oa.cols;
-  CHECK_GOTO(host_f64(ctx, a, ua, &oa, amax_a, &A), st, done);
-  CHECK_GOTO(host_f64(ctx, b, ub, &ob, amax_b, &B), st, done);
+  CHECK_GOTO(host_f64(ctx, a, ua, &oa, amax_a, e6a, &A), st, done);
+  CHECK_GOTO(host_f64(ctx, b, ub, &ob, amax_b, e6b, &B), st, done);
   st = NVFP4_ENOMEM;
   C = (double *)calloc((size_t)(P * Q > 0 ? P * Q : 1), sizeof *C);
   cf = (float *)malloc((size_t)(P * Q > 0 ? P * Q : 1) * sizeof *cf);

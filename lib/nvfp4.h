@@ -227,6 +227,14 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
   unsigned sr : 1;                  /* stochastic rounding (§5.2) */
   unsigned two_d : 1;               /* 16x16 blocks (weights, §7) */
   unsigned has_amax : 1;            /* use amax[] below, computed elsewhere */
+  unsigned four_over_six : 1;       /* 4over6 (§9.1): each block (tile in 2D)
+                                       keeps the better of its map-to-4 and
+                                       map-to-6 scales; no RHT, no SR */
+  unsigned four_over_six_mse : 1;   /* 4over6 error measure: squared error
+                                       instead of absolute (MAE, default) */
+  unsigned four_over_six_emax448 : 1;  /* 4over6 with E4M3 maximum 448 in the
+                                       global scale, not 256 (TE's default
+                                       for 4over6; §3.3) */
   uint64_t sr_seed;                 /* Philox key for SR */
   uint64_t sr_offset;               /* Philox offset (128-bit blocks) */
   float amax[2];                    /* [rowwise, columnwise] when has_amax */
@@ -236,7 +244,10 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 
 /* Quantize a F32/BF16 tensor x of shape [d0, .., K].  Rowwise needs
 ** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
-** and columnwise; 2D excludes RHT and SR.  Scale padding is written as 0x00.
+** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR and
+** runs on the CPU backend (ENOTSUP on CUDA).  Scale padding is written as
+** 0x00.  The result remembers its E4M3 maximum (256 for 4over6 unless
+** four_over_six_emax448), used by dequantize and the GEMM's alpha.
 ** Errors: EINVAL (shape rule, dtype, option conflict, naming the value),
 ** ENOMEM, and the collective's errors when amax_group is set. */
 nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,

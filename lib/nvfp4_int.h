@@ -44,6 +44,7 @@ struct nvfp4_tensor {
   /* NVFP4 tensors (dtype FP4): */
   unsigned has_row : 1, has_col : 1;
   unsigned rht : 1, rht_no_signs : 1, sr : 1, two_d : 1;  /* how it was made */
+  unsigned four_over_six : 1, emax256 : 1;  /* 4over6; E4M3 maximum 256, not 448 */
   nvfp4i_buf row_data, row_scale;   /* [.., K/2], [ru(M,128), ru(K/16,4)] */
   nvfp4i_buf col_data, col_scale;   /* [K, M/2],  [ru(K,128), ru(M/16,4)] */
   float amax[2];                    /* host copy: [rowwise, columnwise] */
@@ -167,6 +168,10 @@ NVFP4I_FUNC nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st,
   do { if (cond) return nvfp4i_fail((ctx), (st), __VA_ARGS__); } while (0)
 
 /* ---- tensors (lib/tensor.c) ------------------------------------------ */
+/* The E4M3 maximum of an FP4 tensor's global scale (spec §3.3). */
+static inline float nvfp4i_emax (const nvfp4_tensor *t) {
+  return t->emax256 ? 256.0f : 448.0f;
+}
 NVFP4I_FUNC nvfp4_status nvfp4i_buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b,
                                            nvfp4_shape shape, size_t elsize);
 /* As nvfp4i_buf_alloc, but the contents are unspecified (no zero fill):

@@ -38,6 +38,15 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   FAIL_IF(ctx, o->two_d && (o->rht || o->sr), NVFP4_EINVAL,
           "quantize: 2D (16x16) blocks exclude %s (spec §7)",
           o->rht ? "RHT" : "stochastic rounding");
+  FAIL_IF(ctx, o->four_over_six && (o->rht || o->sr), NVFP4_EINVAL,
+          "quantize: 4over6 excludes %s (spec §9.1)",
+          o->rht ? "RHT" : "stochastic rounding");
+  FAIL_IF(ctx, (o->four_over_six_mse || o->four_over_six_emax448) && !o->four_over_six,
+          NVFP4_EINVAL, "quantize: %s is set without four_over_six",
+          o->four_over_six_mse ? "four_over_six_mse" : "four_over_six_emax448");
+  FAIL_IF(ctx, o->four_over_six && o->two_d && nvfp4_shape_M(x->shape) % 16 != 0,
+          NVFP4_EINVAL, "quantize: 2D 4over6 needs whole 16x16 tiles, M=%lld is "
+          "not a multiple of 16", (long long)nvfp4_shape_M(x->shape));
   if (o->has_amax)
     for (i = 0; i < 2; i++)
       FAIL_IF(ctx, !(o->amax[i] >= 0.0f), NVFP4_EINVAL,
@@ -76,6 +85,8 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   q->rht_no_signs = o.rht_no_signs;
   q->sr = o.sr;
   q->two_d = o.two_d;
+  q->four_over_six = o.four_over_six;
+  q->emax256 = o.four_over_six && !o.four_over_six_emax448;   /* §3.3 */
   if ((st = ctx->ops->quantize(ctx, x, &o, q)) != NVFP4_OK) {
     nvfp4_tensor_destroy(q);
     return st;

@@ -22,7 +22,6 @@ extern "C" {
 #endif
 
 #define NVFP4I_INV6       0.16666667163372040f  /* fl(1/6) = 0x3E2AAAAB */
-#define NVFP4I_GLOBAL_E   2688.0f               /* 448 * 6 */
 
 static inline NVFP4I_HD uint32_t nvfp4i_f32_bits (float f) {
   union { float f; uint32_t u; } v;
@@ -132,14 +131,19 @@ static inline NVFP4I_HD float nvfp4i_e4m3_value (unsigned b) {
 }
 
 
-/* Global encode scale (spec §3.2, main kernels): amax 0 -> 1; otherwise
-** fminf(fl(2688/amax), FLT_MAX), and a result of 0 (amax = +Inf) -> 1.
+/* Global encode scale (spec §3.2, main kernels) for E4M3 maximum emax
+** (448, or 256 with 4over6, §3.3): amax 0 -> 1; otherwise
+** fminf(fl(6*emax/amax), FLT_MAX), and a result of 0 (amax = +Inf) -> 1.
 ** A NaN amax gives FLT_MAX. */
-static inline NVFP4I_HD float nvfp4i_senc (float amax) {
+static inline NVFP4I_HD float nvfp4i_senc_e (float amax, float emax) {
   float t;
   if (amax == 0.0f) return 1.0f;
-  t = fminf(NVFP4I_GLOBAL_E / amax, FLT_MAX);
+  t = fminf((6.0f * emax) / amax, FLT_MAX);     /* 2688 or 1536: exact */
   return t == 0.0f ? 1.0f : t;
+}
+
+static inline NVFP4I_HD float nvfp4i_senc (float amax) {
+  return nvfp4i_senc_e(amax, 448.0f);
 }
 
 
@@ -150,12 +154,16 @@ typedef struct nvfp4i_gscale {
   float m;              /* fl(S_enc * fl(1/6)) */
 } nvfp4i_gscale;
 
-static inline NVFP4I_HD nvfp4i_gscale nvfp4i_gscale_make (float amax) {
+static inline NVFP4I_HD nvfp4i_gscale nvfp4i_gscale_make_e (float amax, float emax) {
   nvfp4i_gscale g;
-  g.s_enc = nvfp4i_senc(amax);
+  g.s_enc = nvfp4i_senc_e(amax, emax);
   g.s_dec = 1.0f / g.s_enc;
   g.m = g.s_enc * NVFP4I_INV6;
   return g;
+}
+
+static inline NVFP4I_HD nvfp4i_gscale nvfp4i_gscale_make (float amax) {
+  return nvfp4i_gscale_make_e(amax, 448.0f);
 }
 
 
@@ -173,10 +181,14 @@ static inline NVFP4I_HD uint8_t nvfp4i_block_scale (float a_b, nvfp4i_gscale g,
 }
 
 
-/* Dequantization factor of a block (spec §10, EMAX 448):
-** fl(fl(sf32 * amax) * fl(1/2688)). */
+/* Dequantization factor of a block (spec §10): fl(fl(sf32 * amax) *
+** fl(1/(6*emax))), fl(1/2688) for emax 448, fl(1/1536) for 256. */
+static inline NVFP4I_HD float nvfp4i_dequant_scale_e (uint8_t sf, float amax, float emax) {
+  return (nvfp4i_e4m3_value(sf) * amax) * (1.0f / (6.0f * emax));
+}
+
 static inline NVFP4I_HD float nvfp4i_dequant_scale (uint8_t sf, float amax) {
-  return (nvfp4i_e4m3_value(sf) * amax) * (1.0f / 2688.0f);
+  return nvfp4i_dequant_scale_e(sf, amax, 448.0f);
 }
 
 

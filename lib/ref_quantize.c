@@ -22,6 +22,14 @@
 ** blk = sr_offset + (e >> 4); then "round up iff frac + r/256 >= 1"
 ** (nvfp4i_e2m1_encode_sr).  kernels/ use the same inline functions.
 **
+** 4over6 (spec §9.1): every block (1D) or 16x16 tile (2D) is encoded with
+** both candidate scales, map-to-4 (fl(base*1.5)) and map-to-6 (base), base
+** = fl(fl(a_b/6) * S_enc) with S_enc for E4M3 maximum 256 (or 448); it keeps
+** map-to-4 iff its error -- the fp32 running sum over the block of
+** |fl(fl(fl(fl(q*sf)*amax) / (6*EMAX)) - x)| (MAE) or its square (MSE) --
+** is smaller.  A 2D tile sums its 16 row errors in TE's shuffle-tree order
+** (r + r+8, then +4, +2, +1) and both copies use the tile's choice.
+**
 ** Decisions: amaxes (tensor and block) ignore NaN, as the kernel's max does;
 ** a NaN element encodes to +6 (0x7), -0.0 to 0x8 (kernel, spec §1).
 */
@@ -204,6 +212,96 @@ static uint8_t quantize_block (const float *v, float a_b, nvfp4i_gscale g,
 }
 
 
+/* Pack 16 codes, even element in the low nibble. */
+static void pack16 (const uint8_t *c, uint8_t *out) {
+  int i;
+  for (i = 0; i < 8; i++) out[i] = (uint8_t)(c[2 * i] | (c[2 * i + 1] << 4));
+}
+
+
+/* The RN codes of v[0..16) for the given scale byte (spec §4 steps 5-6). */
+static void codes_for_scale (const float *v, uint8_t sf, nvfp4i_gscale g, uint8_t *c) {
+  float d = nvfp4i_e4m3_value(sf) * g.s_dec, enc = fminf(1.0f / d, FLT_MAX);
+  int i;
+  for (i = 0; i < 16; i++) c[i] = nvfp4i_e2m1_encode(v[i] * enc);
+}
+
+
+/* 4over6 parameters of one direction. */
+typedef struct fo6 {
+  nvfp4i_gscale g;      /* for EMAX */
+  float amax, e6;       /* the tensor amax, 6*EMAX (1536 or 2688) */
+  int mse;
+} fo6;
+
+
+/* The two candidate scale bytes of block (tile) amax a_b: [0] map-to-4,
+** [1] map-to-6. */
+static void fo6_candidates (float a_b, const fo6 *f, uint8_t sf[2]) {
+  float base = (a_b / 6.0f) * f->g.s_enc;              /* a division, unlike §4 */
+  sf[0] = nvfp4i_e4m3_encode(fminf(base * 1.5f, 448.0f));
+  sf[1] = nvfp4i_e4m3_encode(fminf(base, 448.0f));
+}
+
+
+/* The error of 16 elements x encoded as codes c with scale byte sf: the
+** running fp32 sum, in element order, of e(fl(fl(fl(fl(q*sf)*amax) / e6)
+** - x)), e = |d| or fl(d*d). */
+static float fo6_error (const float *x, const uint8_t *c, uint8_t sf, const fo6 *f) {
+  float s = nvfp4i_e4m3_value(sf), err = 0.0f;
+  int i;
+  for (i = 0; i < 16; i++) {
+    float d = ((nvfp4i_e2m1_value(c[i]) * s) * f->amax) / f->e6 - x[i];
+    err += f->mse ? d * d : fabsf(d);
+  }
+  return err;
+}
+
+
+/* 1D 4over6: writes the 8 packed bytes of block v, returns its scale. */
+static uint8_t quantize_block_fo6 (const float *v, const fo6 *f, uint8_t *out) {
+  uint8_t sf[2], c[2][16];
+  float err[2];
+  int k;
+  fo6_candidates(absmax(v, 16), f, sf);
+  for (k = 0; k < 2; k++) {
+    codes_for_scale(v, sf[k], f->g, c[k]);
+    err[k] = fo6_error(v, c[k], sf[k], f);
+  }
+  k = err[0] < err[1] ? 0 : 1;            /* ties (and NaN) -> map-to-6 */
+  pack16(c[k], out);
+  return sf[k];
+}
+
+
+/* 2D 4over6: the scale byte of every 16x16 tile, tsf[(m/16) * KB + b],
+** from the tile amaxes tam (M % 16 == 0). */
+static void fo6_tile_scales (const nvfp4_tensor *x, int64_t M, int64_t K, const float *tam,
+                             const fo6 *f, float *rows16, uint8_t *tsf) {
+  int64_t KB = K / 16, t, b;
+  int r, k, h;
+  for (t = 0; t < M / 16; t++) {
+    for (r = 0; r < 16; r++) load_row(x, 16 * t + r, K, rows16 + (size_t)r * K);
+    for (b = 0; b < KB; b++) {
+      uint8_t sf[2], c[16];
+      float err[2], e[16];
+      fo6_candidates(tam[t * KB + b], f, sf);
+      for (k = 0; k < 2; k++) {
+        for (r = 0; r < 16; r++) {
+          const float *v = rows16 + (size_t)r * K + 16 * b;
+          codes_for_scale(v, sf[k], f->g, c);
+          e[r] = fo6_error(v, c, sf[k], f);
+        }
+        for (h = 8; h >= 1; h >>= 1)      /* TE's shuffle tree: r + r+8, +4, +2, +1 */
+          for (r = 0; r < h; r++) e[r] += e[r + h];
+        err[k] = e[0];
+      }
+      tsf[t * KB + b] = err[0] < err[1] ? sf[0] : sf[1];
+    }
+  }
+}
+
+
 /* 16x16 tile amaxes for 2D mode: tam[(m/16) * KB + k/16] (a partial last
 ** tile row when M % 16 != 0, rowwise only). */
 static void tile_amax (const nvfp4_tensor *x, int64_t M, int64_t K, float *row,
@@ -221,11 +319,36 @@ static void tile_amax (const nvfp4_tensor *x, int64_t M, int64_t K, float *row,
 }
 
 
+/* The 4over6 parameters of direction dir (0 rowwise, 1 columnwise). */
+static fo6 fo6_make (const nvfp4_qopts *o, const nvfp4_tensor *q, int dir) {
+  fo6 f;
+  f.g = nvfp4i_gscale_make_e(q->amax[dir], nvfp4i_emax(q));
+  f.amax = q->amax[dir];
+  f.e6 = 6.0f * nvfp4i_emax(q);
+  f.mse = o->four_over_six_mse;
+  return f;
+}
+
+
+/* One block of a 4over6 tensor: the tile's scale (2D, tsf) or its own
+** choice (1D). */
+static uint8_t fo6_block (const float *v, const fo6 *f, const uint8_t *tsf, int64_t tile,
+                          uint8_t *out) {
+  uint8_t c[16];
+  if (tsf == NULL) return quantize_block_fo6(v, f, out);
+  codes_for_scale(v, tsf[tile], f->g, c);
+  pack16(c, out);
+  return tsf[tile];
+}
+
+
 static void quantize_rowwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
-                              nvfp4_tensor *q, float *row, const float *tam) {
+                              nvfp4_tensor *q, float *row, const float *tam,
+                              const uint8_t *tsf) {
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape), KB = K / 16;
   int64_t scols = q->row_scale.shape.dim[1], m, b;
-  nvfp4i_gscale g = nvfp4i_gscale_make(q->amax[0]);
+  nvfp4i_gscale g = nvfp4i_gscale_make_e(q->amax[0], nvfp4i_emax(q));
+  fo6 f = fo6_make(o, q, 0);
   uint8_t *data = (uint8_t *)q->row_data.p, *scale = (uint8_t *)q->row_scale.p;
   uint8_t rb[16];
   memset(scale, 0, q->row_scale.nbytes);
@@ -233,6 +356,11 @@ static void quantize_rowwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
     load_row(x, m, K, row);
     for (b = 0; b < KB; b++) {
       float a_b = tam ? tam[(m / 16) * KB + b] : -1.0f;
+      if (o->four_over_six) {
+        scale[m * scols + b] = fo6_block(row + 16 * b, &f, tsf, (m / 16) * KB + b,
+                                         data + m * (K / 2) + 8 * b);
+        continue;
+      }
       if (o->sr)   /* e = m*K + 16b: SR block m*KB + b */
         nvfp4i_sr_block_bytes(o->sr_seed, o->sr_offset + (uint64_t)(m * KB + b),
                               NVFP4I_SR_ROWWISE, rb);
@@ -245,11 +373,12 @@ static void quantize_rowwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
 
 static void quantize_columnwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
                                  nvfp4_tensor *q, float *row, float *tile,
-                                 const float *tam) {
+                                 const float *tam, const uint8_t *tsf) {
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape);
   int64_t MB = M / 16, KB = K / 16, scols = q->col_scale.shape.dim[1], j, k;
   long mask = o->rht ? (long)(o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS) : -1;
-  nvfp4i_gscale g = nvfp4i_gscale_make(q->amax[1]);
+  nvfp4i_gscale g = nvfp4i_gscale_make_e(q->amax[1], nvfp4i_emax(q));
+  fo6 f = fo6_make(o, q, 1);
   uint8_t *data = (uint8_t *)q->col_data.p, *scale = (uint8_t *)q->col_scale.p;
   uint8_t rb[16];
   memset(scale, 0, q->col_scale.nbytes);
@@ -257,6 +386,11 @@ static void quantize_columnwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
     load_stripe(x, j, K, row, tile, mask);
     for (k = 0; k < K; k++) {
       float a_b = tam ? tam[j * KB + k / 16] : -1.0f;
+      if (o->four_over_six) {
+        scale[k * scols + j] = fo6_block(tile + 16 * k, &f, tsf, j * KB + k / 16,
+                                         data + k * (M / 2) + 8 * j);
+        continue;
+      }
       if (o->sr)   /* e = k*M + 16j: SR block k*MB + j */
         nvfp4i_sr_block_bytes(o->sr_seed, o->sr_offset + (uint64_t)(k * MB + j),
                               NVFP4I_SR_COLUMNWISE, rb);
@@ -270,7 +404,9 @@ static void quantize_columnwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
 nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                   const nvfp4_qopts *o, nvfp4_tensor *q) {
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape);
-  float *row = NULL, *tile = NULL, *tam = NULL;
+  float *row = NULL, *tile = NULL, *tam = NULL, *rows16 = NULL;
+  uint8_t *tsf = NULL;
+  const int fo6_2d = o->two_d && o->four_over_six;
   nvfp4_status st = NVFP4_OK;
   if (q->has_row && q->row_scale.nbytes) memset(q->row_scale.p, 0, q->row_scale.nbytes);
   if (q->has_col && q->col_scale.nbytes) memset(q->col_scale.p, 0, q->col_scale.nbytes);
@@ -278,15 +414,26 @@ nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   row = (float *)malloc((size_t)K * sizeof(float));
   if (q->has_col) tile = (float *)malloc((size_t)K * 16 * sizeof(float));
   if (o->two_d) tam = (float *)malloc((size_t)((M + 15) / 16 * (K / 16)) * sizeof(float));
-  if (row == NULL || (q->has_col && tile == NULL) || (o->two_d && tam == NULL)) {
+  if (fo6_2d) {
+    rows16 = (float *)malloc((size_t)K * 16 * sizeof(float));
+    tsf = (uint8_t *)malloc((size_t)(M / 16 * (K / 16)) + 1);
+  }
+  if (row == NULL || (q->has_col && tile == NULL) || (o->two_d && tam == NULL) ||
+      (fo6_2d && (rows16 == NULL || tsf == NULL))) {
     st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "quantize: cannot allocate work space "
                      "for K=%lld", (long long)K);
     goto done;
   }
   if (tam) tile_amax(x, M, K, row, tam);
-  if (q->has_row) quantize_rowwise(x, o, q, row, tam);
-  if (q->has_col) quantize_columnwise(x, o, q, row, tile, tam);
+  if (fo6_2d) {
+    fo6 f = fo6_make(o, q, 0);      /* both copies share the tile's choice */
+    fo6_tile_scales(x, M, K, tam, &f, rows16, tsf);
+  }
+  if (q->has_row) quantize_rowwise(x, o, q, row, tam, tsf);
+  if (q->has_col) quantize_columnwise(x, o, q, row, tile, tam, tsf);
 done:
+  free(tsf);
+  free(rows16);
   free(tam);
   free(tile);
   free(row);
@@ -302,7 +449,7 @@ nvfp4_status nvfp4i_ref_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
   const uint8_t *scale = (const uint8_t *)q->row_scale.p;
   for (m = 0; m < M; m++)
     for (b = 0; b < KB; b++) {
-      float fs = nvfp4i_dequant_scale(scale[m * scols + b], q->amax[0]);
+      float fs = nvfp4i_dequant_scale_e(scale[m * scols + b], q->amax[0], nvfp4i_emax(q));
       const uint8_t *d = data + m * (K / 2) + 8 * b;
       int64_t base = m * K + 16 * b;
       for (i = 0; i < 16; i++) {

@@ -190,7 +190,7 @@ static lua_Integer runseed (lua_State *L) {
 
 static const char *const qopt_names[] = {
   "rowwise", "columnwise", "rht", "rht_signs", "sr", "seed", "offset",
-  "two_d", "amax", "amax_group", NULL
+  "two_d", "amax", "amax_group", "four_over_six", "four_over_six_error", "emax", NULL
 };
 
 nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
@@ -211,6 +211,26 @@ nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
   lua_pop(L, 1);
   if (o.rht_no_signs && !o.rht)
     nvfp4L_opterror(L, arg, "rht_signs", "needs rht = true");
+  /* 4over6 (spec §9.1): error "mae" (default) or "mse"; emax 256 (default)
+  ** or 448 */
+  o.four_over_six = nvfp4L_optbool(L, arg, "four_over_six", 0);
+  t = nvfp4L_getopt(L, arg, "four_over_six_error");
+  if (t != LUA_TNIL) {
+    const char *e = lua_tostring(L, -1);
+    if (t != LUA_TSTRING || (strcmp(e, "mae") != 0 && strcmp(e, "mse") != 0))
+      nvfp4L_opterror(L, arg, "four_over_six_error", "must be \"mae\" or \"mse\"");
+    if (!o.four_over_six)
+      nvfp4L_opterror(L, arg, "four_over_six_error", "needs four_over_six = true");
+    o.four_over_six_mse = strcmp(e, "mse") == 0;
+  }
+  lua_pop(L, 1);
+  if (nvfp4L_getopt(L, arg, "emax") != LUA_TNIL) {
+    lua_Integer e = nvfp4L_optint(L, arg, "emax", 256);
+    if (e != 256 && e != 448) nvfp4L_opterror(L, arg, "emax", "must be 256 or 448");
+    if (!o.four_over_six) nvfp4L_opterror(L, arg, "emax", "needs four_over_six = true");
+    o.four_over_six_emax448 = e == 448;
+  }
+  lua_pop(L, 1);
   t = nvfp4L_getopt(L, arg, "amax");
   if (t == LUA_TNUMBER) {
     o.has_amax = 1;

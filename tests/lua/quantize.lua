@@ -58,6 +58,25 @@ assert(h:columnwise_shape() == S{256, 32})
 assert(nvfp4.equal(nvfp4.quantize(nvfp4.randn({32, 32}, "fp32", {seed = 1}), {two_d = true}),
                    nvfp4.quantize(nvfp4.randn({32, 32}, "fp32", {seed = 1}), {two_d = true})))
 
+print("testing 4over6 (spec TV10)")
+local tv10 = nvfp4.tensor({{5.0, 4.09375, -3.90625, 2.046875, 1.0, -0.6015625, 0.44921875, 3.046875,
+                            -2.90625, 1.546875, 0.2001953125, -4.59375, 2.453125, -1.1015625,
+                            0.80078125, 3.59375}}, "bf16")
+local f6 = nvfp4.quantize(tv10, {four_over_six = true, amax = 20})
+assert(f6:bytes("rowwise_scale_inv"):byte(1) == 0x6C)
+assert(f6:bytes("rowwise_data") == "\x56\x3D\x92\x41\x2C\xE0\xA4\x51")
+assert(nvfp4.dequantize(f6, "fp32"):get(1, 1) == 5.0 and nvfp4.dequantize(f6, "fp32"):get(1, 2) == 3.75)
+local f448 = nvfp4.quantize(tv10, {four_over_six = true, amax = 20, emax = 448})
+assert(f448:bytes("rowwise_scale_inv"):byte(1) == 0x72)
+assert(f448:bytes("rowwise_data") == "\x56\x3D\x92\x51\x3C\xE0\xA4\x51")
+for _, bad in ipairs{{{four_over_six = true, rht = true, columnwise = true}, "4over6 excludes RHT"},
+                     {{emax = 448}, "needs four_over_six"},
+                     {{four_over_six = true, emax = 300}, "must be 256 or 448"},
+                     {{four_over_six = true, four_over_six_error = "l1"}, "\"mae\" or \"mse\""}} do
+  local okq, e = pcall(nvfp4.quantize, x, bad[1])
+  assert(not okq and e:find(bad[2], 1, true), e)
+end
+
 print("testing swap_first_dims")
 local a = nvfp4.arange({2, 3, 2})
 local sw = nvfp4.swap_first_dims(a)

@@ -116,12 +116,18 @@ static nvfp4_tensor *quant (const nvfp4_tensor *x, const nvfp4_qopts *o) {
 }
 
 
-static nvfp4_qopts qopts (int row, int col, int rht, nvfp4_comm *group) {
+/* mode: RHT (1) or 4over6 (2; + 2D 4, + MSE 8). */
+enum { M_RHT = 1, M_FO6 = 2, M_2D = 4, M_MSE = 8 };
+
+static nvfp4_qopts qopts (int row, int col, int mode, nvfp4_comm *group) {
   nvfp4_qopts o;
   memset(&o, 0, sizeof o);
   o.rowwise = (unsigned)row;
   o.columnwise = (unsigned)col;
-  o.rht = (unsigned)rht;
+  o.rht = (mode & M_RHT) != 0;
+  o.four_over_six = (mode & M_FO6) != 0;
+  o.two_d = (mode & M_2D) != 0;
+  o.four_over_six_mse = (mode & M_MSE) != 0;
   o.amax_group = group;
   return o;
 }
@@ -147,20 +153,22 @@ static nvfp4_gather_opts gopts_fp4 (int row, int col) {
 
 /* Both input paths for one global shape, against quantize(full). */
 static void check_both_paths (nvfp4_comm *c, nvfp4_shape gshape, nvfp4_dtype dt,
-                              int rht, uint64_t seed) {
+                              int mode, uint64_t seed) {
   int P = nvfp4_comm_size(c), r = nvfp4_comm_rank(c);
   nvfp4_tensor *full = full_randn(gshape, dt, seed);
   nvfp4_tensor *shard = slice(full, 0, r, P);
-  nvfp4_qopts o = qopts(1, 1, rht, NULL), og = qopts(1, 1, rht, c);
+  nvfp4_qopts o = qopts(1, 1, mode, NULL), og = qopts(1, 1, mode, c);
   nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D), gq = gopts_fp4(1, 1);
+  static const char *const mname[] = {"", " rht", " 4over6", "", "", "", " 4over6 2d", "", "",
+                                      "", "", "", "", "", " 4over6 2d mse"};
   nvfp4_tensor *ref = quant(full, &o), *g = NULL, *qs, *g2 = NULL;
   char what[160], sb[64];
   nvfp4_shape_format(gshape, sb, sizeof sb);
-  snprintf(what, sizeof what, "plain %s %s%s", sb, nvfp4_dtype_name(dt), rht ? " rht" : "");
+  snprintf(what, sizeof what, "plain %s %s%s", sb, nvfp4_dtype_name(dt), mname[mode]);
   EXPECT_OK(nvfp4_all_gather(c, shard, &gp, &g));
   expect_same_fp4(g, ref, what);
   qs = quant(shard, &og);
-  snprintf(what, sizeof what, "quantized %s %s%s", sb, nvfp4_dtype_name(dt), rht ? " rht" : "");
+  snprintf(what, sizeof what, "quantized %s %s%s", sb, nvfp4_dtype_name(dt), mname[mode]);
   EXPECT_OK(nvfp4_all_gather(c, qs, &gq, &g2));
   expect_same_fp4(g2, ref, what);
   nvfp4_tensor_destroy(full);
@@ -173,7 +181,8 @@ static void check_both_paths (nvfp4_comm *c, nvfp4_shape gshape, nvfp4_dtype dt,
 
 
 /* [S, B, H] with B in 1..5, S/TP = 48 (a multiple of 16, not of 128), plus
-** 2-D and 4-D, fp32 and bf16 with RHT on the columnwise copy. */
+** 2-D and 4-D, fp32 and bf16 with RHT on the columnwise copy, and 4over6
+** (1D; 2D with MSE). */
 static void test_gather_equals_full_quantize (void) {
   int P = mc_size, b;
   for (b = 1; b <= 5; b++) {
@@ -184,6 +193,11 @@ static void test_gather_equals_full_quantize (void) {
   check_both_paths(world, SHAPE2(48 * P, 96), NVFP4_BF16, 1, 32);
   check_both_paths(world, SHAPE4(16 * P, 3, 2, 32), NVFP4_F32, 0, 33);
   check_both_paths(world, SHAPE4(16 * P, 3, 2, 32), NVFP4_BF16, 1, 34);
+  /* 4over6 (CPU backend only): per-block (per-tile) choices do not cross
+  ** shards */
+  if (strcmp(nvfp4_ctx_backend(mc_ctx), "cpu") != 0) return;
+  check_both_paths(world, SHAPE3(48 * P, 3, 64), NVFP4_BF16, M_FO6, 35);
+  check_both_paths(world, SHAPE2(48 * P, 96), NVFP4_F32, M_FO6 | M_2D | M_MSE, 36);
 }
 
 

@@ -488,6 +488,23 @@ int main (void) {
                              b ? NVFP4_F32 : NVFP4_BF16, efill[ff]);
     elementwise_case(70000, 16, NVFP4_BF16, NVFP4_F32, F_RANDN);   /* many chunks */
   }
+  {   /* 4over6 is CPU-only: the CUDA backend refuses it with ENOTSUP */
+    nvfp4_tensor *xg = NULL, *qg = NULL;
+    nvfp4_qopts o;
+    memset(&o, 0, sizeof o);
+    o.four_over_six = 1;
+    checks++;
+    if (nvfp4_tensor_randn(gpu, nvfp4_shape_make(2, (int64_t[]){16, 16}), NVFP4_BF16, 1,
+                           &xg) != NVFP4_OK ||
+        nvfp4_quantize(gpu, xg, &o, &qg) != NVFP4_ENOTSUP || qg != NULL ||
+        strstr(nvfp4_last_error(gpu), "4over6") == NULL) {
+      failures++;
+      printf("FAIL 4over6 on cuda: expected ENOTSUP naming 4over6, got \"%s\"\n",
+             nvfp4_last_error(gpu));
+    }
+    nvfp4_tensor_destroy(qg);
+    nvfp4_tensor_destroy(xg);
+  }
   printf("%d comparisons, %d failures\n", checks, failures);
   nvfp4_ctx_destroy(cpu);
   nvfp4_ctx_destroy(gpu);

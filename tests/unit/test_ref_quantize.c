@@ -187,8 +187,147 @@ static void check_tv (const tv *t) {
 
 static void test_tv_1_to_12 (void **state) {
   unsigned i;
-  /* TV10 (4over6) is not implemented by libnvfp4: skipped on purpose. */
+  /* TV10 (4over6) has its own test below. */
   for (i = 0; i < sizeof tvs / sizeof tvs[0]; i++) check_tv(&tvs[i]);
+}
+
+
+/* TV10 (spec §16, §9.1): 4over6 with MAE, amax 20.  EMAX 256 (the default
+** for 4over6): map-to-4 wins, sf 0x6C, dequant factor 1/1536; EMAX 448:
+** sf 0x72.  Then MSE on the same block against both candidates' codes
+** from the spec, a 2D tile of 16 copies of the row (same choice, every
+** block and the columnwise copy), and the GEMM's alpha with EMAX 256. */
+static const float tv10_x[16] = {5.0f, 4.09375f, -3.90625f, 2.046875f, 1.0f, -0.6015625f,
+                                 0.44921875f, 3.046875f, -2.90625f, 1.546875f,
+                                 0.2001953125f, -4.59375f, 2.453125f, -1.1015625f,
+                                 0.80078125f, 3.59375f};
+
+static nvfp4_tensor *tv10_quantize (nvfp4_shape s, int emax448, int mse, int two_d,
+                                    int col) {
+  uint16_t x[256];
+  nvfp4_qopts o;
+  nvfp4_tensor *xt, *q = NULL;
+  int i;
+  for (i = 0; i < 256; i++) x[i] = bf(tv10_x[i % 16]);
+  xt = bf16_tensor(s, x);
+  memset(&o, 0, sizeof o);
+  o.rowwise = 1;
+  o.columnwise = (unsigned)col;
+  o.four_over_six = 1;
+  o.four_over_six_emax448 = (unsigned)emax448;
+  o.four_over_six_mse = (unsigned)mse;
+  o.two_d = (unsigned)two_d;
+  o.has_amax = 1;
+  o.amax[0] = o.amax[1] = 20.0f;
+  assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
+  nvfp4_tensor_destroy(xt);
+  return q;
+}
+
+
+/* The fp32 error of §9.1 for the 16 codes c (nibbles of spec order). */
+static float tv10_error (const uint8_t *c, uint8_t sf, float e6, int mse) {
+  float e = 0.0f, s = nvfp4i_e4m3_value(sf);
+  int i;
+  for (i = 0; i < 16; i++) {
+    float d = ((nvfp4i_e2m1_value(c[i]) * s) * 20.0f) / e6 - nvfp4i_bf16_to_f32(bf(tv10_x[i]));
+    e += mse ? d * d : fabsf(d);
+  }
+  return e;
+}
+
+
+static void test_tv10_four_over_six (void **state) {
+  static const uint8_t p256[8] = {0x56, 0x3D, 0x92, 0x41, 0x2C, 0xE0, 0xA4, 0x51};
+  static const uint8_t p448[8] = {0x56, 0x3D, 0x92, 0x51, 0x3C, 0xE0, 0xA4, 0x51};
+  static const float deq[16] = {5, 3.75f, -3.75f, 1.875f, 1.25f, -0.625f, 0.625f, 2.5f, -2.5f,
+                                1.25f, 0, -5, 2.5f, -1.25f, 0.625f, 3.75f};
+  static const uint8_t c4[16] = {6, 5, 0xD, 3, 2, 9, 1, 4, 0xC, 2, 0, 0xE, 4, 0xA, 1, 5};
+  static const uint8_t c6[16] = {7, 6, 0xE, 4, 2, 9, 1, 6, 0xD, 4, 0, 0xF, 5, 0xB, 2, 6};
+  nvfp4_tensor *q, *y = NULL;
+  uint8_t *data, *scale, *cd, *cs;
+  uint16_t *dq;
+  float e4, e6, yv, ref = 0;
+  int i, r, k;
+  (void)state;
+  /* the spec's candidate errors, MAE */
+  assert_true(tv10_error(c4, 0x6C, 1536.0f, 0) == 3.5048828125f);
+  assert_true(tv10_error(c6, 0x68, 1536.0f, 0) == 4.0048828125f);
+  /* EMAX 256 */
+  q = tv10_quantize(S2(1, 16), 0, 0, 0, 0);
+  data = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
+  scale = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+  assert_int_equal(scale[0], 0x6C);
+  assert_memory_equal(data, p256, 8);
+  dq = dequant_bf16(q);                       /* factor 1/1536: final 1.25 */
+  for (i = 0; i < 16; i++)
+    if (dq[i] != nvfp4i_f32_to_bf16(deq[i]))
+      fail_msg("TV10 dequant %d: %g, expected %g", i, nvfp4i_bf16_to_f32(dq[i]), deq[i]);
+  /* alpha with EMAX 256: q . q = sum of deq^2 (exact in double) */
+  assert_int_equal(nvfp4_gemm(ctx, q, NVFP4_ROWWISE, q, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
+                   NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(y, &yv, sizeof yv), NVFP4_OK);
+  for (i = 0; i < 16; i++) ref += deq[i] * deq[i];
+  if (fabsf(yv - ref) > 1e-5f * ref) fail_msg("TV10 q.q = %g, expected %g", yv, ref);
+  nvfp4_tensor_destroy(y);
+  y = NULL;
+  {   /* mixed: EMAX 256 against a standard (448) operand of the same row */
+    nvfp4_tensor *std = NULL;
+    uint16_t xs[16], *ds;
+    nvfp4_qopts o;
+    double mref = 0;
+    for (i = 0; i < 16; i++) xs[i] = bf(tv10_x[i]);
+    memset(&o, 0, sizeof o);
+    {
+      nvfp4_tensor *xt = bf16_tensor(S2(1, 16), xs);
+      assert_int_equal(nvfp4_quantize(ctx, xt, &o, &std), NVFP4_OK);
+      nvfp4_tensor_destroy(xt);
+    }
+    ds = dequant_bf16(std);
+    for (i = 0; i < 16; i++) mref += (double)deq[i] * nvfp4i_bf16_to_f32(ds[i]);
+    assert_int_equal(nvfp4_gemm(ctx, q, NVFP4_ROWWISE, std, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
+                     NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(y, &yv, sizeof yv), NVFP4_OK);
+    /* the bf16 dequantization of the standard operand is within 2^-8 */
+    if (fabs(yv - mref) > 1e-2 * fabs(mref)) fail_msg("TV10 mixed gemm %g, expected %g", yv, mref);
+    free(ds);
+    nvfp4_tensor_destroy(std);
+  }
+  free(dq); free(data); free(scale);
+  nvfp4_tensor_destroy(y);
+  nvfp4_tensor_destroy(q);
+  /* EMAX 448 */
+  q = tv10_quantize(S2(1, 16), 1, 0, 0, 0);
+  data = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
+  scale = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+  assert_int_equal(scale[0], 0x72);
+  assert_memory_equal(data, p448, 8);
+  free(data); free(scale);
+  nvfp4_tensor_destroy(q);
+  /* MSE picks the candidate with the smaller squared error */
+  e4 = tv10_error(c4, 0x6C, 1536.0f, 1);
+  e6 = tv10_error(c6, 0x68, 1536.0f, 1);
+  q = tv10_quantize(S2(1, 16), 0, 1, 0, 0);
+  scale = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+  assert_int_equal(scale[0], e4 < e6 ? 0x6C : 0x68);
+  free(scale);
+  nvfp4_tensor_destroy(q);
+  /* 2D: a 16x16 tile of 16 equal rows; rowwise and columnwise alike */
+  q = tv10_quantize(S2(16, 16), 0, 0, 1, 1);
+  data = read_buf(q, NVFP4_ROWWISE_DATA, NULL);      /* [16, 8] */
+  scale = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);    /* [128, 4] */
+  cd = read_buf(q, NVFP4_COLUMNWISE_DATA, NULL);     /* [16, 8] */
+  cs = read_buf(q, NVFP4_COLUMNWISE_SCALE, NULL);    /* [128, 4] */
+  for (r = 0; r < 16; r++) {
+    assert_int_equal(scale[r * 4], 0x6C);
+    assert_memory_equal(data + r * 8, p256, 8);
+  }
+  for (k = 0; k < 16; k++) {
+    assert_int_equal(cs[k * 4], 0x6C);
+    for (i = 0; i < 8; i++) assert_int_equal(cd[k * 8 + i], c4[k] | (c4[k] << 4));
+  }
+  free(data); free(scale); free(cd); free(cs);
+  nvfp4_tensor_destroy(q);
 }
 
 
@@ -917,6 +1056,21 @@ static void test_quantize_bad_inputs (void **state) {
   o.amax[0] = 1; o.amax[1] = NAN;
   assert_err(nvfp4_quantize(ctx, x, &o, &q), NVFP4_EINVAL, "nan");
   assert_null(q);
+  /* 4over6 (§9.1): no RHT, no SR; its options need it; 2D needs whole tiles */
+  memset(&o, 0, sizeof o);
+  o.four_over_six = 1; o.columnwise = 1; o.rht = 1;
+  assert_err(nvfp4_quantize(ctx, x, &o, &q), NVFP4_EINVAL, "4over6 excludes RHT");
+  o.rht = 0; o.sr = 1;
+  assert_err(nvfp4_quantize(ctx, x, &o, &q), NVFP4_EINVAL, "4over6 excludes stochastic");
+  memset(&o, 0, sizeof o);
+  o.four_over_six_mse = 1;
+  assert_err(nvfp4_quantize(ctx, x, &o, &q), NVFP4_EINVAL, "four_over_six_mse is set without");
+  o.four_over_six_mse = 0; o.four_over_six_emax448 = 1;
+  assert_err(nvfp4_quantize(ctx, x, &o, &q), NVFP4_EINVAL, "four_over_six_emax448");
+  memset(&o, 0, sizeof o);
+  o.four_over_six = 1; o.two_d = 1;
+  assert_err(nvfp4_quantize(ctx, x8, &o, &q), NVFP4_EINVAL, "M=8");
+  assert_null(q);
   assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, &other, NULL), NVFP4_OK);
   assert_int_equal(nvfp4_tensor_randn(other, S2(32, 32), NVFP4_BF16, 1, &foreign), NVFP4_OK);
   assert_err(nvfp4_quantize(ctx, foreign, NULL, &q), NVFP4_EUSAGE, "another context");
@@ -1070,6 +1224,7 @@ int main (void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_tv_1_to_12),
     cmocka_unit_test(test_tv9_rht_columnwise),
+    cmocka_unit_test(test_tv10_four_over_six),
     cmocka_unit_test(test_naive_1d_rn),
     cmocka_unit_test(test_naive_rht),
     cmocka_unit_test(test_naive_sr),
