@@ -4,6 +4,8 @@
 ** stochastic rounding), bit-exact with lib/ref_quantize.c
 ** (nvfp4i_ref_amax, nvfp4i_ref_quantize), spec/nvfp4-numerics.md §3-§8.
 **
+** 4over6 (spec §9.1) runs in this generic kernel only (see fo6_*).
+**
 ** Quantize mapping: one CTA of 256 threads per 64x64 tile of x ([M, K]
 ** row-major, F32 or BF16); tiles are numbered row-major over [M/64, K/64].
 **
@@ -287,7 +289,45 @@ struct qparams {
   uint64_t seed, offset;
   struct slow_list *sl;                 /* RHT fast path: deferred blocks */
   uint64_t slcap;
+  int fo6, fo6_mse;                     /* 4over6 (generic kernel only) */
+  float rsenc, csenc, ramax, camax, e6; /* its S_enc and amax per direction, 6*EMAX */
 };
+
+
+/* ---- 4over6 (spec §9.1; lib/ref_quantize.c, same operation order) ------ */
+
+/* The candidate scale bytes of block (tile) amax a_b: [0] map-to-4,
+** [1] map-to-6. */
+static __device__ void fo6_candidates (float a_b, float s_enc, unsigned sf[2]) {
+  const float base = __fmul_rn(__fdiv_rn(a_b, 6.0f), s_enc);
+  sf[0] = e4m3_rn(fminf(__fmul_rn(base, 1.5f), 448.0f));
+  sf[1] = e4m3_rn(fminf(base, 448.0f));
+}
+
+
+/* The fp32 running error of 16 elements x encoded with multiplier enc and
+** scale byte sf: sum of |d| or d*d, d = fl(fl(fl(fl(q*sf)*amax)/e6) - x). */
+static __device__ float fo6_error (const float *x, float enc, unsigned sf, float amax, float e6,
+                                   int mse) {
+  const float s = nvfp4i_e4m3_value(sf);
+  float err = 0.0f;
+  for (int i = 0; i < 16; i++) {
+    const float q = nvfp4i_e2m1_value(e2m1_rn(__fmul_rn(x[i], enc)));
+    const float d = __fsub_rn(__fdiv_rn(__fmul_rn(__fmul_rn(q, s), amax), e6), x[i]);
+    err = __fadd_rn(err, mse ? __fmul_rn(d, d) : fabsf(d));
+  }
+  return err;
+}
+
+
+/* 1D 4over6: the chosen scale byte of block v (ties and NaN: map-to-6). */
+static __device__ unsigned fo6_choose (const float *v, float a_b, float s_enc, const float *enc,
+                                       float amax, float e6, int mse) {
+  unsigned sf[2];
+  fo6_candidates(a_b, s_enc, sf);
+  return fo6_error(v, enc[sf[0]], sf[0], amax, e6, mse) <
+         fo6_error(v, enc[sf[1]], sf[1], amax, e6, mse) ? sf[0] : sf[1];
+}
 
 
 static __device__ float tile_amax (const float (*bam)[4], int r0, int b) {
@@ -309,7 +349,7 @@ quantize_kernel (qparams p) {
   const int64_t KB = p.K / 16;
   float v[16];
 
-  if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
+  if (p.row || (p.fo6 && p.two_d)) renc[t] = enc_of((unsigned)t, p.rsdec);
   if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
 
   /* load: thread t owns row m0 + t/4, block (k0/16) + t%4 */
@@ -329,10 +369,38 @@ quantize_kernel (qparams p) {
   }
   __syncthreads();
 
+  /* 2D 4over6: every 16x16 tile's choice from its 16 row errors, summed in
+  ** TE's shuffle-tree order (r + r+8, then +4, +2, +1); rows past M are
+  ** never in a used tile (M % 16 == 0) */
+  __shared__ float fo6e[2][TILE][4];
+  __shared__ unsigned fo6sf[4][4];
+  if (p.fo6 && p.two_d) {
+    unsigned sf[2];
+    fo6_candidates(tile_amax(bam, lr & ~15, lb), p.rsenc, sf);
+    for (int k = 0; k < 2; k++)
+      fo6e[k][lr][lb] = fo6_error(v, renc[sf[k]], sf[k], p.ramax, p.e6, p.fo6_mse);
+    __syncthreads();
+    if (t < 16) {
+      const int ti = t >> 2, b = t & 3;
+      float e[2][16];
+      for (int k = 0; k < 2; k++) {
+        for (int r = 0; r < 16; r++) e[k][r] = fo6e[k][16 * ti + r][b];
+        for (int h = 8; h >= 1; h >>= 1)
+          for (int r = 0; r < h; r++) e[k][r] = __fadd_rn(e[k][r], e[k][r + h]);
+      }
+      fo6_candidates(tile_amax(bam, 16 * ti, b), p.rsenc, sf);
+      fo6sf[ti][b] = e[0][0] < e[1][0] ? sf[0] : sf[1];
+    }
+    __syncthreads();
+  }
+
   if (p.row && valid) {
     float ab = p.two_d ? tile_amax(bam, lr & ~15, lb) : a_b;
     float s = fminf(__fmul_rn(ab, p.rm), FLT_MAX);
     unsigned sf = e4m3_rn(s);
+    if (p.fo6)
+      sf = p.two_d ? fo6sf[lr >> 4][lb]
+                   : fo6_choose(v, a_b, p.rsenc, renc, p.ramax, p.e6, p.fo6_mse);
     uint2 d = encode16<SR>(v, renc[sf], p.seed, p.offset + (uint64_t)(m * KB + kb),
                            NVFP4I_SR_ROWWISE);
     *(uint2 *)(p.rdata + m * (p.K / 2) + kb * 8) = d;
@@ -349,6 +417,9 @@ quantize_kernel (qparams p) {
       float ab = p.two_d ? tile_amax(bam, 16 * j, c / 16) : absmax16(v);
       float s = fminf(__fmul_rn(ab, p.cm), FLT_MAX);
       unsigned sf = e4m3_rn(s);
+      if (p.fo6)
+        sf = p.two_d ? fo6sf[j][c / 16]
+                     : fo6_choose(v, ab, p.csenc, cenc, p.camax, p.e6, p.fo6_mse);
       uint2 d = encode16<SR>(v, cenc[sf], p.seed,
                              p.offset + (uint64_t)(k * (p.M / 16) + mb),
                              NVFP4I_SR_COLUMNWISE);
@@ -931,11 +1002,9 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                    const nvfp4_qopts *o, nvfp4_tensor *q) {
   qparams p;
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape), tiles;
-  nvfp4i_gscale gr = nvfp4i_gscale_make(q->amax[0]), gc = nvfp4i_gscale_make(q->amax[1]);
+  nvfp4i_gscale gr = nvfp4i_gscale_make_e(q->amax[0], nvfp4i_emax(q));
+  nvfp4i_gscale gc = nvfp4i_gscale_make_e(q->amax[1], nvfp4i_emax(q));
   cudaStream_t s = nvfp4i_stream(ctx);
-  FAIL_IF(ctx, o->four_over_six, NVFP4_ENOTSUP,
-          "quantize: 4over6 (spec §9.1) runs on the cpu backend only; the cuda "
-          "backend has no 4over6 kernel");
   if (M * K == 0) return NVFP4_OK;
   tiles = ((M + TILE - 1) / TILE) * ((K + TILE - 1) / TILE);
   FAIL_IF(ctx, tiles > 0x7fffffff, NVFP4_EINVAL,
@@ -952,7 +1021,11 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   p.mask = o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS;
   p.seed = o->sr_seed; p.offset = o->sr_offset;
   p.sl = NULL; p.slcap = 0;
-  if (fast_ok(x, M, K, o->two_d)) {
+  p.fo6 = o->four_over_six; p.fo6_mse = o->four_over_six_mse;
+  p.rsenc = gr.s_enc; p.csenc = gc.s_enc;
+  p.ramax = q->amax[0]; p.camax = q->amax[1];
+  p.e6 = 6.0f * nvfp4i_emax(q);
+  if (fast_ok(x, M, K, o->two_d) && !o->four_over_six) {
     if (o->rht && p.col) {
       nvfp4_status st = slow_list_for(ctx, &p);
       if (st != NVFP4_OK) return st;

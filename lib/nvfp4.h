@@ -244,8 +244,8 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 
 /* Quantize a F32/BF16 tensor x of shape [d0, .., K].  Rowwise needs
 ** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
-** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR and
-** runs on the CPU backend (ENOTSUP on CUDA).  Scale padding is written as
+** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR (2D
+** 4over6 needs M % 16 == 0).  Scale padding is written as
 ** 0x00.  The result remembers its E4M3 maximum (256 for 4over6 unless
 ** four_over_six_emax448), used by dequantize and the GEMM's alpha.
 ** Errors: EINVAL (shape rule, dtype, option conflict, naming the value),

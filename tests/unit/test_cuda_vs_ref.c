@@ -1,7 +1,7 @@
 /*
 ** test_cuda_vs_ref.c -- the CUDA backend against the CPU reference, byte for
 ** byte (design.md decision 1): quantize with every option (rowwise and/or
-** columnwise, 1D/2D, RHT with and without signs, RN/SR, given amax) on
+** columnwise, 1D/2D, RHT with and without signs, RN/SR, 4over6, given amax) on
 ** random and adversarial tensors (ties, zeros, -0, tiny blocks, huge
 ** values, Inf, NaN, subnormals) of many shapes, the amax pass, dequantize
 ** to fp32 and bf16, the GEMM's exact FP4 expansion (through a GEMM with an
@@ -217,7 +217,8 @@ static void one_case (nvfp4_shape s, nvfp4_dtype dt, int fill, const opt *op) {
   nvfp4_tensor *xc = NULL, *xg = NULL, *qc = NULL, *qg = NULL;
   char desc[256], sb[96];
   nvfp4_qopts o = op->o;
-  if ((o.rht && dt != NVFP4_BF16) || (o.columnwise && M % 16 != 0)) { free(h); return; }
+  if ((o.rht && dt != NVFP4_BF16) || ((o.columnwise || (o.two_d && o.four_over_six)) &&
+                                       M % 16 != 0)) { free(h); return; }
   for (i = 0; i < n; i++) {
     float v = fill_value(fill, i, K);
     if (dt == NVFP4_F32) ((float *)h)[i] = v;
@@ -409,7 +410,7 @@ int main (void) {
                        ** 64x64 tiles: transpose16_vec */
                        sw7[] = {136, 200}, sw8[] = {72, 1032}, sw9[] = {256, 64, 1},
                        sw10[] = {40, 24, 2};
-  opt opts[12];
+  opt opts[16];
   int nopt = 0, si, f, oi, d;
   nvfp4_status st = nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &gpu, &why);
   if (st != NVFP4_OK) {
@@ -439,6 +440,12 @@ int main (void) {
       .amax = {0.0f, 0.0f});
   ADD("rowwise sr given amax inf", .rowwise = 1, .sr = 1, .sr_seed = 5, .has_amax = 1,
       .amax = {INFINITY, INFINITY});
+  ADD("row+col 4over6", .rowwise = 1, .columnwise = 1, .four_over_six = 1);
+  ADD("row+col 4over6 mse emax448", .rowwise = 1, .columnwise = 1, .four_over_six = 1,
+      .four_over_six_mse = 1, .four_over_six_emax448 = 1);
+  ADD("row+col 2d 4over6", .rowwise = 1, .columnwise = 1, .two_d = 1, .four_over_six = 1);
+  ADD("col 2d 4over6 mse", .columnwise = 1, .two_d = 1, .four_over_six = 1,
+      .four_over_six_mse = 1);
   for (si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
     nvfp4_shape s = nvfp4_shape_make((int)shapes[si][0], &shapes[si][1]);
     for (f = 0; f < NFILL; f++)
@@ -487,23 +494,6 @@ int main (void) {
             elementwise_case(es[e][0], es[e][1], a ? NVFP4_F32 : NVFP4_BF16,
                              b ? NVFP4_F32 : NVFP4_BF16, efill[ff]);
     elementwise_case(70000, 16, NVFP4_BF16, NVFP4_F32, F_RANDN);   /* many chunks */
-  }
-  {   /* 4over6 is CPU-only: the CUDA backend refuses it with ENOTSUP */
-    nvfp4_tensor *xg = NULL, *qg = NULL;
-    nvfp4_qopts o;
-    memset(&o, 0, sizeof o);
-    o.four_over_six = 1;
-    checks++;
-    if (nvfp4_tensor_randn(gpu, nvfp4_shape_make(2, (int64_t[]){16, 16}), NVFP4_BF16, 1,
-                           &xg) != NVFP4_OK ||
-        nvfp4_quantize(gpu, xg, &o, &qg) != NVFP4_ENOTSUP || qg != NULL ||
-        strstr(nvfp4_last_error(gpu), "4over6") == NULL) {
-      failures++;
-      printf("FAIL 4over6 on cuda: expected ENOTSUP naming 4over6, got \"%s\"\n",
-             nvfp4_last_error(gpu));
-    }
-    nvfp4_tensor_destroy(qg);
-    nvfp4_tensor_destroy(xg);
   }
   printf("%d comparisons, %d failures\n", checks, failures);
   nvfp4_ctx_destroy(cpu);
