@@ -311,16 +311,22 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
           (!c->recipe.no_input_rht || !c->recipe.no_grad_rht), NVFP4_EINVAL,
           "linear: the NVFP4 recipe's RHT needs bf16 activations, input is %s "
           "(switch input and grad RHT off, or pass bf16)", nvfp4_dtype_name(x->dtype));
+  FAIL_IF(ctx, quantized(l) && c->recipe.four_over_six_activations && !c->frozen_weight &&
+          !c->recipe.no_input_rht, NVFP4_EINVAL,
+          "linear: 4over6 activations exclude the input's RHT (spec §9.1); set "
+          "no_input_rht");
   forget_forward(l);
 
   memset(&qi, 0, sizeof qi);
   qi.rowwise = 1;
   qi.columnwise = !c->frozen_weight;
   qi.rht = qi.columnwise && !c->recipe.no_input_rht;
+  qi.four_over_six = c->recipe.four_over_six_activations;
   if (col && sp && dist && !c->recipe.no_amax_reduction) qi.amax_group = c->tp_group;
   memset(&qw, 0, sizeof qw);
   qw.rowwise = qw.columnwise = 1;
   qw.two_d = !c->recipe.no_weight_2d;
+  qw.four_over_six = c->recipe.four_over_six_weights;
 
   CHECK_GOTO(prepare(l, x, &qi, &qx), st, fail);
   CHECK_GOTO(prepare(l, l->w, &qw, &l->w_op), st, fail);

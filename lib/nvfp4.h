@@ -461,6 +461,11 @@ typedef struct nvfp4_recipe {
   unsigned no_grad_rht : 1;
   unsigned no_grad_sr : 1;
   unsigned no_amax_reduction : 1;
+  /* 4over6 (spec §9.1; TE's nvfp4_4over6 = weights / activations / all;
+  ** never gradients): the weight, and/or the forward input (which then
+  ** needs no_input_rht) */
+  unsigned four_over_six_weights : 1;
+  unsigned four_over_six_activations : 1;
   uint64_t seed;            /* SR: Philox key; each backward uses a new offset */
 } nvfp4_recipe;
 

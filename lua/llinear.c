@@ -88,11 +88,14 @@ static int mod_rel_error_group (lua_State *L) {
 static const char *const linear_opts[] = {
   "in_features", "out_features", "bias", "parallel", "sequence_parallel", "group",
   "params_dtype", "recipe", "input_rht", "weight_2d", "grad_rht", "grad_sr",
-  "amax_reduction", "seed", "rule", "frozen_weight", "keep_operands", "init_seed", NULL
+  "amax_reduction", "seed", "rule", "frozen_weight", "keep_operands", "init_seed",
+  "four_over_six", NULL
 };
 static const char *const parallel_names[] = {"none", "column", "row", NULL};
 static const char *const recipe_names[] = {"nvfp4", "bf16", "fp32", NULL};
 static const char *const rule_names[] = {"flat2d", "nd", NULL};
+/* TE's nvfp4_4over6 values: bit 0 weights, bit 1 activations */
+static const char *const fo6_names[] = {"none", "weights", "activations", "all", NULL};
 
 
 /* A string option checked against names; def when absent. */
@@ -136,6 +139,11 @@ static int mod_linear (lua_State *L) {
   c.recipe.no_grad_sr = !nvfp4L_optbool(L, 1, "grad_sr", 1);
   c.recipe.no_amax_reduction = !nvfp4L_optbool(L, 1, "amax_reduction", 1);
   c.recipe.seed = (uint64_t)nvfp4L_optint(L, 1, "seed", 1);
+  {
+    int f = optenum(L, 1, "four_over_six", fo6_names, 0);
+    c.recipe.four_over_six_weights = (f & 1) != 0;
+    c.recipe.four_over_six_activations = (f & 2) != 0;
+  }
   c.gather_rule = (nvfp4_cw_rule)optenum(L, 1, "rule", rule_names, 0);
   c.frozen_weight = nvfp4L_optbool(L, 1, "frozen_weight", 0);
   c.keep_operands = nvfp4L_optbool(L, 1, "keep_operands", 0);

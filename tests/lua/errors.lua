@@ -75,4 +75,15 @@ checkerror("(invalid argument)", function () return nvfp4.quantize(nvfp4.zeros({
 checkerror("24", function () return nvfp4.quantize(nvfp4.zeros({4, 24})) end)
 checkerror("Input is not allocated", function () return nvfp4.swap_first_dims(nvfp4.zeros({2, 0, 4})) end)
 checkerror("reshape: [32, 64] cannot become [3, 64]", function () return x:reshape{3, 64} end)
+
+print("testing the Linear layer's 4over6 recipe option")
+checkerror("option 'four_over_six' must be one of 'none' 'weights' 'activations' 'all'",
+           function () return nvfp4.linear{in_features = 64, out_features = 48, four_over_six = "grads"} end)
+local lin = nvfp4.linear{in_features = 64, out_features = 48, four_over_six = "activations"}
+checkerror("4over6 activations exclude the input's RHT",
+           function () return lin:forward(nvfp4.randn({32, 64}, "bf16", {seed = 1})) end)
+lin = nvfp4.linear{in_features = 64, out_features = 48, four_over_six = "all", input_rht = false,
+                   grad_rht = false}
+local y = lin:forward(nvfp4.randn({32, 64}, "bf16", {seed = 1}))
+assert(y:shape() == nvfp4.shape{32, 48})
 print("OK")

@@ -175,7 +175,8 @@ typedef struct errs { double y, dx, dw, db, yq, dxq, dwq; } errs;
 
 /* Run one layer on Gaussian data and measure its three outputs against
 ** float64 references, computed per rank from the same local tensors. */
-static errs numerics (nvfp4_parallel p, nvfp4_dtype act, int no_sr, int no_rht) {
+/* fo6: the recipe's 4over6 (bit 0 weights, bit 1 activations). */
+static errs numerics_fo6 (nvfp4_parallel p, nvfp4_dtype act, int no_sr, int no_rht, int fo6) {
   const int tp = mc_size, row = p == NVFP4_PARALLEL_ROW;
   const int64_t S = 64 * tp, B = 2, K = 256, N = 192;
   nvfp4_linear_config c = config(K, N, p, 1);
@@ -190,6 +191,9 @@ static errs numerics (nvfp4_parallel p, nvfp4_dtype act, int no_sr, int no_rht) 
   c.keep_operands = 1;
   c.recipe.no_grad_sr = no_sr;
   c.recipe.no_input_rht = c.recipe.no_grad_rht = no_rht;
+  c.recipe.four_over_six_weights = (fo6 & 1) != 0;
+  c.recipe.four_over_six_activations = (fo6 & 2) != 0;
+  if (fo6 & 2) c.recipe.no_input_rht = c.recipe.no_grad_rht = 1;   /* RHT on both wgrad operands or neither */
   x = randn(row ? SHAPE3(S, B, K / tp) : SHAPE3(S / tp, B, K), act, 11 + mc_rank);
   dy = randn(row ? SHAPE3(S / tp, B, N) : SHAPE3(S, B, N / tp), act, 31 + mc_rank);
   EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
@@ -286,6 +290,11 @@ done:
 }
 
 
+static errs numerics (nvfp4_parallel p, nvfp4_dtype act, int no_sr, int no_rht) {
+  return numerics_fo6(p, act, no_sr, no_rht, 0);
+}
+
+
 static void print_errs (const char *what, errs e) {
   if (mc_rank == 0)
     printf("# %s: y %.4f dx %.4f dw %.4f db %.2g | same operands: y %.2g dx %.2g dw %.2g\n",
@@ -307,6 +316,24 @@ static void test_numerics_default_recipe (void) {
     print_errs("  SR off", e);
     EXPECT_MSG(e.y < 0.18 && e.dx < 0.18 && e.dw < 0.18, "SR off: %g %g %g", e.y, e.dx, e.dw);
   }
+}
+
+
+/* The recipe's 4over6 (weights, then weights and activations): the layer's
+** GEMMs on 4over6 operands (E4M3 maximum 256 in alpha) equal the float64
+** GEMM of the same dequantized operands, and the errors against the
+** unquantized layer stay within the default recipe's bounds. */
+static void test_numerics_four_over_six (void) {
+  int p, f;
+  for (p = NVFP4_PARALLEL_COLUMN; p <= NVFP4_PARALLEL_ROW; p++)
+    for (f = 1; f <= 3; f += 2) {
+      errs e = numerics_fo6((nvfp4_parallel)p, NVFP4_BF16, 0, 0, f);
+      print_errs(f == 1 ? "  4over6 weights" : "  4over6 all", e);
+      EXPECT_MSG(e.y < 0.18 && e.y > 0.02, "4over6 output error %g", e.y);
+      EXPECT_MSG(e.dx < 0.22 && e.dw < 0.22, "4over6 dgrad/wgrad errors %g %g", e.dx, e.dw);
+      EXPECT_MSG(e.yq < 1e-2 && e.dxq < 1e-2 && e.dwq < 1e-2,
+                 "4over6 same-operand errors %g %g %g", e.yq, e.dxq, e.dwq);
+    }
 }
 
 
@@ -424,6 +451,15 @@ static void test_config_and_usage_errors (void) {
   EXPECT(y == NULL);
   nvfp4_tensor_destroy(x);
   nvfp4_linear_destroy(l);
+  l = NULL;
+  c.recipe.four_over_six_activations = 1;                      /* with input RHT on */
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  x = randn(SHAPE3(32 * mc_size, 1, 64), NVFP4_BF16, 1);
+  EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "4over6 activations exclude the input's RHT");
+  EXPECT(y == NULL);
+  nvfp4_tensor_destroy(x);
+  nvfp4_linear_destroy(l);
 }
 
 
@@ -434,6 +470,7 @@ int main (int argc, char **argv) {
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
   RUN(test_row_sp_odd_b_nd_caught_by_shape_check);
   RUN(test_numerics_default_recipe);
+  RUN(test_numerics_four_over_six);
   RUN(test_numerics_fp32_same_operands);
   RUN(test_tp1_equals_tp_world);
   nvfp4_comm_destroy(world);
