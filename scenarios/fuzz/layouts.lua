@@ -23,7 +23,7 @@
 --
 -- A case: kind "gather" (a shard [S_l, d.., H] gathered over a TP group with
 -- quantize options, sync or async) or "linear" (column/row parallel, SP on or
--- off, recipe switches, forward + backward).  TP divides the world; with TP
+-- off, recipe switches incl. 4over6, forward + backward; gathers may use 4over6).  TP divides the world; with TP
 -- below the world size there are several groups.  Properties:
 --   shapes   every buffer's shape equals the oracle below, computed here from
 --            the spec (sp-linear-and-gather.md §1, §7), not by the library;
@@ -131,6 +131,7 @@ local function draw (s, k, rule)
     c.rht = c.dtype == "bf16" and c.columnwise and g.chance(0.4)
     c.sr = g.chance(0.25)
     c.two_d = not c.rht and not c.sr and g.chance(0.25)   -- 2D excludes both (spec §7)
+    c.fo6 = not c.rht and not c.sr and not c.two_d and g.chance(0.2)   -- 4over6 (§9.1), 1D
     c.async = g.chance(0.3)
     c.rule = rule
   else
@@ -143,6 +144,8 @@ local function draw (s, k, rule)
     c.grad_sr = g.chance(0.6)
     c.weight_2d = g.chance(0.7)
     c.amax_reduction = g.chance(0.8)
+    c.fo6_recipe = g.pick{"none", "none", "weights", "all"}
+    if c.fo6_recipe == "all" then c.rht = false end      -- 4over6 inputs take no RHT
   end
   return c
 end
@@ -180,7 +183,7 @@ end
 
 local KEYS = {"kind", "tp", "dtype", "S", "lead", "H", "N", "rowwise", "columnwise", "rht", "sr",
               "two_d", "async", "rule", "parallel", "sp", "bias",
-              "grad_sr", "weight_2d", "amax_reduction", "data"}
+              "grad_sr", "weight_2d", "amax_reduction", "fo6", "fo6_recipe", "data"}
 
 local function show (c)
   local p = {}
@@ -222,7 +225,7 @@ end
 
 local function qopts (c)
   return {rowwise = c.rowwise or nil, columnwise = c.columnwise or nil, rht = c.rht or nil,
-          sr = c.sr or nil, two_d = c.two_d or nil}
+          sr = c.sr or nil, two_d = c.two_d or nil, four_over_six = c.fo6 or nil}
 end
 
 local function gather_case (c, tp, chk)
@@ -279,7 +282,8 @@ local function linear_case (c, tp, chk)
   local cfg = {in_features = K, out_features = N, bias = c.bias, parallel = c.parallel,
                sequence_parallel = c.sp, group = T > 1 and tp or nil, input_rht = c.rht,
                grad_rht = c.rht, grad_sr = c.grad_sr, weight_2d = c.weight_2d,
-               amax_reduction = c.amax_reduction, seed = c.data, init_seed = c.data + 1}
+               amax_reduction = c.amax_reduction, four_over_six = c.fo6_recipe,
+               seed = c.data, init_seed = c.data + 1}
   local x = nvfp4.randn(xshape, c.dtype, {seed = c.data + 2 + me})
   local dy = nvfp4.randn(yshape, c.dtype, {seed = c.data + 3 + me})
   local function run (recipe, w)
@@ -288,6 +292,7 @@ local function linear_case (c, tp, chk)
     conf.recipe = recipe
     if recipe ~= "nvfp4" then
       conf.input_rht, conf.grad_rht, conf.grad_sr, conf.weight_2d, conf.amax_reduction = nil, nil, nil, nil, nil
+      conf.four_over_six = nil
     end
     local l <close> = nvfp4.linear(conf)
     if w then l:set_weight(w) end
@@ -389,9 +394,10 @@ local function candidates (c)
   if c.kind == "linear" and c.S > 16 then add(function (d) d.S = c.S - 16 end) end
   if c.tp > 2 then add(function (d) d.tp = 2 end) end
   for _, k in ipairs{"async", "sr", "rht", "two_d", "bias", "grad_sr",
-                     "weight_2d", "amax_reduction", "sp"} do
+                     "weight_2d", "amax_reduction", "sp", "fo6"} do
     if c[k] then add(function (d) d[k] = false end) end
   end
+  if c.fo6_recipe and c.fo6_recipe ~= "none" then add(function (d) d.fo6_recipe = "none" end) end
   if c.rowwise and c.columnwise then
     add(function (d) d.rowwise = false end)
     add(function (d) d.columnwise = false; d.rht = false end)

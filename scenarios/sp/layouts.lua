@@ -1,5 +1,5 @@
 -- np=2,4  The Linear layer over tensor layouts: B = 1..5, TP 1/2/4, row and column parallel, SP on
--- and off, 2-D and 3-D inputs, each NVFP4 recipe option switched off; odd B under `nd` must be caught.
+-- and off, 2-D and 3-D inputs, each NVFP4 recipe option switched off, 4over6; odd B under `nd` must be caught.
 --
 -- Every case checks that forward and backward complete with the right shapes (grad_input = input,
 -- grad_weight = local weight) and that the NVFP4 results stay within the recipe's error bounds of
@@ -53,7 +53,8 @@ local function check (p, opts)
   for k, v in pairs(opts or {}) do cfg[k] = v end
   local l <close> = nvfp4.linear(cfg)
   cfg.recipe, cfg.rule, cfg.frozen_weight = "fp32", nil, nil
-  for _, k in ipairs{"input_rht", "weight_2d", "grad_rht", "grad_sr", "amax_reduction"} do cfg[k] = nil end
+  for _, k in ipairs{"input_rht", "weight_2d", "grad_rht", "grad_sr", "amax_reduction",
+                     "four_over_six"} do cfg[k] = nil end
   local base <close> = nvfp4.linear(cfg)
   local y, yb = l:forward(x), base:forward(x)
   local dx, dw, db = l:backward(dy)
@@ -105,6 +106,14 @@ sc.case("rht on one wgrad operand only", {{"off", {"input_rht", "grad_rht"}}}, f
   local l <close> = nvfp4.linear{in_features = K, out_features = N, [p.off] = false,
                                  frozen_weight = true}   -- no wgrad: allowed
   sc.ok(l ~= nil, "frozen weight: one-sided RHT accepted")
+end)
+
+-- 4over6 (spec §9.1) on the weight, or on weight and input (whose RHT must then be off; wgrad
+-- wants RHT on both columnwise operands or neither, so the grad's goes too).
+sc.case("4over6 recipe", {{"fo6", {"weights", "all"}}, {"par", {"row", "column"}}}, function (p)
+  p.SP, p.TP, p.B = "on", 2, 3
+  if p.fo6 == "all" then check(p, {four_over_six = "all", input_rht = false, grad_rht = false})
+  else check(p, {four_over_six = "weights"}) end
 end)
 
 sc.case("baseline recipes", {{"recipe", {"bf16", "fp32"}}, {"par", {"row", "column"}}}, function (p)
