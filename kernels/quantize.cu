@@ -49,16 +49,21 @@
 ** code = min(rn(2a), rn(a+2), rn(a/2+4), 7) for a = |y| (each rn rounds to
 ** an integer by adding 2^23; the three grids are steps 0.5, 1, 2 and their
 ** minimum is the right one in each range).  NaN -> 0x7, sign kept
-** otherwise (-0 -> 0x8). */
-/* The rule without the NaN clamp, for inputs that are never NaN. */
-/* |y| is first clamped to 6 (code 7; one min with the absolute value as
-** its operand modifier), which also bounds every grid below 2^23 + 8. */
+** otherwise (-0 -> 0x8).
+**
+** rn_grid: the winning grid value 2^23 + code for a magnitude 0 <= a < 6.5
+** (the three grids' minimum; at most 7 there). */
+static __device__ __forceinline__ float rn_grid (float a) {
+  return fminf(fminf(__fmaf_rn(a, 2.0f, 8388608.0f), __fadd_rn(a, 8388610.0f)),
+               __fmaf_rn(a, 0.5f, 8388612.0f));
+}
+
+
+/* The rule without the NaN clamp, for inputs that are never NaN: |y| is
+** first clamped to 6 (code 7; one min with the absolute value as its
+** operand modifier), which also keeps every grid below 2^23 + 8. */
 static __device__ __forceinline__ unsigned e2m1_rn_fast (float y) {
-  float a = fminf(fabsf(y), 6.0f);
-  float f0 = __fmaf_rn(a, 2.0f, 8388608.0f);
-  float f1 = __fadd_rn(a, 8388610.0f);
-  float f2 = __fmaf_rn(a, 0.5f, 8388612.0f);
-  float v = fminf(fminf(f0, f1), f2);
+  float v = rn_grid(fminf(fabsf(y), 6.0f));
   return (__float_as_uint(v) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
 }
 
@@ -95,12 +100,13 @@ static __device__ __forceinline__ unsigned e4m3_rn (float s) {
 }
 
 
-/* The per-block multiplier of scale byte sf (nvfp4i_block_scale). */
+/* The per-block multiplier of scale byte sf: nvfp4i_scale_enc, spelled with
+** the rounding intrinsics (the plain '/' gives the same value but other
+** code, and more spills in the SR fast kernel). */
 static __device__ float enc_of (unsigned sf, float s_dec) {
   float d = __fmul_rn(nvfp4i_e4m3_value(sf), s_dec);
   return fminf(__fdiv_rn(1.0f, d), FLT_MAX);
 }
-
 
 static __device__ __forceinline__ uint16_t f32_to_bf16 (float f) {
   uint32_t u = __float_as_uint(f);
@@ -297,26 +303,22 @@ struct qparams {
 /* ---- 4over6 (spec §9.1; lib/ref_quantize.c, same operation order) ------ */
 
 /* The candidate scale bytes of block (tile) amax a_b: [0] map-to-4,
-** [1] map-to-6. */
+** [1] map-to-6 (nvfp4i_fo6_targets, encoded as the kernels encode). */
 static __device__ void fo6_candidates (float a_b, float s_enc, unsigned sf[2]) {
-  const float base = __fmul_rn(__fdiv_rn(a_b, 6.0f), s_enc);
-  sf[0] = e4m3_rn(fminf(__fmul_rn(base, 1.5f), 448.0f));
-  sf[1] = e4m3_rn(fminf(base, 448.0f));
+  float t[2];
+  nvfp4i_fo6_targets(a_b, s_enc, t);
+  sf[0] = e4m3_rn(t[0]);
+  sf[1] = e4m3_rn(t[1]);
 }
 
 
-/* The fp32 running error of 16 elements x encoded with multiplier enc and
-** scale byte sf: sum of |d| or d*d, d = fl(fl(fl(fl(q*sf)*amax)/e6) - x). */
+/* The error of 16 elements x encoded with multiplier enc and scale byte sf
+** (nvfp4i_fo6_error on this kernel's RN codes). */
 static __device__ float fo6_error (const float *x, float enc, unsigned sf, float amax, float e6,
                                    int mse) {
-  const float s = nvfp4i_e4m3_value(sf);
-  float err = 0.0f;
-  for (int i = 0; i < 16; i++) {
-    const float q = nvfp4i_e2m1_value(e2m1_rn(__fmul_rn(x[i], enc)));
-    const float d = __fsub_rn(__fdiv_rn(__fmul_rn(__fmul_rn(q, s), amax), e6), x[i]);
-    err = __fadd_rn(err, mse ? __fmul_rn(d, d) : fabsf(d));
-  }
-  return err;
+  uint8_t c[16];
+  for (int i = 0; i < 16; i++) c[i] = (uint8_t)e2m1_rn(__fmul_rn(x[i], enc));
+  return nvfp4i_fo6_error(x, c, sf, amax, e6, mse);
 }
 
 
@@ -383,13 +385,10 @@ quantize_kernel (qparams p) {
     if (t < 16) {
       const int ti = t >> 2, b = t & 3;
       float e[2][16];
-      for (int k = 0; k < 2; k++) {
+      for (int k = 0; k < 2; k++)
         for (int r = 0; r < 16; r++) e[k][r] = fo6e[k][16 * ti + r][b];
-        for (int h = 8; h >= 1; h >>= 1)
-          for (int r = 0; r < h; r++) e[k][r] = __fadd_rn(e[k][r], e[k][r + h]);
-      }
       fo6_candidates(tile_amax(bam, 16 * ti, b), p.rsenc, sf);
-      fo6sf[ti][b] = e[0][0] < e[1][0] ? sf[0] : sf[1];
+      fo6sf[ti][b] = nvfp4i_fo6_tree_sum(e[0]) < nvfp4i_fo6_tree_sum(e[1]) ? sf[0] : sf[1];
     }
     __syncthreads();
   }
@@ -512,11 +511,7 @@ static __device__ __forceinline__ uint32_t enc8 (const float *v, float enc, cons
     float m;
     if (SR) m = e2m1_sr_grid(fabsf(y), __uint_as_float(__byte_perm(w[e >> 2], 0x4B000000u,
                                                                   0x7540u + (e & 3))));
-    else {
-      const float a = fminf(fabsf(y), 6.0f);
-      m = fminf(fminf(__fmaf_rn(a, 2.0f, 8388608.0f), __fadd_rn(a, 8388610.0f)),
-                __fmaf_rn(a, 0.5f, 8388612.0f));
-    }
+    else m = rn_grid(fminf(fabsf(y), 6.0f));
     acc = acc * 16u + __float_as_uint(m);
     sg = sg * 16u + (__float_as_uint(y) >> 31);
   }
@@ -566,9 +561,7 @@ static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float en
   uint32_t acc = 0;
 #pragma unroll
   for (int i = 7; i >= 0; i--) {
-    const float a = __fmul_rn(fabsf(v[i]), enc);
-    const float m = fminf(fminf(__fmaf_rn(a, 2.0f, 8388608.0f), __fadd_rn(a, 8388610.0f)),
-                          __fmaf_rn(a, 0.5f, 8388612.0f));
+    const float m = rn_grid(__fmul_rn(fabsf(v[i]), enc));
     acc = acc * 16u + __float_as_uint(m);
   }
   return acc - 0xFB000000u;

@@ -171,13 +171,55 @@ static inline NVFP4I_HD nvfp4i_gscale nvfp4i_gscale_make (float amax) {
 ** E4M3 scale byte and sets *enc, the multiplier applied to every element:
 ** s = fminf(fl(a_b*m), FLT_MAX); sf = e4m3(s);
 ** enc = fminf(fl(1 / fl(sf32 * S_dec)), FLT_MAX). */
+/* The multiplier of scale byte sf (spec §4 step 6):
+** fminf(fl(1 / fl(sf32 * S_dec)), FLT_MAX). */
+static inline NVFP4I_HD float nvfp4i_scale_enc (unsigned sf, float s_dec) {
+  float d = nvfp4i_e4m3_value(sf) * s_dec;
+  return fminf(1.0f / d, FLT_MAX);
+}
+
 static inline NVFP4I_HD uint8_t nvfp4i_block_scale (float a_b, nvfp4i_gscale g,
                                                     float *enc) {
   float s = fminf(a_b * g.m, FLT_MAX);
   uint8_t sf = nvfp4i_e4m3_encode(s);
-  float d = nvfp4i_e4m3_value(sf) * g.s_dec;
-  *enc = fminf(1.0f / d, FLT_MAX);
+  *enc = nvfp4i_scale_enc(sf, g.s_dec);
   return sf;
+}
+
+
+/* ---- 4over6 (spec §9.1), shared by lib/ref_quantize.c and kernels/ -------
+** The arithmetic only; each side encodes with its own E4M3/E2M1 encoder. */
+
+/* The two candidate scales of block (tile) amax a_b before E4M3 encoding:
+** t[0] map-to-4 = fminf(fl(base*1.5), 448), t[1] map-to-6 = fminf(base,
+** 448), base = fl(fl(a_b/6) * S_enc) (a division, unlike §4). */
+static inline NVFP4I_HD void nvfp4i_fo6_targets (float a_b, float s_enc, float t[2]) {
+  float base = (a_b / 6.0f) * s_enc;
+  t[0] = fminf(base * 1.5f, 448.0f);
+  t[1] = fminf(base, 448.0f);
+}
+
+/* The error of 16 elements x encoded as codes c with scale byte sf: the
+** fp32 running sum, in element order, of |d| (MAE) or fl(d*d) (MSE), d =
+** fl(fl(fl(fl(q*sf)*amax) / e6) - x), e6 = 6*EMAX. */
+static inline NVFP4I_HD float nvfp4i_fo6_error (const float *x, const uint8_t *c, unsigned sf,
+                                                float amax, float e6, int mse) {
+  float s = nvfp4i_e4m3_value(sf), err = 0.0f;
+  int i;
+  for (i = 0; i < 16; i++) {
+    float d = ((nvfp4i_e2m1_value(c[i]) * s) * amax) / e6 - x[i];
+    err += mse ? d * d : fabsf(d);
+  }
+  return err;
+}
+
+/* A 2D tile's error from its 16 row errors e (overwritten), in TE's
+** shuffle-tree order: r + r+8, then +4, +2, +1. */
+static inline NVFP4I_HD float nvfp4i_fo6_tree_sum (float *e) {
+  int h, r;
+  for (h = 8; h >= 1; h >>= 1)
+    for (r = 0; r < h; r++) e[r] += e[r + h];
+  return e[0];
 }
 
 

@@ -179,6 +179,13 @@ static inline __m128i e2m1_encode4 (__m128 v, __m128 enc) {
 #endif
 
 
+/* Pack 16 codes, even element in the low nibble. */
+static void pack16 (const uint8_t *c, uint8_t *out) {
+  int i;
+  for (i = 0; i < 8; i++) out[i] = (uint8_t)(c[2 * i] | (c[2 * i + 1] << 4));
+}
+
+
 /* Quantize one 16-element block v (spec §4): a_b given (2D) or < 0 to
 ** compute it; writes 8 packed bytes and returns the scale byte.  rb: the 16
 ** SR bytes or NULL for RN. */
@@ -207,21 +214,14 @@ static uint8_t quantize_block (const float *v, float a_b, nvfp4i_gscale g,
     for (i = 0; i < 16; i++) c[i] = nvfp4i_e2m1_encode(v[i] * enc);
   else
     for (i = 0; i < 16; i++) c[i] = nvfp4i_e2m1_encode_sr(v[i] * enc, rb[i]);
-  for (i = 0; i < 8; i++) out[i] = (uint8_t)(c[2 * i] | (c[2 * i + 1] << 4));
+  pack16(c, out);
   return sf;
-}
-
-
-/* Pack 16 codes, even element in the low nibble. */
-static void pack16 (const uint8_t *c, uint8_t *out) {
-  int i;
-  for (i = 0; i < 8; i++) out[i] = (uint8_t)(c[2 * i] | (c[2 * i + 1] << 4));
 }
 
 
 /* The RN codes of v[0..16) for the given scale byte (spec §4 steps 5-6). */
 static void codes_for_scale (const float *v, uint8_t sf, nvfp4i_gscale g, uint8_t *c) {
-  float d = nvfp4i_e4m3_value(sf) * g.s_dec, enc = fminf(1.0f / d, FLT_MAX);
+  float enc = nvfp4i_scale_enc(sf, g.s_dec);
   int i;
   for (i = 0; i < 16; i++) c[i] = nvfp4i_e2m1_encode(v[i] * enc);
 }
@@ -238,23 +238,10 @@ typedef struct fo6 {
 /* The two candidate scale bytes of block (tile) amax a_b: [0] map-to-4,
 ** [1] map-to-6. */
 static void fo6_candidates (float a_b, const fo6 *f, uint8_t sf[2]) {
-  float base = (a_b / 6.0f) * f->g.s_enc;              /* a division, unlike §4 */
-  sf[0] = nvfp4i_e4m3_encode(fminf(base * 1.5f, 448.0f));
-  sf[1] = nvfp4i_e4m3_encode(fminf(base, 448.0f));
-}
-
-
-/* The error of 16 elements x encoded as codes c with scale byte sf: the
-** running fp32 sum, in element order, of e(fl(fl(fl(fl(q*sf)*amax) / e6)
-** - x)), e = |d| or fl(d*d). */
-static float fo6_error (const float *x, const uint8_t *c, uint8_t sf, const fo6 *f) {
-  float s = nvfp4i_e4m3_value(sf), err = 0.0f;
-  int i;
-  for (i = 0; i < 16; i++) {
-    float d = ((nvfp4i_e2m1_value(c[i]) * s) * f->amax) / f->e6 - x[i];
-    err += f->mse ? d * d : fabsf(d);
-  }
-  return err;
+  float t[2];
+  nvfp4i_fo6_targets(a_b, f->g.s_enc, t);
+  sf[0] = nvfp4i_e4m3_encode(t[0]);
+  sf[1] = nvfp4i_e4m3_encode(t[1]);
 }
 
 
@@ -266,7 +253,7 @@ static uint8_t quantize_block_fo6 (const float *v, const fo6 *f, uint8_t *out) {
   fo6_candidates(absmax(v, 16), f, sf);
   for (k = 0; k < 2; k++) {
     codes_for_scale(v, sf[k], f->g, c[k]);
-    err[k] = fo6_error(v, c[k], sf[k], f);
+    err[k] = nvfp4i_fo6_error(v, c[k], sf[k], f->amax, f->e6, f->mse);
   }
   k = err[0] < err[1] ? 0 : 1;            /* ties (and NaN) -> map-to-6 */
   pack16(c[k], out);
@@ -279,7 +266,7 @@ static uint8_t quantize_block_fo6 (const float *v, const fo6 *f, uint8_t *out) {
 static void fo6_tile_scales (const nvfp4_tensor *x, int64_t M, int64_t K, const float *tam,
                              const fo6 *f, float *rows16, uint8_t *tsf) {
   int64_t KB = K / 16, t, b;
-  int r, k, h;
+  int r, k;
   for (t = 0; t < M / 16; t++) {
     for (r = 0; r < 16; r++) load_row(x, 16 * t + r, K, rows16 + (size_t)r * K);
     for (b = 0; b < KB; b++) {
@@ -290,11 +277,9 @@ static void fo6_tile_scales (const nvfp4_tensor *x, int64_t M, int64_t K, const 
         for (r = 0; r < 16; r++) {
           const float *v = rows16 + (size_t)r * K + 16 * b;
           codes_for_scale(v, sf[k], f->g, c);
-          e[r] = fo6_error(v, c, sf[k], f);
+          e[r] = nvfp4i_fo6_error(v, c, sf[k], f->amax, f->e6, f->mse);
         }
-        for (h = 8; h >= 1; h >>= 1)      /* TE's shuffle tree: r + r+8, +4, +2, +1 */
-          for (r = 0; r < h; r++) e[r] += e[r + h];
-        err[k] = e[0];
+        err[k] = nvfp4i_fo6_tree_sum(e);
       }
       tsf[t * KB + b] = err[0] < err[1] ? sf[0] : sf[1];
     }
@@ -347,8 +332,8 @@ static void quantize_rowwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
                               const uint8_t *tsf) {
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape), KB = K / 16;
   int64_t scols = q->row_scale.shape.dim[1], m, b;
-  nvfp4i_gscale g = nvfp4i_gscale_make_e(q->amax[0], nvfp4i_emax(q));
   fo6 f = fo6_make(o, q, 0);
+  nvfp4i_gscale g = f.g;
   uint8_t *data = (uint8_t *)q->row_data.p, *scale = (uint8_t *)q->row_scale.p;
   uint8_t rb[16];
   memset(scale, 0, q->row_scale.nbytes);
@@ -377,8 +362,8 @@ static void quantize_columnwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape);
   int64_t MB = M / 16, KB = K / 16, scols = q->col_scale.shape.dim[1], j, k;
   long mask = o->rht ? (long)(o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS) : -1;
-  nvfp4i_gscale g = nvfp4i_gscale_make_e(q->amax[1], nvfp4i_emax(q));
   fo6 f = fo6_make(o, q, 1);
+  nvfp4i_gscale g = f.g;
   uint8_t *data = (uint8_t *)q->col_data.p, *scale = (uint8_t *)q->col_scale.p;
   uint8_t rb[16];
   memset(scale, 0, q->col_scale.nbytes);

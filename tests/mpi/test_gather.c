@@ -159,16 +159,17 @@ static void check_both_paths (nvfp4_comm *c, nvfp4_shape gshape, nvfp4_dtype dt,
   nvfp4_tensor *shard = slice(full, 0, r, P);
   nvfp4_qopts o = qopts(1, 1, mode, NULL), og = qopts(1, 1, mode, c);
   nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D), gq = gopts_fp4(1, 1);
-  static const char *const mname[] = {"", " rht", " 4over6", "", "", "", " 4over6 2d", "", "",
-                                      "", "", "", "", "", " 4over6 2d mse"};
+  char mname[48];
   nvfp4_tensor *ref = quant(full, &o), *g = NULL, *qs, *g2 = NULL;
   char what[160], sb[64];
   nvfp4_shape_format(gshape, sb, sizeof sb);
-  snprintf(what, sizeof what, "plain %s %s%s", sb, nvfp4_dtype_name(dt), mname[mode]);
+  snprintf(mname, sizeof mname, "%s%s%s%s", mode & M_RHT ? " rht" : "",
+           mode & M_FO6 ? " 4over6" : "", mode & M_2D ? " 2d" : "", mode & M_MSE ? " mse" : "");
+  snprintf(what, sizeof what, "plain %s %s%s", sb, nvfp4_dtype_name(dt), mname);
   EXPECT_OK(nvfp4_all_gather(c, shard, &gp, &g));
   expect_same_fp4(g, ref, what);
   qs = quant(shard, &og);
-  snprintf(what, sizeof what, "quantized %s %s%s", sb, nvfp4_dtype_name(dt), mname[mode]);
+  snprintf(what, sizeof what, "quantized %s %s%s", sb, nvfp4_dtype_name(dt), mname);
   EXPECT_OK(nvfp4_all_gather(c, qs, &gq, &g2));
   expect_same_fp4(g2, ref, what);
   nvfp4_tensor_destroy(full);
