@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <mutex>
+#include <type_traits>
 #include <cuda_fp8.h>
 #include <cuda_bf16.h>
 #include "config.h"
@@ -445,13 +446,13 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 /* ---- fast path: BF16, M % 64 == 0, K % 128 == 0, 1D blocks ------------------
 **
 ** Persistent CTAs of 256 threads walk 64x128 tiles (grouped order, see
-** tile_coords).  Per tile: 4 coalesced 16-byte loads per thread (the next
-** tile's are issued before this tile is encoded), the raw bf16 tile goes to
-** shared memory (16 KB, rows of 64 words, word index XOR 8*(row/16 % 4) so
-** that both the 16-byte row stores and the column reads are free of bank
-** conflicts).  Rowwise: thread t owns 8 elements (half of a block) of rows
-** 16i + t/16, chunk t%16; the pair t, t^1 joins its amax by a shuffle and
-** writes 4 bytes each (a warp writes 2 x 128 contiguous bytes).  Columnwise:
+** tile_walk).  Per tile: 4 coalesced 16-byte cp.async copies per thread
+** into one of two shared stages (16 KB each, rows of 64 words, word index
+** XOR 8*(row/16 % 4) so that the 16-byte row accesses and the column reads
+** are free of bank conflicts); the next tile's copies are issued before this
+** tile is encoded.  Rowwise: thread t owns block t%8 of rows t/8 and
+** t/8 + 32 (a warp writes 4 rows x 64 contiguous bytes), no exchange
+** between threads.  Columnwise:
 ** lane = 4*pair + j: the thread reads 16 words (2 adjacent columns, rows
 ** 16j..16j+15) and writes 8 bytes per column; the 4 lanes j = 0..3 of a
 ** column write its 32 contiguous bytes.  The enc tables are built once per
@@ -471,51 +472,56 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** frac(|y|/step) + u >= 1, i.e. the value is step * floor(|y|/step + u), and
 ** as for RN the code is min(floor(2a + u), 2 + floor(a + u),
 ** 4 + floor(a/2 + u), 7) (each term is right in its binade and too large
-** elsewhere).  floor(2a + u) = floor((512a + r) / 256) is computed exactly
-** by two round-down operations: fma_rd(a, 512, 2^23 + r) = 2^23 +
-** floor(512a + r) (or a coarser floor, grids nest), then adding
-** 2^31 - 2^23 rounding down to the 256-grid of [2^31, 2^32) leaves
-** 2^31 + 256 * floor((512a + r) / 256): the code is the low bits. */
+** elsewhere).  With a clamped to 6 (code 7 for a >= 6, NaN included:
+** fminf(NaN, 6) = 6), fma_rd(a, 512, 2^23 + r) = 2^23 + floor(512a + r)
+** exactly (below 2^24), so floor(2a + u) is that float's bits minus
+** 0x4B000000, over 256; likewise 256a and 128a.  The minimum is taken on the
+** bits as integers (the +2 and +4 become +512 and +1024 before the shift;
+** the shift is monotone), and min(...) >> 8 = 0x4B0000 + code. */
 
 #define FM 64
 #define FK 128
 
 
-/* rb: 0x4B000000 | r as a float (2^23 + r, r the random byte).  The
-** result is 2^31 + 256 * code: its bits are 0x4F000000 + code. */
-static __device__ __forceinline__ float e2m1_sr_grid (float a, float rb) {
-  float g0 = __fadd_rd(__fmaf_rd(a, 512.0f, rb), 2139095040.0f);          /* 2^31 - 2^23 */
-  float g1 = __fadd_rd(__fmaf_rd(a, 256.0f, rb), 2139095040.0f + 512.0f);
-  float g2 = __fadd_rd(__fmaf_rd(a, 128.0f, rb), 2139095040.0f + 1024.0f);
-  return fminf(fminf(fminf(g0, g1), g2), 2147483648.0f + 1792.0f);
+/* The SR code of magnitude a >= 0 (or NaN) plus 0x4B0000; rb: 0x4B000000 |
+** r as a float (2^23 + r, r the random byte). */
+static __device__ __forceinline__ uint32_t e2m1_sr_bits (float a, float rb) {
+  a = fminf(a, 6.0f);
+  const uint32_t h0 = __float_as_uint(__fmaf_rd(a, 512.0f, rb));
+  const uint32_t h1 = __float_as_uint(__fmaf_rd(a, 256.0f, rb));
+  const uint32_t h2 = __float_as_uint(__fmaf_rd(a, 128.0f, rb));
+  return min(min(h0, h1 + 512u), h2 + 1024u) >> 8;
+}
+
+
+/* rb of element e of a block from its SR words w (byte e -> word e/4). */
+static __device__ __forceinline__ float sr_rb (const uint32_t *w, int e) {
+  return __uint_as_float(__byte_perm(w[e >> 2], 0x4B000000u, 0x7540u + (e & 3)));
 }
 
 
 /* 8 codes of v[0..8) * enc packed low nibble first; SR bytes from words w
 ** (byte e of the block -> word e/4, byte e%4; e = e0 + i).  The winning
 ** grid value's bits, m_i = B + code_i (B = 0x4B000000 for RN, whose grid
-** values are 2^23 + code, 0x4F000000 for SR), are packed as they are by
-** multiply-adds (acc*16 + m_i): B's bits survive only from m_0 and m_1 as
-** B + 16*B mod 2^32 in the top byte, removed by one add; the signs (bit 31
+** values are 2^23 + code, 0x4B0000 for SR, see e2m1_sr_bits), are packed as
+** they are by multiply-adds (acc*16 + m_i): the B parts add up to
+** B * 0x11111111 mod 2^32, removed by one add; the signs (bit 31
 ** of y, 0 for the GPU's canonical NaN) go in the same way at bit 3 of each
 ** nibble.  RN as e2m1_rn_fast, SR as nvfp4i_e2m1_encode_sr (see above). */
 template <bool SR>
 static __device__ __forceinline__ uint32_t enc8 (const float *v, float enc, const uint32_t *w,
                                                  int e0) {
-  const uint32_t B = SR ? 0x4F000000u : 0x4B000000u;
+  const uint32_t B = SR ? 0x4B0000u : 0x4B000000u;
   uint32_t acc = 0, sg = 0;
 #pragma unroll
   for (int i = 7; i >= 0; i--) {
-    const int e = e0 + i;
     const float y = __fmul_rn(v[i], enc);
-    float m;
-    if (SR) m = e2m1_sr_grid(fabsf(y), __uint_as_float(__byte_perm(w[e >> 2], 0x4B000000u,
-                                                                  0x7540u + (e & 3))));
-    else m = rn_grid(fminf(fabsf(y), 6.0f));
-    acc = acc * 16u + __float_as_uint(m);
+    const uint32_t m = SR ? e2m1_sr_bits(fabsf(y), sr_rb(w, e0 + i))
+                          : __float_as_uint(rn_grid(fminf(fabsf(y), 6.0f)));
+    acc = acc * 16u + m;
     sg = sg * 16u + (__float_as_uint(y) >> 31);
   }
-  return acc - (B + 16u * B) + sg * 8u;
+  return acc - B * 0x11111111u + sg * 8u;
 }
 
 
@@ -568,6 +574,18 @@ static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float en
 }
 
 
+/* The 8 SR magnitude codes of |v[0..8)| * enc (no NaN), bytes from w[0..2),
+** packed as enc8. */
+static __device__ __forceinline__ uint32_t codes8_sr (const float *v, float enc,
+                                                      const uint32_t *w) {
+  uint32_t acc = 0;
+#pragma unroll
+  for (int i = 7; i >= 0; i--)
+    acc = acc * 16u + e2m1_sr_bits(__fmul_rn(fabsf(v[i]), enc), sr_rb(w, i));
+  return acc - 0x4B0000u * 0x11111111u;
+}
+
+
 /* Codes with the signs of se/so (see above). */
 static __device__ __forceinline__ uint32_t with_signs (uint32_t codes, uint32_t se, uint32_t so) {
   return codes | (se & 0x08080808u) | (so & 0x80808080u);
@@ -607,19 +625,22 @@ static __device__ __forceinline__ bool rht16_f32_exact (const float *v) {
 ** gives +0 everywhere (sums of signed zeros, then the fma), as rht16. */
 static __device__ __forceinline__ bool rht16_try (float *v, unsigned mask) {
   if (!rht16_f32_exact(v)) return false;
+  /* the flips without branches (a predicate per element spilled to local
+  ** memory): bit r of mask moved to the sign bit, one xor each */
 #pragma unroll
   for (int r = 0; r < 16; r++)
-    if ((mask >> r) & 1u) v[r] = __uint_as_float(__float_as_uint(v[r]) ^ 0x80000000u);
+    v[r] = __uint_as_float(__float_as_uint(v[r]) ^ ((mask << (31 - r)) & 0x80000000u));
+  /* the butterfly as rht16's, in loops of constant trip count (the nested
+  ** form was left partly rolled, v in local memory) */
 #pragma unroll
-  for (int h = 1; h < 16; h <<= 1)
+  for (int s = 0; s < 4; s++)
 #pragma unroll
-    for (int j = 0; j < 16; j += 2 * h)
-#pragma unroll
-      for (int k = j; k < j + h; k++) {
-        float a = v[k], b = v[k + h];
-        v[k] = __fadd_rn(a, b);
-        v[k + h] = __fsub_rn(a, b);
-      }
+    for (int i = 0; i < 8; i++) {
+      const int k = ((i >> s) << (s + 1)) | (i & ((1 << s) - 1));
+      float a = v[k], b = v[k + (1 << s)];
+      v[k] = __fadd_rn(a, b);
+      v[k + (1 << s)] = __fsub_rn(a, b);
+    }
 #pragma unroll
   for (int r = 0; r < 16; r += 2) {
     float y0 = __fmaf_rn(v[r], 0.25f, 0.0f), y1 = __fmaf_rn(v[r + 1], 0.25f, 0.0f);
@@ -650,131 +671,243 @@ static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, 
 
 
 /* Tile t -> (m-tile, k-tile), grouped: panels of QPANEL m-tiles, walked
-** column by column within a panel.  The ~528 tiles in flight at once then
+** column by column within a panel (tile_walk: a CTA's tiles t, t + grid, ...).  The ~528 tiles in flight at once then
 ** form a block of about 32 x 16 tiles (2048 rows x 2048 columns), so every
 ** output row -- rowwise rows of rdata and columnwise rows of cdata alike --
 ** receives about 1 KB of contiguous bytes at a time, instead of the 32-byte
 ** pieces per column that a plain row-major walk scatters over all K. */
 #define QPANEL 32u
 
-static __device__ __forceinline__ void tile_coords (unsigned tile, unsigned ntm, unsigned ntk,
+struct tile_walk {
+  unsigned first, r;          /* the panel's first m-tile; tile - first * ntk */
+};
+
+static __device__ __forceinline__ tile_walk walk_start (unsigned tile, unsigned ntk) {
+  tile_walk w;
+  w.first = (tile / (QPANEL * ntk)) * QPANEL;
+  w.r = tile - w.first * ntk;
+  return w;
+}
+
+/* The tile's (m0, k0); a full panel (all but perhaps the last) needs no
+** division. */
+static __device__ __forceinline__ void walk_coords (tile_walk w, unsigned ntm,
                                                     uint32_t *m0, uint32_t *k0) {
-  const unsigned first = (tile / (QPANEL * ntk)) * QPANEL;
-  const unsigned gm = min(QPANEL, ntm - first), r = tile - first * ntk;
-  *m0 = (first + r % gm) * FM;
-  *k0 = (r / gm) * FK;
+  const unsigned gm = min(QPANEL, ntm - w.first);
+  if (gm == QPANEL) {
+    *m0 = (w.first + (w.r & (QPANEL - 1))) * FM;
+    *k0 = (w.r / QPANEL) * FK;
+  }
+  else {
+    *m0 = (w.first + w.r % gm) * FM;
+    *k0 = (w.r / gm) * FK;
+  }
+}
+
+/* tile += stride: every panel before the last is full (QPANEL * ntk tiles). */
+static __device__ __forceinline__ void walk_advance (tile_walk *w, unsigned stride, unsigned ntk) {
+  w->r += stride;
+  while (w->r >= QPANEL * ntk) {
+    w->r -= QPANEL * ntk;
+    w->first += QPANEL;
+  }
 }
 
 
-/* 4 CTAs per SM (at most 64 registers) except SR without RHT, which spills
-** there: 3 (at most 80). */
+/* Asynchronous 16-byte copies global -> shared (cp.async.cg: through L2
+** only), committed as one group per tile.  (An L2 evict-first policy
+** operand made ptxas 13.0 emit an odd uniform register pair as the memory
+** descriptor: an illegal instruction at run time.) */
+static __device__ __forceinline__ void cp_async16 (uint32_t sdst, const void *gsrc) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(sdst), "l"(gsrc) : "memory");
+}
+
+static __device__ __forceinline__ void cp_commit (void) {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+static __device__ __forceinline__ void cp_wait_all (void) {
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+
+/* The sign bits of the 8 bf16 elements of q placed into their nibbles'
+** bit 3 (see with_signs): element 2k's sign is bit 15 of word k. */
+static __device__ __forceinline__ uint32_t signs8 (uint4 q, uint32_t codes) {
+  const uint32_t p1 = prmt(q.x, q.y, 0xFBD9u), p2 = prmt(q.z, q.w, 0xFBD9u);
+  return with_signs(codes, prmt(p1, p2, 0x5410u), prmt(p1, p2, 0x7632u));
+}
+
+
+/* The same for the 8 elements of column cc (0: low halves, 1: high) held
+** in the row words w8[0..8). */
+static __device__ __forceinline__ uint32_t col_signs8 (const uint32_t *w8, int cc, uint32_t codes) {
+  const uint32_t sel = cc ? 0x7632u : 0x5410u;
+  const uint32_t pe1 = prmt(w8[0], w8[2], 0xFBD9u), pe2 = prmt(w8[4], w8[6], 0xFBD9u);
+  const uint32_t po1 = prmt(w8[1], w8[3], 0xFBD9u), po2 = prmt(w8[5], w8[7], 0xFBD9u);
+  return with_signs(codes, prmt(pe1, pe2, sel), prmt(po1, po2, sel));
+}
+
+
+/* Shared-memory tile: FM rows of 64 words (128 bf16), 16-byte chunk c of
+** row r at word 4c XOR 8*(r/16 % 4). */
+#define FSTAGE (FM * 64)
+
+static __device__ __forceinline__ uint32_t sh_word (uint32_t r, uint32_t w) {
+  return r * 64 + (w ^ ((r >> 4 & 3u) << 3));
+}
+
+
+/* Two shared stages: the next tile's cp.async copies are in flight while
+** this tile is encoded, one barrier per tile.  At least 2 CTAs per SM (up to
+** 128 registers): at 4 CTAs (64 registers) the compiler recomputed every
+** address per tile and the kernel ran at 0.50 of the copy bound instead of
+** 0.62 ([32768, 8192] RNE; QFAST_MINB overrides, for measuring). */
+#ifndef QFAST_MINB
+#define QFAST_MINB 2
+#endif
+
 template <bool SR, bool RHT, bool AMAX_ONLY>
-__global__ void __launch_bounds__(256, SR && !RHT ? 3 : 4)
+__global__ void __launch_bounds__(256, QFAST_MINB)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
-  __shared__ __align__(16) uint32_t sh[FM * 64];
+  __shared__ __align__(16) uint32_t sh[2][FSTAGE];
   __shared__ float renc[256], cenc[256];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const uint32_t K = (uint32_t)p.K;
-  const int ch = t & 15, rr = t >> 4, h = ch & 1;
+  const int ch = t & 15, rr = t >> 4;
   const int j = lane & 3, pc = warp * 8 + (lane >> 2);
+  /* rowwise: thread t owns block rb of rows rrow and rrow + 32; it reads
+  ** its two chunks high one first when rb >= 4 (swap), so that each
+  ** quarter warp's 16-byte reads cover the 32 banks once */
+  const uint32_t rb = t & 7, rrow = t >> 3, swap = rb >> 2;
+  const uint32_t c0 = 2 * rb + swap, c1 = 2 * rb + 1 - swap;
+  const unsigned ntm = (unsigned)(p.M / FM);
+  const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&sh[0][0]);
   float cmax = 0.0f, pmax = 0.0f;
-  uint4 cur[4];
   unsigned tile = blockIdx.x;
+  uint32_t m0 = 0, k0 = 0;
 
   if (!AMAX_ONLY) {
     if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
     if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
   }
-  const unsigned ntm = (unsigned)(p.M / FM);
-  if (tile < ntiles) {
-    uint32_t fm0, fk0;
-    tile_coords(tile, ntm, ntk, &fm0, &fk0);
-    const uint4 *src = (const uint4 *)((const uint16_t *)p.x + ((size_t)fm0 * K + fk0));
+  /* thread t copies chunk ch of rows 16i + rr, i = 0..3: element offsets
+  ** from the tile's corner (< 2^30) and shared byte offsets, fixed */
+  uint32_t goff[4], soff[4], rso[2][2];
 #pragma unroll
-    for (int i = 0; i < 4; i++) cur[i] = __ldcs(src + ((i * 16 + rr) * K) / 8 + ch);
+  for (int ii = 0; ii < 2; ii++) {
+    rso[ii][0] = 4 * sh_word(rrow + 32 * ii, 4 * c0);
+    rso[ii][1] = 4 * sh_word(rrow + 32 * ii, 4 * c1);
   }
-  for (; tile < ntiles; tile += gridDim.x) {
-    uint32_t m0, k0;
-    tile_coords(tile, ntm, ntk, &m0, &k0);
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    goff[i] = (uint32_t)(i * 16 + rr) * K + 8 * ch;
+    soff[i] = sbase + 4 * sh_word(i * 16 + rr, 4 * ch);
+  }
+#define QFAST_LOAD(stage, tm0, tk0) do {                                           \
+    const uint16_t *src_ = (const uint16_t *)p.x + ((size_t)(tm0) * K + (tk0));      \
+    _Pragma("unroll")                                                              \
+    for (int i_ = 0; i_ < 4; i_++)                                                 \
+      cp_async16(soff[i_] + (stage) * (4 * FSTAGE), src_ + goff[i_]);              \
+  } while (0)
+  tile_walk walk = walk_start(tile, ntk);
+  if (tile < ntiles) {
+    walk_coords(walk, ntm, &m0, &k0);
+    QFAST_LOAD(0, m0, k0);
+  }
+  cp_commit();
+  /* one tile on shared stage ST (a constant: the two stages' addresses are
+  ** immediate offsets); false once the CTA's tiles are done */
+  auto step = [&] (auto stage) -> bool {
+    constexpr unsigned st = decltype(stage)::value;
+    if (tile >= ntiles) return false;
     const unsigned nt = tile + gridDim.x;
-    uint4 nxt[4];
-    __syncthreads();                 /* last tile's column reads are done */
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-      *(uint4 *)&sh[(i * 16 + rr) * 64 + ((4 * ch) ^ (i << 3))] = cur[i];
+    const uint32_t *shs = sh[st];
+    uint32_t nm0 = 0, nk0 = 0;
+    cp_wait_all();
+    __syncthreads();          /* the tile is in; the other stage's reads are done */
     if (nt < ntiles) {
-      uint32_t nm0, nk0;
-      tile_coords(nt, ntm, ntk, &nm0, &nk0);
-      const uint4 *src = (const uint4 *)((const uint16_t *)p.x + ((size_t)nm0 * K + nk0));
-#pragma unroll
-      for (int i = 0; i < 4; i++) nxt[i] = __ldcs(src + ((i * 16 + rr) * K) / 8 + ch);
+      walk_advance(&walk, gridDim.x, ntk);
+      walk_coords(walk, ntm, &nm0, &nk0);
+      QFAST_LOAD(st ^ 1, nm0, nk0);
     }
+    cp_commit();
 
     if (!AMAX_ONLY && p.row) {
-      uint32_t W[2][4], E[2][2];
-      if (SR) {
-        /* one Philox call per block: this lane does the blocks of loads
-        ** 2ii + h, its partner the others; each sends the partner's half */
+      uint8_t *rd = p.rdata + (size_t)(m0 + rrow) * (K / 2) + k0 / 2 + rb * 8;
+      uint8_t *rsc = p.rscale + (size_t)(m0 + rrow) * p.rsld + k0 / 16 + rb;
 #pragma unroll
-        for (int ii = 0; ii < 2; ii++) {
-          uint64_t m = m0 + (2 * ii + h) * 16 + rr;
-          uint64_t blk = p.offset + m * (K / 16) + k0 / 16 + (ch >> 1);
-          uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_ROWWISE, 0u};
-          nvfp4i_philox4x32_10(c, p.seed, W[ii]);
-          uint32_t s0 = h ? W[ii][0] : W[ii][2], s1 = h ? W[ii][1] : W[ii][3];
-          E[ii][0] = __shfl_xor_sync(0xffffffffu, s0, 1);
-          E[ii][1] = __shfl_xor_sync(0xffffffffu, s1, 1);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        float v[8];
-        unpack8(cur[i], v);
-        float a = 0.0f;
+      for (int ii = 0; ii < 2; ii++) {
+        const uint32_t m = m0 + rrow + 32 * ii;
+        const uint4 q0 = *(const uint4 *)((const char *)shs + rso[ii][0]);
+        const uint4 q1 = *(const uint4 *)((const char *)shs + rso[ii][1]);
+        float v[16], a = 0.0f;
+        uint32_t o0, o1;
         unsigned sf;
-        uint32_t wr[2] = {0u, 0u}, out;
+        bool done = false;
+        unpack8(q0, v);
+        unpack8(q1, v + 8);
         if (!SR) {
-          /* RN fast path when the whole warp's blocks allow it (the
-          ** amax exchange below is a warp shuffle, so the branch must be
-          ** warp-uniform); a NaN-free block's amax is the same */
+          /* RN fast path (see codes8_fast); a NaN-free block's amax is the same */
 #pragma unroll
-          for (int e = 0; e < 8; e++) a = fmax_nan(a, fabsf(v[e]));
-          a = fmax_nan(a, __shfl_xor_sync(0xffffffffu, a, 1));
+          for (int e = 0; e < 16; e++) a = fmax_nan(a, fabsf(v[e]));
           sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
           const float enc = renc[sf];
-          if (__all_sync(0xffffffffu, __fmul_rn(a, enc) < FAST_RN_BOUND)) {
-            const uint32_t p1 = prmt(cur[i].x, cur[i].y, 0xFBD9u);
-            const uint32_t p2 = prmt(cur[i].z, cur[i].w, 0xFBD9u);
-            out = with_signs(codes8_fast(v, enc), prmt(p1, p2, 0x5410u), prmt(p1, p2, 0x7632u));
-            const uint32_t m = m0 + i * 16 + rr;
-            *(uint32_t *)(p.rdata + (size_t)m * (K / 2) + k0 / 2 + ch * 4) = out;
-            if (!h) p.rscale[(size_t)m * p.rsld + k0 / 16 + (ch >> 1)] = (uint8_t)sf;
-            continue;
+          if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
+            o0 = signs8(q0, codes8_fast(v, enc));
+            o1 = signs8(q1, codes8_fast(v + 8, enc));
+            done = true;
           }
-          a = 0.0f;
         }
+        else {
+          /* SR without NaN: y's sign is v's (enc > 0), taken from the words */
 #pragma unroll
-        for (int e = 0; e < 8; e++) a = fmaxf(a, fabsf(v[e]));
-        a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
-        sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
-        if (SR) {
-          const int ii = i >> 1;
-          if ((i & 1) == h) { wr[0] = h ? W[ii][2] : W[ii][0]; wr[1] = h ? W[ii][3] : W[ii][1]; }
-          else { wr[0] = E[ii][0]; wr[1] = E[ii][1]; }
+          for (int e = 0; e < 16; e++) a = fmax_nan(a, fabsf(v[e]));
+          if (a == a) {
+            uint32_t w[4];
+            const uint64_t blk = p.offset + (uint64_t)m * (K / 16) + k0 / 16 + rb;
+            uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_ROWWISE, 0u};
+            nvfp4i_philox4x32_10(c, p.seed, w);
+            sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
+            const float enc = renc[sf];
+            const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
+            const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
+            o0 = signs8(q0, codes8_sr(v, enc, w0));
+            o1 = signs8(q1, codes8_sr(v + 8, enc, w1));
+            done = true;
+          }
         }
-        enc_n<SR, 8>(v, renc[sf], wr, &out);
-        const uint32_t m = m0 + i * 16 + rr;
-        *(uint32_t *)(p.rdata + (size_t)m * (K / 2) + k0 / 2 + ch * 4) = out;
-        if (!h) p.rscale[(size_t)m * p.rsld + k0 / 16 + (ch >> 1)] = (uint8_t)sf;
+        if (!done) {
+          uint32_t w[4] = {0u, 0u, 0u, 0u};
+          a = 0.0f;
+#pragma unroll
+          for (int e = 0; e < 16; e++) a = fmaxf(a, fabsf(v[e]));
+          sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
+          if (SR) {
+            const uint64_t blk = p.offset + (uint64_t)m * (K / 16) + k0 / 16 + rb;
+            uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_ROWWISE, 0u};
+            nvfp4i_philox4x32_10(c, p.seed, w);
+          }
+          /* SR bytes 0..7 go with the low chunk, 8..15 with the high one */
+          const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
+          const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
+          o0 = enc8<SR>(v, renc[sf], w0, 0);
+          o1 = enc8<SR>(v + 8, renc[sf], w1, 0);
+        }
+        *(uint2 *)(rd + (size_t)ii * 16 * K) = swap ? make_uint2(o1, o0) : make_uint2(o0, o1);
+        rsc[(size_t)ii * 32 * p.rsld] = (uint8_t)sf;
       }
     }
-    __syncthreads();
 
     if (AMAX_ONLY || p.col) {
       uint32_t wd[16];
       const uint32_t mb = m0 / 16 + j, M = (uint32_t)p.M;
+      const uint32_t *cbase = shs + sh_word(16 * j, pc);  /* rows 16j.. share the swizzle */
+      /* column k0 + 2pc's output row (the next column's is M/2 further) */
+      uint8_t *cd = p.cdata + (size_t)(k0 + 2 * pc) * (M / 2) + mb * 8;
+      uint8_t *csc = p.cscale + (size_t)(k0 + 2 * pc) * p.csld + mb;
 #pragma unroll
-      for (int r = 0; r < 16; r++) wd[r] = sh[(16 * j + r) * 64 + (pc ^ (j << 3))];
+      for (int r = 0; r < 16; r++) wd[r] = cbase[r * 64];
 #pragma unroll
       for (int cc = 0; cc < 2; cc++) {       /* columns k0 + 2pc (low halves), +1 */
         float v[16], a = 0.0f;
@@ -791,24 +924,36 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           continue;
         }
         if (!AMAX_ONLY && !SR && !RHT) {
-          /* RN fast path (per thread: no shuffle); the signs of column cc
-          ** are bytes 1 (cc = 0) or 3 (cc = 1) of the row words */
+          /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
+          ** (cc = 1) of the row words */
 #pragma unroll
           for (int r = 0; r < 16; r++) a = fmax_nan(a, fabsf(v[r]));
           const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
           const float enc = cenc[sf];
           if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
-            uint32_t out[2];
+            *(uint2 *)(cd + (size_t)cc * (M / 2)) =
+              make_uint2(col_signs8(wd, cc, codes8_fast(v, enc)),
+                         col_signs8(wd + 8, cc, codes8_fast(v + 8, enc)));
+            csc[(size_t)cc * p.csld] = (uint8_t)sf;
+            continue;
+          }
+          a = 0.0f;
+        }
+        if (!AMAX_ONLY && SR && !RHT) {
+          /* SR fast path for NaN-free blocks, signs as above */
 #pragma unroll
-            for (int hh = 0; hh < 2; hh++) {
-              const uint32_t *w8 = wd + 8 * hh, sel = cc ? 0x7632u : 0x5410u;
-              const uint32_t pe1 = prmt(w8[0], w8[2], 0xFBD9u), pe2 = prmt(w8[4], w8[6], 0xFBD9u);
-              const uint32_t po1 = prmt(w8[1], w8[3], 0xFBD9u), po2 = prmt(w8[5], w8[7], 0xFBD9u);
-              out[hh] = with_signs(codes8_fast(v + 8 * hh, enc), prmt(pe1, pe2, sel),
-                                   prmt(po1, po2, sel));
-            }
-            *(uint2 *)(p.cdata + (size_t)k * (M / 2) + mb * 8) = make_uint2(out[0], out[1]);
-            p.cscale[(size_t)k * p.csld + mb] = (uint8_t)sf;
+          for (int r = 0; r < 16; r++) a = fmax_nan(a, fabsf(v[r]));
+          if (a == a) {
+            uint32_t wr[4];
+            const uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
+            uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
+            nvfp4i_philox4x32_10(c, p.seed, wr);
+            const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+            const float enc = cenc[sf];
+            *(uint2 *)(cd + (size_t)cc * (M / 2)) =
+              make_uint2(col_signs8(wd, cc, codes8_sr(v, enc, wr)),
+                         col_signs8(wd + 8, cc, codes8_sr(v + 8, enc, wr + 2)));
+            csc[(size_t)cc * p.csld] = (uint8_t)sf;
             continue;
           }
           a = 0.0f;
@@ -825,14 +970,19 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             nvfp4i_philox4x32_10(c, p.seed, wr);
           }
           enc_n<SR, 16>(v, cenc[sf], wr, out);
-          *(uint2 *)(p.cdata + (size_t)k * (M / 2) + mb * 8) = make_uint2(out[0], out[1]);
-          p.cscale[(size_t)k * p.csld + mb] = (uint8_t)sf;
+          *(uint2 *)(cd + (size_t)cc * (M / 2)) = make_uint2(out[0], out[1]);
+          csc[(size_t)cc * p.csld] = (uint8_t)sf;
         }
       }
     }
-#pragma unroll
-    for (int i = 0; i < 4; i++) cur[i] = nxt[i];
+    m0 = nm0;
+    k0 = nk0;
+    tile = nt;
+    return true;
+  };
+  while (step(std::integral_constant<unsigned, 0>()) && step(std::integral_constant<unsigned, 1>())) {
   }
+#undef QFAST_LOAD
   if (AMAX_ONLY) {
     block_max_to(cmax, amax_dst);
     __syncthreads();                     /* block_max_to's scratch is reused */
