@@ -749,6 +749,35 @@ static __device__ __forceinline__ uint32_t col_signs8 (const uint32_t *w8, int c
 }
 
 
+/* Packed max|.| of bf16 pairs (max.NaN.xorsign.abs: the magnitude is the
+** larger one, exact; the sign bit is garbage; a NaN gives NaN). */
+static __device__ __forceinline__ uint32_t hmax_abs2 (uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.NaN.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+/* max|.| (NaN propagating) of the 16 bf16 of two chunks. */
+static __device__ __forceinline__ float amax16_nan (uint4 q0, uint4 q1) {
+  const uint32_t m = hmax_abs2(hmax_abs2(hmax_abs2(q0.x, q0.y), hmax_abs2(q0.z, q0.w)),
+                               hmax_abs2(hmax_abs2(q1.x, q1.y), hmax_abs2(q1.z, q1.w)));
+  return fmax_nan(fabsf(__uint_as_float(m << 16)), fabsf(__uint_as_float(m & 0xffff0000u)));
+}
+
+
+/* x itself, hidden from the optimizer: a value computed once stays in its
+** register instead of being recomputed where it is used. */
+static __device__ __forceinline__ uint32_t opaque (uint32_t x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+
+static __device__ __forceinline__ size_t opaque64 (size_t x) {
+  asm volatile("" : "+l"(x));
+  return x;
+}
+
+
 /* Shared-memory tile: FM rows of 64 words (128 bf16), 16-byte chunk c of
 ** row r at word 4c XOR 8*(r/16 % 4). */
 #define FSTAGE (FM * 64)
@@ -791,21 +820,28 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
     if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
   }
-  /* thread t copies chunk ch of rows 16i + rr, i = 0..3: element offsets
-  ** from the tile's corner (< 2^30) and shared byte offsets, fixed */
+  /* The thread's fixed offsets, computed once and kept (opaque: otherwise
+  ** the compiler recomputes them for every tile, ~100 instructions):
+  ** thread t copies chunk ch of rows 16i + rr, i = 0..3 (byte offsets from
+  ** the tile's corner, < 2^31, and shared addresses); its row blocks' chunks
+  ** (rso), its column words (cso), its outputs' offsets from the tile's. */
   uint32_t goff[4], soff[4], rso[2][2];
 #pragma unroll
   for (int ii = 0; ii < 2; ii++) {
-    rso[ii][0] = 4 * sh_word(rrow + 32 * ii, 4 * c0);
-    rso[ii][1] = 4 * sh_word(rrow + 32 * ii, 4 * c1);
+    rso[ii][0] = opaque(4 * sh_word(rrow + 32 * ii, 4 * c0));
+    rso[ii][1] = opaque(4 * sh_word(rrow + 32 * ii, 4 * c1));
   }
 #pragma unroll
   for (int i = 0; i < 4; i++) {
-    goff[i] = (uint32_t)(i * 16 + rr) * K + 8 * ch;
-    soff[i] = sbase + 4 * sh_word(i * 16 + rr, 4 * ch);
+    goff[i] = opaque(2 * ((uint32_t)(i * 16 + rr) * K + 8 * ch));
+    soff[i] = opaque(sbase + 4 * sh_word(i * 16 + rr, 4 * ch));
   }
+  const uint32_t cso = opaque(4 * sh_word(16 * j, pc));
+  const uint32_t rdo = opaque(rrow * (K / 2) + rb * 8), rso_sc = opaque(rrow * (uint32_t)p.rsld + rb);
+  const size_t cdo = opaque64((size_t)(2 * pc) * (size_t)(p.M / 2) + 8 * j);
+  const size_t cso_sc = opaque64((size_t)(2 * pc) * (size_t)p.csld + j);
 #define QFAST_LOAD(stage, tm0, tk0) do {                                           \
-    const uint16_t *src_ = (const uint16_t *)p.x + ((size_t)(tm0) * K + (tk0));      \
+    const char *src_ = (const char *)p.x + 2 * ((size_t)(tm0) * K + (tk0));          \
     _Pragma("unroll")                                                              \
     for (int i_ = 0; i_ < 4; i_++)                                                 \
       cp_async16(soff[i_] + (stage) * (4 * FSTAGE), src_ + goff[i_]);              \
@@ -834,8 +870,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     cp_commit();
 
     if (!AMAX_ONLY && p.row) {
-      uint8_t *rd = p.rdata + (size_t)(m0 + rrow) * (K / 2) + k0 / 2 + rb * 8;
-      uint8_t *rsc = p.rscale + (size_t)(m0 + rrow) * p.rsld + k0 / 16 + rb;
+      uint8_t *rd = p.rdata + ((size_t)m0 * (K / 2) + k0 / 2) + rdo;
+      uint8_t *rsc = p.rscale + ((size_t)m0 * p.rsld + k0 / 16) + rso_sc;
 #pragma unroll
       for (int ii = 0; ii < 2; ii++) {
         const uint32_t m = m0 + rrow + 32 * ii;
@@ -849,8 +885,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         unpack8(q1, v + 8);
         if (!SR) {
           /* RN fast path (see codes8_fast); a NaN-free block's amax is the same */
-#pragma unroll
-          for (int e = 0; e < 16; e++) a = fmax_nan(a, fabsf(v[e]));
+          a = amax16_nan(q0, q1);
           sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
           const float enc = renc[sf];
           if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
@@ -861,8 +896,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         }
         else {
           /* SR without NaN: y's sign is v's (enc > 0), taken from the words */
-#pragma unroll
-          for (int e = 0; e < 16; e++) a = fmax_nan(a, fabsf(v[e]));
+          a = amax16_nan(q0, q1);
           if (a == a) {
             uint32_t w[4];
             const uint64_t blk = p.offset + (uint64_t)m * (K / 16) + k0 / 16 + rb;
@@ -902,12 +936,22 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     if (AMAX_ONLY || p.col) {
       uint32_t wd[16];
       const uint32_t mb = m0 / 16 + j, M = (uint32_t)p.M;
-      const uint32_t *cbase = shs + sh_word(16 * j, pc);  /* rows 16j.. share the swizzle */
+      const uint32_t *cbase = (const uint32_t *)((const char *)shs + cso);  /* rows 16j.. */
       /* column k0 + 2pc's output row (the next column's is M/2 further) */
-      uint8_t *cd = p.cdata + (size_t)(k0 + 2 * pc) * (M / 2) + mb * 8;
-      uint8_t *csc = p.cscale + (size_t)(k0 + 2 * pc) * p.csld + mb;
+      uint8_t *cd = p.cdata + ((size_t)k0 * (M / 2) + m0 / 2) + cdo;
+      uint8_t *csc = p.cscale + ((size_t)k0 * p.csld + m0 / 16) + cso_sc;
 #pragma unroll
       for (int r = 0; r < 16; r++) wd[r] = cbase[r * 64];
+      /* both columns' max|.| (NaN propagating) at once, for the fast paths */
+      uint32_t wmax = 0;
+      if (!AMAX_ONLY && !RHT) {
+        uint32_t m8[8];
+#pragma unroll
+        for (int r = 0; r < 8; r++) m8[r] = hmax_abs2(wd[r], wd[r + 8]);
+#pragma unroll
+        for (int r = 0; r < 4; r++) m8[r] = hmax_abs2(m8[r], m8[r + 4]);
+        wmax = hmax_abs2(hmax_abs2(m8[0], m8[2]), hmax_abs2(m8[1], m8[3]));
+      }
 #pragma unroll
       for (int cc = 0; cc < 2; cc++) {       /* columns k0 + 2pc (low halves), +1 */
         float v[16], a = 0.0f;
@@ -926,8 +970,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         if (!AMAX_ONLY && !SR && !RHT) {
           /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
           ** (cc = 1) of the row words */
-#pragma unroll
-          for (int r = 0; r < 16; r++) a = fmax_nan(a, fabsf(v[r]));
+          a = fabsf(__uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16));
           const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
           const float enc = cenc[sf];
           if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
@@ -941,8 +984,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         }
         if (!AMAX_ONLY && SR && !RHT) {
           /* SR fast path for NaN-free blocks, signs as above */
-#pragma unroll
-          for (int r = 0; r < 16; r++) a = fmax_nan(a, fabsf(v[r]));
+          a = fabsf(__uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16));
           if (a == a) {
             uint32_t wr[4];
             const uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
