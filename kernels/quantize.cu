@@ -52,11 +52,15 @@
 ** minimum is the right one in each range).  NaN -> 0x7, sign kept
 ** otherwise (-0 -> 0x8).
 **
-** rn_grid: the winning grid value 2^23 + code for a magnitude 0 <= a < 6.5
-** (the three grids' minimum; at most 7 there). */
-static __device__ __forceinline__ float rn_grid (float a) {
-  return fminf(fminf(__fmaf_rn(a, 2.0f, 8388608.0f), __fadd_rn(a, 8388610.0f)),
-               __fmaf_rn(a, 0.5f, 8388612.0f));
+** rn_grid: the bits of the winning grid value 2^23 + code (0x4B000000 +
+** code) for a magnitude 0 <= a < 6.5 (the three grids' minimum; at most 7
+** there).  The grid values are positive floats, which order as their bits:
+** the minimum is one three-input integer min (VIMNMX3) instead of two
+** float mins. */
+static __device__ __forceinline__ uint32_t rn_grid (float a) {
+  return min(min(__float_as_uint(__fmaf_rn(a, 2.0f, 8388608.0f)),
+                 __float_as_uint(__fadd_rn(a, 8388610.0f))),
+             __float_as_uint(__fmaf_rn(a, 0.5f, 8388612.0f)));
 }
 
 
@@ -64,8 +68,7 @@ static __device__ __forceinline__ float rn_grid (float a) {
 ** first clamped to 6 (code 7; one min with the absolute value as its
 ** operand modifier), which also keeps every grid below 2^23 + 8. */
 static __device__ __forceinline__ unsigned e2m1_rn_fast (float y) {
-  float v = rn_grid(fminf(fabsf(y), 6.0f));
-  return (__float_as_uint(v) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
+  return (rn_grid(fminf(fabsf(y), 6.0f)) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
 }
 
 
@@ -517,7 +520,7 @@ static __device__ __forceinline__ uint32_t enc8 (const float *v, float enc, cons
   for (int i = 7; i >= 0; i--) {
     const float y = __fmul_rn(v[i], enc);
     const uint32_t m = SR ? e2m1_sr_bits(fabsf(y), sr_rb(w, e0 + i))
-                          : __float_as_uint(rn_grid(fminf(fabsf(y), 6.0f)));
+                          : rn_grid(fminf(fabsf(y), 6.0f));
     acc = acc * 16u + m;
     sg = sg * 16u + (__float_as_uint(y) >> 31);
   }
@@ -567,8 +570,7 @@ static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float en
   uint32_t acc = 0;
 #pragma unroll
   for (int i = 7; i >= 0; i--) {
-    const float m = rn_grid(__fmul_rn(fabsf(v[i]), enc));
-    acc = acc * 16u + __float_as_uint(m);
+    acc = acc * 16u + rn_grid(__fmul_rn(fabsf(v[i]), enc));
   }
   return acc - 0xFB000000u;
 }
@@ -791,7 +793,9 @@ static __device__ __forceinline__ uint32_t sh_word (uint32_t r, uint32_t w) {
 ** this tile is encoded, one barrier per tile.  At least 2 CTAs per SM (up to
 ** 128 registers): at 4 CTAs (64 registers) the compiler recomputed every
 ** address per tile and the kernel ran at 0.50 of the copy bound instead of
-** 0.62 ([32768, 8192] RNE; QFAST_MINB overrides, for measuring). */
+** 0.62 ([32768, 8192] RNE); with the offsets kept (opaque), 3 CTAs per SM
+** (80 registers) still ran at 0.57 against 0.64 for 2 (QFAST_MINB
+** overrides, for measuring). */
 #ifndef QFAST_MINB
 #define QFAST_MINB 2
 #endif
