@@ -454,10 +454,13 @@ int main (void) {
           one_case(s, d ? NVFP4_F32 : NVFP4_BF16, f, &opts[oi]);
   }
   {   /* larger tensors, many tiles; the second has more 64x128 tiles than
-      ** the fast path's persistent grid, so CTAs loop */
-    int64_t big[] = {1024, 2048}, big2[] = {2048, 4096};
+      ** the fast path's persistent grid, so CTAs loop; in the third (40 x 8
+      ** tiles: a full panel of 32 m-tiles, then a partial one of 8) a CTA's
+      ** second tile lies in the next, partial panel (tile_walk) */
+    int64_t big[] = {1024, 2048}, big2[] = {2048, 4096}, big3[] = {2560, 1024};
     for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big), NVFP4_BF16, F_RANDN, &opts[oi]);
     for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big2), NVFP4_BF16, F_WIDE, &opts[oi]);
+    for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big3), NVFP4_BF16, F_TIES, &opts[oi]);
   }
   {   /* RHT blocks outside the fp32 butterfly's exact range on fast-path
       ** shapes: the deferred list of kernels/quantize.cu and its follow-up
