@@ -461,8 +461,12 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** column write its 32 contiguous bytes.  The enc tables are built once per
 ** CTA.  AMAX_ONLY: the same column path, RHT'd, reduced to max|.| (the RHT
 ** amax, into amax_dst[0]) and, before the RHT, the plain max|x| (into
-** amax_dst[-1]): one read of x for both amaxes of an RHT quantize;
-** amax pass).  RHT: a column block whose fp32 butterfly is not provably
+** amax_dst[-1]): one read of x for both amaxes of an RHT quantize
+** (nvfp4i_cuda_amax).  Fast paths: a block whose fl(amax*enc) < 6.5 (RN,
+** codes8_fast) or which holds no NaN (SR, codes8_sr) is encoded without the
+** NaN and saturation handling, its amax from packed bf16 pairs and its
+** signs from the input words; any other block takes the exact path (enc8),
+** the same bytes either way.  RHT: a column block whose fp32 butterfly is not provably
 ** exact (rht16_f32_exact; about 0.4% of randn blocks) is only recorded in
 ** the stream's deferred list; rht_fix_kernel, launched right after, redoes
 ** it exactly (its codes and scale, or its share of the amax), so the main
