@@ -52,7 +52,7 @@ static void mc_report (const char *file, int line, const char *fmt, ...) {
          mc_report(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"", s_ ? s_ : "(null)", (sub)); } while (0)
 
 /* Byte equality with the first differing index. */
-static int mc_bytes_equal (const char *file, int line, const void *a, const void *b,
+static inline int mc_bytes_equal (const char *file, int line, const void *a, const void *b,
                            size_t n, const char *what) {
   const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
   size_t i;
@@ -67,7 +67,7 @@ static int mc_bytes_equal (const char *file, int line, const void *a, const void
 #define EXPECT_BYTES(a, b, n, what) mc_bytes_equal(__FILE__, __LINE__, (a), (b), (n), (what))
 
 /* nvfp4_shape from a dim list: SHAPE(3, 16, 2, 64) */
-static nvfp4_shape mc_shape (int n, ...) {
+static inline nvfp4_shape mc_shape (int n, ...) {
   int64_t d[NVFP4_MAX_DIMS];
   va_list ap;
   int i;
@@ -81,11 +81,12 @@ static nvfp4_shape mc_shape (int n, ...) {
 #define SHAPE4(a, b, c, d) mc_shape(4, (int64_t)(a), (int64_t)(b), (int64_t)(c), (int64_t)(d))
 
 /* Whether a string is the same on every rank of comm (e.g. an error message). */
-static int mc_same_everywhere (MPI_Comm comm, const char *s) {
+static inline int mc_same_everywhere (MPI_Comm comm, const char *s) {
   char mine[512], root[512];
+  size_t n = strlen(s);
   int same, all;
   memset(mine, 0, sizeof mine);
-  strncpy(mine, s, sizeof mine - 1);
+  memcpy(mine, s, n < sizeof mine - 1 ? n : sizeof mine - 1);   /* first 511 bytes */
   memcpy(root, mine, sizeof root);
   MPI_Bcast(root, (int)sizeof root, MPI_CHAR, 0, comm);
   same = memcmp(mine, root, sizeof mine) == 0;
