@@ -131,11 +131,48 @@ static __device__ __forceinline__ float absmax16 (const float *v) {
 
 struct f16 { float v[16]; };
 
+static __device__ __forceinline__ float add_rn (float a, float b) { return __fadd_rn(a, b); }
+static __device__ __forceinline__ float sub_rn (float a, float b) { return __fsub_rn(a, b); }
+static __device__ __forceinline__ double add_rn (double a, double b) { return __dadd_rn(a, b); }
+static __device__ __forceinline__ double sub_rn (double a, double b) { return __dsub_rn(a, b); }
+
+/* The unnormalised 16-point Hadamard butterfly in place, stage h = 1, 2, 4,
+** 8 pairing x[k] and x[k + h] (nvfp4i_rht16's order), in fp32 or fp64.
+** Loops of constant trip count: the nested form was left partly rolled in
+** the fast kernel, x in local memory. */
+template <typename T>
+static __device__ __forceinline__ void butterfly16 (T *x) {
+#pragma unroll
+  for (int s = 0; s < 4; s++)
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const int k = ((i >> s) << (s + 1)) | (i & ((1 << s) - 1));
+      const T a = x[k], b = x[k + (1 << s)];
+      x[k] = add_rn(a, b);
+      x[k + (1 << s)] = sub_rn(a, b);
+    }
+}
+
+/* The biased exponents (at least 1) of the largest and the smallest nonzero
+** |v[r]|; false when all 16 are zero (both exponents are then 1). */
+static __device__ __forceinline__ bool exp_span16 (const float *v, int *emax, int *emin) {
+  uint32_t umax = 0, uminm1 = 0xffffffffu;
+#pragma unroll
+  for (int r = 0; r < 16; r++) {
+    const uint32_t u = __float_as_uint(v[r]) & 0x7fffffffu;
+    umax = max(umax, u);
+    uminm1 = min(uminm1, u - 1u);
+  }
+  *emax = max((int)(umax >> 23), 1);
+  *emin = max((int)((uminm1 + 1u) >> 23), 1);
+  return umax != 0;
+}
+
 static __device__ __noinline__ f16 rht_slow (f16 in, int emax, int emin) {
   const float *w = in.v;
   f16 res;
   float *out = res.v;
-  int r, h, j, k;
+  int r;
   if (emax - emin > 41) {
     for (int c = 0; c < 16; c++)
       out[c] = __uint_as_float((uint32_t)nvfp4i_rht_wide(w, c) << 16);
@@ -143,13 +180,7 @@ static __device__ __noinline__ f16 rht_slow (f16 in, int emax, int emin) {
   }
   double x[16];
   for (r = 0; r < 16; r++) x[r] = w[r];
-  for (h = 1; h < 16; h <<= 1)
-    for (j = 0; j < 16; j += 2 * h)
-      for (k = j; k < j + h; k++) {
-        double a = x[k], b = x[k + h];
-        x[k] = __dadd_rn(a, b);
-        x[k + h] = __dsub_rn(a, b);
-      }
+  butterfly16(x);
   for (r = 0; r < 16; r++)
     out[r] = x[r] == 0.0 ? 0.0f
            : __uint_as_float((uint32_t)nvfp4i_bf16_from_double_any(__dmul_rn(0.25, x[r])) << 16);
@@ -163,24 +194,17 @@ static __device__ __noinline__ f16 rht_slow (f16 in, int emax, int emin) {
 ** 2^(emax-122) <= 2^24 units), so it equals the reference's exact sum; the
 ** rare other blocks take the reference's own fp64 / wide-integer paths. */
 static __device__ __forceinline__ void rht16 (float *v, unsigned mask) {
-  uint32_t umax = 0, uminm1 = 0xffffffffu;
   int emax, emin;
 #pragma unroll
-  for (int r = 0; r < 16; r++) {
+  for (int r = 0; r < 16; r++)
     /* a sign flip of the bits, as the host's negation: a NaN keeps its
     ** payload (the wide path reads it); GPU arithmetic would canonicalize */
     if ((mask >> r) & 1u) v[r] = __uint_as_float(__float_as_uint(v[r]) ^ 0x80000000u);
-    uint32_t u = __float_as_uint(v[r]) & 0x7fffffffu;
-    umax = max(umax, u);
-    uminm1 = min(uminm1, u - 1u);
-  }
-  if (umax == 0) {
+  if (!exp_span16(v, &emax, &emin)) {
 #pragma unroll
     for (int r = 0; r < 16; r++) v[r] = 0.0f;
     return;
   }
-  emax = max((int)(umax >> 23), 1);
-  emin = max((int)((uminm1 + 1u) >> 23), 1);
   if (emax - emin > 12 || emax > 250) {
     if (emax - emin <= 41 && emax <= 250) {
       /* the reference's fp64 butterfly (exact: at most 53 bits), then one
@@ -190,16 +214,7 @@ static __device__ __forceinline__ void rht16 (float *v, unsigned mask) {
       double x[16];
 #pragma unroll
       for (int r = 0; r < 16; r++) x[r] = (double)v[r];
-#pragma unroll
-      for (int hh = 1; hh < 16; hh <<= 1)
-#pragma unroll
-        for (int jj = 0; jj < 16; jj += 2 * hh)
-#pragma unroll
-          for (int k = jj; k < jj + hh; k++) {
-            double a = x[k], b = x[k + hh];
-            x[k] = __dadd_rn(a, b);
-            x[k + hh] = __dsub_rn(a, b);
-          }
+      butterfly16(x);
 #pragma unroll
       for (int r = 0; r < 16; r++) {
         double d = __dmul_rn(0.25, x[r]);
@@ -218,16 +233,7 @@ static __device__ __forceinline__ void rht16 (float *v, unsigned mask) {
     for (int r = 0; r < 16; r++) v[r] = out.v[r];
     return;
   }
-#pragma unroll
-  for (int h = 1; h < 16; h <<= 1)
-#pragma unroll
-    for (int j = 0; j < 16; j += 2 * h)
-#pragma unroll
-      for (int k = j; k < j + h; k++) {
-        float a = v[k], b = v[k + h];
-        v[k] = __fadd_rn(a, b);
-        v[k + h] = __fsub_rn(a, b);
-      }
+  butterfly16(v);
 #pragma unroll
   for (int r = 0; r < 16; r++) {
     float y = __fmul_rn(0.25f, v[r]);
@@ -612,14 +618,8 @@ static __device__ __forceinline__ void unpack8 (uint4 q, float *v) {
 ** (the sign flips do not change |v|): true when the nonzero inputs span at
 ** most 12 binades and cannot overflow (see rht16); all-zero blocks pass. */
 static __device__ __forceinline__ bool rht16_f32_exact (const float *v) {
-  uint32_t umax = 0, uminm1 = 0xffffffffu;
-#pragma unroll
-  for (int r = 0; r < 16; r++) {
-    uint32_t u = __float_as_uint(v[r]) & 0x7fffffffu;
-    umax = max(umax, u);
-    uminm1 = min(uminm1, u - 1u);
-  }
-  const int emax = max((int)(umax >> 23), 1), emin = max((int)((uminm1 + 1u) >> 23), 1);
+  int emax, emin;
+  exp_span16(v, &emax, &emin);
   return !(emax - emin > 12 || emax > 250);
 }
 
@@ -636,17 +636,7 @@ static __device__ __forceinline__ bool rht16_try (float *v, unsigned mask) {
 #pragma unroll
   for (int r = 0; r < 16; r++)
     v[r] = __uint_as_float(__float_as_uint(v[r]) ^ ((mask << (31 - r)) & 0x80000000u));
-  /* the butterfly as rht16's, in loops of constant trip count (the nested
-  ** form was left partly rolled, v in local memory) */
-#pragma unroll
-  for (int s = 0; s < 4; s++)
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      const int k = ((i >> s) << (s + 1)) | (i & ((1 << s) - 1));
-      float a = v[k], b = v[k + (1 << s)];
-      v[k] = __fadd_rn(a, b);
-      v[k + (1 << s)] = __fsub_rn(a, b);
-    }
+  butterfly16(v);
 #pragma unroll
   for (int r = 0; r < 16; r += 2) {
     float y0 = __fmaf_rn(v[r], 0.25f, 0.0f), y1 = __fmaf_rn(v[r + 1], 0.25f, 0.0f);
