@@ -472,11 +472,13 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** codes8_fast) or which holds no NaN (SR, codes8_sr) is encoded without the
 ** NaN and saturation handling, its amax from packed bf16 pairs and its
 ** signs from the input words; any other block takes the exact path (enc8),
-** the same bytes either way.  RHT: a column block whose fp32 butterfly is not provably
-** exact (rht16_f32_exact; about 0.4% of randn blocks) is only recorded in
-** the stream's deferred list; rht_fix_kernel, launched right after, redoes
-** it exactly (its codes and scale, or its share of the amax), so the main
-** kernel carries no fp64 / wide-integer code and spills nothing.
+** the same bytes either way.  RHT: the column blocks of a tile are rotated
+** on tensor cores (rht_tc_warp); a block whose result there is not provably
+** exact (rht_tc_exact: about 0.4% of randn blocks, and blocks with
+** subnormal, huge, Inf or NaN inputs) is only recorded in the stream's
+** deferred list; rht_fix_kernel, launched right after, redoes it exactly
+** (its codes and scale, or its share of the amax), so the main kernel
+** carries no fp64 / wide-integer code and spills nothing.
 **
 ** Element encode, RN (= nvfp4i_e2m1_encode, see e2m1_rn): y = fl(v*enc) is
 ** a GPU product, so a NaN y is the canonical positive NaN: fminf drops it,
@@ -614,41 +616,6 @@ static __device__ __forceinline__ void unpack8 (uint4 q, float *v) {
 }
 
 
-/* Whether the fp32 butterfly of rht16 is exact for the 16 bf16 values v
-** (the sign flips do not change |v|): true when the nonzero inputs span at
-** most 12 binades and cannot overflow (see rht16); all-zero blocks pass. */
-static __device__ __forceinline__ bool rht16_f32_exact (const float *v) {
-  int emax, emin;
-  exp_span16(v, &emax, &emin);
-  return !(emax - emin > 12 || emax > 250);
-}
-
-
-/* rht16 restricted to blocks where rht16_f32_exact holds (false: v is left
-** unusable and the block goes to the deferred list), with the rounding by
-** the hardware conversion: y = fl(0.25*s) is finite, fma(., 0.25, +0) turns
-** -0 into +0 as the reference, cvt.rn.bf16 rounds once.  An all-zero block
-** gives +0 everywhere (sums of signed zeros, then the fma), as rht16. */
-static __device__ __forceinline__ bool rht16_try (float *v, unsigned mask) {
-  if (!rht16_f32_exact(v)) return false;
-  /* the flips without branches (a predicate per element spilled to local
-  ** memory): bit r of mask moved to the sign bit, one xor each */
-#pragma unroll
-  for (int r = 0; r < 16; r++)
-    v[r] = __uint_as_float(__float_as_uint(v[r]) ^ ((mask << (31 - r)) & 0x80000000u));
-  butterfly16(v);
-#pragma unroll
-  for (int r = 0; r < 16; r += 2) {
-    float y0 = __fmaf_rn(v[r], 0.25f, 0.0f), y1 = __fmaf_rn(v[r + 1], 0.25f, 0.0f);
-    __nv_bfloat162 b = __floats2bfloat162_rn(y0, y1);
-    uint32_t u = *(uint32_t *)&b;
-    v[r] = __uint_as_float(u << 16);
-    v[r + 1] = __uint_as_float(u & 0xffff0000u);
-  }
-  return true;
-}
-
-
 /* The deferred list of the RHT fast path: the columnwise blocks (index
 ** k * (M/16) + mb) whose RHT is not exact in fp32.  n counts every deferred
 ** block, also those past cap (then the follow-up scans all blocks); the
@@ -753,6 +720,56 @@ static __device__ __forceinline__ uint32_t hmax_abs2 (uint32_t a, uint32_t b) {
   return d;
 }
 
+/* The tensor-core RHT's exactness test (see rht_tc_warp) for one column's
+** 16 inputs v, zeros allowed: the nonzero ones' biased exponents in [20,
+** 250] and at most 12 apart; an all-zero column passes. */
+static __device__ __forceinline__ bool rht_tc_exact (const float *v) {
+  int emax, emin;
+  if (!exp_span16(v, &emax, &emin)) return true;
+  return emax <= 250 && emin >= 20 && emax - emin <= 12;
+}
+
+/* Packed min|.| of bf16 pairs (a NaN loses to the other operand; the sign
+** bit is garbage). */
+static __device__ __forceinline__ uint32_t hmin_abs2 (uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("min.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+/* Packed max|.| (NaN propagating) of the 16 words w[0..16): both columns of
+** a column pair at once. */
+static __device__ __forceinline__ uint32_t hmax_abs16 (const uint32_t *w) {
+  uint32_t m8[8];
+#pragma unroll
+  for (int r = 0; r < 8; r++) m8[r] = hmax_abs2(w[r], w[r + 8]);
+#pragma unroll
+  for (int r = 0; r < 4; r++) m8[r] = hmax_abs2(m8[r], m8[r + 4]);
+  return hmax_abs2(hmax_abs2(m8[0], m8[2]), hmax_abs2(m8[1], m8[3])) & 0x7fff7fffu;
+}
+
+/* Bit cc set when column cc of the pair in words w (pre-RHT inputs) may take
+** the tensor-core RHT (see rht_tc_warp): max|x| at most 0x7D7F (biased
+** exponent 250, finite), min|x| at least 0x0A00 (exponent 20, no zero), and
+** the exponents at most 12 apart; *xmax: the packed max|x|. */
+static __device__ __forceinline__ unsigned rht_tc_ok2 (const uint32_t *w, uint32_t *xmax) {
+  uint32_t m8[8];
+#pragma unroll
+  for (int r = 0; r < 8; r++) m8[r] = hmin_abs2(w[r], w[r + 8]);
+#pragma unroll
+  for (int r = 0; r < 4; r++) m8[r] = hmin_abs2(m8[r], m8[r + 4]);
+  const uint32_t mn = hmin_abs2(hmin_abs2(m8[0], m8[2]), hmin_abs2(m8[1], m8[3]));
+  const uint32_t mx = hmax_abs16(w);
+  unsigned ok = 0;
+#pragma unroll
+  for (int cc = 0; cc < 2; cc++) {
+    const uint32_t a = (mx >> (16 * cc)) & 0x7fffu, b = (mn >> (16 * cc)) & 0x7fffu;
+    if (a <= 0x7D7Fu && b >= 0x0A00u && (a >> 7) - (b >> 7) <= 12u) ok |= 1u << cc;
+  }
+  *xmax = mx;
+  return ok;
+}
+
 /* max|.| (NaN propagating) of the 16 bf16 of two chunks. */
 static __device__ __forceinline__ float amax16_nan (uint4 q0, uint4 q1) {
   const uint32_t m = hmax_abs2(hmax_abs2(hmax_abs2(q0.x, q0.y), hmax_abs2(q0.z, q0.w)),
@@ -774,12 +791,104 @@ static __device__ __forceinline__ size_t opaque64 (size_t x) {
 }
 
 
-/* Shared-memory tile: FM rows of 64 words (128 bf16), 16-byte chunk c of
-** row r at word 4c XOR 8*(r/16 % 4). */
-#define FSTAGE (FM * 64)
+/* Shared-memory tile: FM rows of 64 words (128 bf16) at a stride of ROW
+** words, 16-byte chunk c of row r at word 4c XOR 8*(r/16 % 4).  Bank
+** conflicts: none for the rowwise LDS.128 (a quarter warp reads one row's 8
+** blocks) nor for the columnwise LDS.32 (one row of 4 m-blocks, XOR 8*(r/16
+** % 4) spreads them).  ROW = 64 except for the RHT (FROW_RHT = 68), whose
+** ldmatrix reads 8 consecutive rows of one chunk: the 4-word pad spreads
+** them (the pad cost the RN kernel 8% at [32768, 8192], so it has none). */
+#define FROW_RHT 68
 
+template <uint32_t ROW>
 static __device__ __forceinline__ uint32_t sh_word (uint32_t r, uint32_t w) {
-  return r * 64 + (w ^ ((r >> 4 & 3u) << 3));
+  return r * ROW + (w ^ ((r >> 4 & 3u) << 3));
+}
+
+
+/* ---- the RHT on tensor cores (fast kernel, spec section 8) -----------------
+** The columnwise blocks of a tile's 16 columns 16w.. (warp w) and 4 m-blocks
+** j: Y_j = A * X_j, X_j the block's 16 rows x 16 columns (bf16), A[c][r] =
+** s_r H[r][c] / 4 (bf16, exact), by mma.m16n8k16 (fp32 accumulation from
+** +0).  Exact when a block's 16 inputs are normal with biased exponents in
+** [20, 250] spanning at most 12 binades (rht_tc_ok2): the products (exact)
+** and every partial sum are then multiples of 2^(emin-136) below
+** 2^(emax-124), at most 24 bits (as in the fp32 butterfly of rht16), and no
+** nonzero one is below 2^-116 (not subnormal).  Relied on: the tensor
+** cores add such terms exactly (checked by tests/unit/test_cuda_vs_ref).
+** Other blocks go to the deferred list (rht_fix_kernel).  The results
+** are rounded once to bf16 (cvt.rn.bf16x2) and stored in the warp's own
+** region of ybuf: row r of m-block j, word q (columns 2q, 2q+1 of the 16)
+** at r*YROW + 8j + q (no bank conflicts for the fragment stores nor for the
+** columnwise reads). */
+#define YROW 36
+#define YWARP (16 * YROW)
+
+/* bf16 A[c][r] (low half) and A[c][r+1] for sign mask 'mask'. */
+static __device__ __forceinline__ uint32_t rht_a_pair (unsigned mask, int c, int r) {
+  const uint32_t n0 = ((mask >> r) ^ (unsigned)__popc(r & c)) & 1u;
+  const uint32_t n1 = ((mask >> (r + 1)) ^ (unsigned)__popc((r + 1) & c)) & 1u;
+  return (n0 ? 0xBE80u : 0x3E80u) | ((n1 ? 0xBE80u : 0x3E80u) << 16);
+}
+
+/* This lane's A fragment (mma.m16n8k16 row-major A: groupID g = lane/4,
+** t = lane%4). */
+static __device__ __forceinline__ void rht_a_frag (unsigned mask, int lane, uint32_t *a) {
+  const int g = lane >> 2, t = lane & 3;
+  a[0] = rht_a_pair(mask, g, 2 * t);
+  a[1] = rht_a_pair(mask, g + 8, 2 * t);
+  a[2] = rht_a_pair(mask, g, 2 * t + 8);
+  a[3] = rht_a_pair(mask, g + 8, 2 * t + 8);
+}
+
+/* Four 8x8 bf16 matrices from shared memory, transposed: lane i gives the
+** address of row i%8 of matrix i/8; register q holds this lane's fragment of
+** matrix q (rows 2t, 2t+1 of column g). */
+static __device__ __forceinline__ void ldsm_x4_trans (uint32_t addr, uint32_t *r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+/* d = A * B (+0): B's fragment b0 (rows 2t, 2t+1, column g), b1 (rows +8). */
+static __device__ __forceinline__ void mma_rht (const uint32_t *a, uint32_t b0, uint32_t b1,
+                                                float *d) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+}
+
+static __device__ __forceinline__ uint32_t bf16x2_rn (float lo, float hi) {
+  __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+  return *(uint32_t *)&b;
+}
+
+/* The warp's RHT into yw (its ybuf region): lm = the shared address of this
+** lane's ldmatrix row in m-block 0 of the stage, without the XOR of the
+** chunk (see sh_word); w = the warp.  D fragment: d[0], d[1] = output row g,
+** columns 2t, 2t+1; d[2], d[3] = row g + 8. */
+static __device__ __forceinline__ void rht_tc_warp (uint32_t lm, uint32_t w, const uint32_t *a,
+                                                    uint32_t *yw, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  /* all loads, then all products, then the stores: the four blocks' latencies
+  ** overlap (one block after another left the warp stalled ~4x as long) */
+  uint32_t b[4][4];
+  float d[4][2][4];
+#pragma unroll
+  for (int jj = 0; jj < 4; jj++)
+    ldsm_x4_trans(lm + jj * (16 * FROW_RHT * 4) + 32u * (w ^ (uint32_t)jj), b[jj]);
+#pragma unroll
+  for (int jj = 0; jj < 4; jj++) {
+    mma_rht(a, b[jj][0], b[jj][1], d[jj][0]);
+    mma_rht(a, b[jj][2], b[jj][3], d[jj][1]);
+  }
+#pragma unroll
+  for (int jj = 0; jj < 4; jj++)
+#pragma unroll
+    for (int nb = 0; nb < 2; nb++) {
+      yw[g * YROW + 8 * jj + 4 * nb + t] = bf16x2_rn(d[jj][nb][0], d[jj][nb][1]);
+      yw[(g + 8) * YROW + 8 * jj + 4 * nb + t] = bf16x2_rn(d[jj][nb][2], d[jj][nb][3]);
+    }
 }
 
 
@@ -797,8 +906,10 @@ static __device__ __forceinline__ uint32_t sh_word (uint32_t r, uint32_t w) {
 template <bool SR, bool RHT, bool AMAX_ONLY>
 __global__ void __launch_bounds__(256, QFAST_MINB)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
-  __shared__ __align__(16) uint32_t sh[2][FSTAGE];
+  constexpr uint32_t frow = RHT ? FROW_RHT : 64, fstage = FM * frow;
+  __shared__ __align__(16) uint32_t sh[2 * fstage];
   __shared__ float renc[256], cenc[256];
+  extern __shared__ __align__(16) uint32_t ybuf[];      /* RHT: 8 * YWARP words */
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const uint32_t K = (uint32_t)p.K;
   const int ch = t & 15, rr = t >> 4;
@@ -809,7 +920,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   const uint32_t rb = t & 7, rrow = t >> 3, swap = rb >> 2;
   const uint32_t c0 = 2 * rb + swap, c1 = 2 * rb + 1 - swap;
   const unsigned ntm = (unsigned)(p.M / FM);
-  const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&sh[0][0]);
+  const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&sh[0]);
   float cmax = 0.0f, pmax = 0.0f;
   unsigned tile = blockIdx.x;
   uint32_t m0 = 0, k0 = 0;
@@ -826,15 +937,25 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   uint32_t goff[4], soff[4], rso[2][2];
 #pragma unroll
   for (int ii = 0; ii < 2; ii++) {
-    rso[ii][0] = opaque(4 * sh_word(rrow + 32 * ii, 4 * c0));
-    rso[ii][1] = opaque(4 * sh_word(rrow + 32 * ii, 4 * c1));
+    rso[ii][0] = opaque(4 * sh_word<frow>(rrow + 32 * ii, 4 * c0));
+    rso[ii][1] = opaque(4 * sh_word<frow>(rrow + 32 * ii, 4 * c1));
   }
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     goff[i] = opaque(2 * ((uint32_t)(i * 16 + rr) * K + 8 * ch));
-    soff[i] = opaque(sbase + 4 * sh_word(i * 16 + rr, 4 * ch));
+    soff[i] = opaque(sbase + 4 * sh_word<frow>(i * 16 + rr, 4 * ch));
   }
-  const uint32_t cso = opaque(4 * sh_word(16 * j, pc));
+  const uint32_t cso = opaque(4 * sh_word<frow>(16 * j, pc));
+  /* RHT: the A fragment, this lane's ldmatrix row (row 8(q&1) + lane%8 of
+  ** each m-block, chunk 2 warp + q/2 of matrix q = lane/8; the XOR with the
+  ** m-block is added per block) and its ybuf region */
+  uint32_t rha[4] = {0u, 0u, 0u, 0u}, lm = 0;
+  uint32_t *yw = ybuf + (RHT ? warp * YWARP : 0);
+  if (RHT) {
+    const uint32_t q = (uint32_t)lane >> 3;
+    rht_a_frag(p.mask, lane, rha);
+    lm = opaque(sbase + 4 * ((8 * (q & 1) + (lane & 7)) * FROW_RHT) + 16 * (q >> 1));
+  }
   const uint32_t rdo = opaque(rrow * (K / 2) + rb * 8), rso_sc = opaque(rrow * (uint32_t)p.rsld + rb);
   const size_t cdo = opaque64((size_t)(2 * pc) * (size_t)(p.M / 2) + 8 * j);
   const size_t cso_sc = opaque64((size_t)(2 * pc) * (size_t)p.csld + j);
@@ -842,7 +963,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     const char *src_ = (const char *)p.x + 2 * ((size_t)(tm0) * K + (tk0));          \
     _Pragma("unroll")                                                              \
     for (int i_ = 0; i_ < 4; i_++)                                                 \
-      cp_async16(soff[i_] + (stage) * (4 * FSTAGE), src_ + goff[i_]);              \
+      cp_async16(soff[i_] + (stage) * (4 * fstage), src_ + goff[i_]);              \
   } while (0)
   tile_walk walk = walk_start(tile, ntk);
   if (tile < ntiles) {
@@ -856,7 +977,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     constexpr unsigned st = decltype(stage)::value;
     if (tile >= ntiles) return false;
     const unsigned nt = tile + gridDim.x;
-    const uint32_t *shs = sh[st];
+    const uint32_t *shs = sh + st * fstage;
     uint32_t nm0 = 0, nk0 = 0;
     cp_wait_all();
     __syncthreads();          /* the tile is in; the other stage's reads are done */
@@ -866,6 +987,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
       QFAST_LOAD(st ^ 1, nm0, nk0);
     }
     cp_commit();
+
+    /* RHT: the warp's columnwise blocks on tensor cores first, so that their
+    ** latency hides behind the rowwise work (read after __syncwarp below) */
+    if (RHT && (AMAX_ONLY || p.col)) rht_tc_warp(lm + st * (4 * fstage), (uint32_t)warp, rha, yw, lane);
 
     if (!AMAX_ONLY && p.row) {
       uint8_t *rd = p.rdata + ((size_t)m0 * (K / 2) + k0 / 2) + rdo;
@@ -932,57 +1057,82 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     }
 
     if (AMAX_ONLY || p.col) {
-      uint32_t wd[16];
+      uint32_t wd[16], yd[RHT ? 16 : 1];
       const uint32_t mb = m0 / 16 + j, M = (uint32_t)p.M;
       const uint32_t *cbase = (const uint32_t *)((const char *)shs + cso);  /* rows 16j.. */
       /* column k0 + 2pc's output row (the next column's is M/2 further) */
       uint8_t *cd = p.cdata + ((size_t)k0 * (M / 2) + m0 / 2) + cdo;
       uint8_t *csc = p.cscale + ((size_t)k0 * p.csld + m0 / 16) + cso_sc;
 #pragma unroll
-      for (int r = 0; r < 16; r++) wd[r] = cbase[r * 64];
-      /* both columns' max|.| (NaN propagating) at once, for the fast paths */
-      uint32_t wmax = 0;
-      if (!AMAX_ONLY && !RHT) {
-        uint32_t m8[8];
+      for (int r = 0; r < 16; r++) wd[r] = cbase[r * frow];
+      /* RHT: the warp's blocks from the tensor cores (above) into yd; tc:
+      ** the columns whose result is exact there (the others deferred) */
+      unsigned tc = 0;
+      uint32_t xmax = 0;
+      if (RHT) {
+        __syncwarp();
 #pragma unroll
-        for (int r = 0; r < 8; r++) m8[r] = hmax_abs2(wd[r], wd[r + 8]);
+        for (int r = 0; r < 16; r++) yd[r] = yw[r * YROW + 8 * j + (lane >> 2)];
+        tc = rht_tc_ok2(wd, &xmax);
+        /* rarely: a column failing the quick test (a zero, a wide span, ...)
+        ** is checked exactly; the inexact ones go to the deferred list (their
+        ** pre-RHT amax here), none is worked on inline (one lane doing it
+        ** holds its warp and the others at the next barrier) */
+        if (tc != 3u) {
 #pragma unroll
-        for (int r = 0; r < 4; r++) m8[r] = hmax_abs2(m8[r], m8[r + 4]);
-        wmax = hmax_abs2(hmax_abs2(m8[0], m8[2]), hmax_abs2(m8[1], m8[3]));
+          for (int cc = 0; cc < 2; cc++) {
+            if ((tc >> cc) & 1u) continue;
+            float v[16];
+#pragma unroll
+            for (int r = 0; r < 16; r++)
+              v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
+            if (rht_tc_exact(v)) tc |= 1u << cc;
+            else {
+              if (AMAX_ONLY) {             /* the plain amax, NaN ignored */
+#pragma unroll
+                for (int r = 0; r < 16; r++) pmax = fmaxf(pmax, fabsf(v[r]));
+              }
+              slow_defer(p.sl, p.slcap, (uint64_t)(k0 + 2 * pc + cc) * (M / 16) + mb);
+            }
+          }
+        }
       }
+      /* the words of the values to encode: x, or RHT(x) in bf16 */
+      const uint32_t *src = RHT ? yd : wd;
+      /* both columns' max|.| (NaN propagating) at once, for the fast paths */
+      const uint32_t wmax = (!AMAX_ONLY || RHT) ? hmax_abs16(src) : 0u;
 #pragma unroll
       for (int cc = 0; cc < 2; cc++) {       /* columns k0 + 2pc (low halves), +1 */
         float v[16], a = 0.0f;
         const uint32_t k = k0 + 2 * pc + cc;
-#pragma unroll
-        for (int r = 0; r < 16; r++)
-          v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
-        if (AMAX_ONLY) {                   /* the plain amax, NaN ignored */
-#pragma unroll
-          for (int r = 0; r < 16; r++) pmax = fmaxf(pmax, fabsf(v[r]));
-        }
-        if (RHT && !rht16_try(v, p.mask)) {
-          slow_defer(p.sl, p.slcap, (uint64_t)k * (M / 16) + mb);
+        const float wm = __uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16);
+        if (RHT && !((tc >> cc) & 1u)) continue;   /* deferred */
+        if (RHT && AMAX_ONLY) {            /* finite: both maxima from the words */
+          pmax = fmaxf(pmax, __uint_as_float(cc ? xmax & 0xffff0000u : xmax << 16));
+          cmax = fmaxf(cmax, wm);
           continue;
         }
-        if (!AMAX_ONLY && !SR && !RHT) {
+#pragma unroll
+        for (int r = 0; r < 16; r++)
+          v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
+        if (!AMAX_ONLY && !SR) {
           /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
-          ** (cc = 1) of the row words */
-          a = fabsf(__uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16));
+          ** (cc = 1) of the words */
+          a = wm;
           const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
           const float enc = cenc[sf];
           if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
             *(uint2 *)(cd + (size_t)cc * (M / 2)) =
-              make_uint2(col_signs8(wd, cc, codes8_fast(v, enc)),
-                         col_signs8(wd + 8, cc, codes8_fast(v + 8, enc)));
+              make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
+                         col_signs8(src + 8, cc, codes8_fast(v + 8, enc)));
             csc[(size_t)cc * p.csld] = (uint8_t)sf;
             continue;
           }
           a = 0.0f;
         }
-        if (!AMAX_ONLY && SR && !RHT) {
+        if (!AMAX_ONLY && SR) {
           /* SR fast path for NaN-free blocks, signs as above */
-          a = fabsf(__uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16));
+          a = wm;
           if (a == a) {
             uint32_t wr[4];
             const uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
@@ -991,8 +1141,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
             const float enc = cenc[sf];
             *(uint2 *)(cd + (size_t)cc * (M / 2)) =
-              make_uint2(col_signs8(wd, cc, codes8_sr(v, enc, wr)),
-                         col_signs8(wd + 8, cc, codes8_sr(v + 8, enc, wr + 2)));
+              make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
+                         col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2)));
             csc[(size_t)cc * p.csld] = (uint8_t)sf;
             continue;
           }
@@ -1035,7 +1185,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 ** as rht16 (the reference's fp64 and wide-integer paths), then the same
 ** encode as qfast_kernel (AMAX_ONLY: their max|.| into *amax_dst).  When
 ** more than cap blocks were deferred, every block of x is scanned and those
-** failing rht16_f32_exact are redone (a superset of the deferred ones).
+** failing rht_tc_exact are redone (exactly the deferred ones).
 ** The last CTA resets the list for the next launch on the stream. */
 template <bool SR, bool AMAX_ONLY>
 __global__ void __launch_bounds__(128)
@@ -1068,7 +1218,7 @@ rht_fix_kernel (qparams p, float *amax_dst) {
     const uint16_t *x = (const uint16_t *)p.x + (size_t)16 * mb * K + k;
 #pragma unroll
     for (int r = 0; r < 16; r++) v[r] = __uint_as_float((uint32_t)x[(size_t)r * K] << 16);
-    if (scan && rht16_f32_exact(v)) continue;
+    if (scan && rht_tc_exact(v)) continue;
     rht16(v, p.mask);
     const float a = absmax16(v);
     if (AMAX_ONLY) cmax = fmaxf(cmax, a);
@@ -1111,14 +1261,20 @@ static bool fast_ok (const nvfp4_tensor *x, int64_t M, int64_t K, int two_d) {
 template <bool SR, bool RHT, bool AMAX_ONLY>
 static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
   static int occ = 0;
+  /* the RHT's ybuf: dynamic, past the 48 KB of static shared memory */
+  const size_t dyn = RHT ? 8 * YWARP * sizeof(uint32_t) : 0;
   unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FM) * ntk, grid;
-  if (occ == 0 &&
-      (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY>,
-                                                     256, 0) != cudaSuccess || occ < 1))
-    occ = 1;
+  if (occ == 0) {
+    if (dyn > 0)
+      cudaFuncSetAttribute(qfast_kernel<SR, RHT, AMAX_ONLY>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn);
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY>,
+                                                      256, dyn) != cudaSuccess || occ < 1)
+      occ = 1;
+  }
   grid = (unsigned)(sm_count() * occ);
   if (grid > ntiles) grid = ntiles;
-  qfast_kernel<SR, RHT, AMAX_ONLY><<<grid, 256, 0, s>>>(p, ntiles, ntk, dst);
+  qfast_kernel<SR, RHT, AMAX_ONLY><<<grid, 256, dyn, s>>>(p, ntiles, ntk, dst);
 }
 
 

@@ -31,6 +31,25 @@ extern "C" {
 #define NVFP4I_SR_ROWWISE     0
 #define NVFP4I_SR_COLUMNWISE  1
 
+/* lo32(a*b), *hi = hi32(a*b).  On the GPU one mul.wide.u32 (the plain
+** 64-bit product compiled to a 64-bit multiply of masked operands and an
+** extra add per product). */
+static inline NVFP4I_HD uint32_t nvfp4i_mulhilo32 (uint32_t a, uint32_t b, uint32_t *hi) {
+#ifdef __CUDA_ARCH__
+  uint64_t p;
+  uint32_t lo, h;
+  asm("mul.wide.u32 %0, %1, %2;" : "=l"(p) : "r"(a), "r"(b));
+  asm("mov.b64 {%0, %1}, %2;" : "=r"(lo), "=r"(h) : "l"(p));
+  *hi = h;
+  return lo;
+#else
+  uint64_t p = (uint64_t)a * b;
+  *hi = (uint32_t)(p >> 32);
+  return (uint32_t)p;
+#endif
+}
+
+
 /* One Philox4x32-10 evaluation: out = philox(ctr, key = {key lo32, key hi32}).
 ** Round: (c0,c1,c2,c3) -> (hi(M1*c2)^c1^k0, lo(M1*c2), hi(M0*c0)^c3^k1,
 ** lo(M0*c0)); the key is bumped by (W0, W1) between rounds, not after the
@@ -42,14 +61,13 @@ static inline NVFP4I_HD void nvfp4i_philox4x32_10 (const uint32_t ctr[4],
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
   int i;
   for (i = 0; i < 10; i++) {
-    uint64_t p0 = (uint64_t)NVFP4I_PHILOX_M0 * c0;
-    uint64_t p1 = (uint64_t)NVFP4I_PHILOX_M1 * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c1 = (uint32_t)p1;
-    c3 = (uint32_t)p0;
-    c0 = n0;
-    c2 = n2;
+    uint32_t h0, h1;
+    uint32_t l0 = nvfp4i_mulhilo32(NVFP4I_PHILOX_M0, c0, &h0);
+    uint32_t l1 = nvfp4i_mulhilo32(NVFP4I_PHILOX_M1, c2, &h1);
+    c0 = h1 ^ c1 ^ k0;
+    c2 = h0 ^ c3 ^ k1;
+    c1 = l1;
+    c3 = l0;
     if (i < 9) { k0 += NVFP4I_PHILOX_W0; k1 += NVFP4I_PHILOX_W1; }
   }
   out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;

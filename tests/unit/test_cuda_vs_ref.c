@@ -49,10 +49,10 @@ static uint16_t to_bf16 (float f) {
 
 
 enum { F_RANDN, F_TIES, F_ZEROS, F_TINY_BLOCKS, F_HUGE, F_NAN_NEGZERO, F_SUBNORMAL,
-       F_WIDE, NFILL, F_SPREAD = NFILL, F_SPREAD_SPARSE, NFILL_ALL };
+       F_WIDE, F_SPAN, NFILL, F_SPREAD = NFILL, F_SPREAD_SPARSE, NFILL_ALL };
 static const char *const fill_name[NFILL_ALL] = {
   "randn", "ties", "zeros", "tiny-blocks", "huge", "nan/-0/inf", "subnormal", "wide-range",
-  "spread 2^+-100", "sparse spread"
+  "span bounds", "spread 2^+-100", "sparse spread"
 };
 
 
@@ -81,6 +81,19 @@ static float fill_value (int kind, int64_t i, int64_t K) {
     }
     case F_SUBNORMAL: return x * 1e-39f;
     case F_WIDE: return x * ldexpf(1.0f, (int)(next() % 120) - 60);
+    /* columnwise blocks (16 rows of a column) at the bounds of the fast
+    ** kernel's tensor-core RHT: exponents spanning 11..14 binades from a
+    ** base of 2^-108 or 2^-107 (biased 19, 20), 2^0 or 2^110 (up to biased
+    ** 251); some blocks with one +-0 */
+    case F_SPAN: {
+      static const int base[4] = {-108, -107, 0, 110};
+      int64_t r = i / K, b = (r / 16) * 7 + i % K;
+      int span = 11 + (int)(b % 4), e0 = base[(b / 4) % 4], e;
+      if (b % 11 == 5 && r % 16 == 7) return (next() & 1) ? -0.0f : 0.0f;
+      e = r % 16 == 0 ? e0 + span : r % 16 == 1 ? e0 : e0 + (int)(next() % (uint64_t)(span + 1));
+      x = ldexpf(1.0f + (float)(next() % 128) / 128.0f, e);
+      return (next() & 1) ? -x : x;
+    }
     /* rows alternate 2^-100 and 2^100 scales: every 16-row column block
     ** spans > 41 binades, so every RHT block leaves the fp32 butterfly
     ** (wide-integer path); every third column 2^-20 and 1 (fp64 path) */
