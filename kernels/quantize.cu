@@ -822,6 +822,7 @@ static __device__ __forceinline__ uint32_t sh_word (uint32_t r, uint32_t w) {
 ** at r*YROW + 8j + q (no bank conflicts for the fragment stores nor for the
 ** columnwise reads). */
 #define YROW 36
+#define DCAP 256
 #define YWARP (16 * YROW)
 
 /* bf16 A[c][r] (low half) and A[c][r+1] for sign mask 'mask'. */
@@ -892,6 +893,55 @@ static __device__ __forceinline__ void rht_tc_warp (uint32_t lm, uint32_t w, con
 }
 
 
+/* The 16 bf16 of columnwise block (k, mb) of x as floats. */
+static __device__ __forceinline__ void load_col16 (const qparams &p, uint32_t k, uint32_t mb,
+                                                   float *v) {
+  const uint32_t K = (uint32_t)p.K;
+  const uint16_t *x = (const uint16_t *)p.x + (size_t)16 * mb * K + k;
+#pragma unroll
+  for (int r = 0; r < 16; r++) v[r] = __uint_as_float((uint32_t)x[(size_t)r * K] << 16);
+}
+
+
+/* A deferred block (k, mb) with inputs v, exactly: rht16 (the reference's
+** fp32 / fp64 / wide-integer paths), then the encode of the exact path
+** (AMAX_ONLY: its max|.| into *cmax). */
+template <bool SR, bool AMAX_ONLY>
+static __device__ __forceinline__ void fix_block (const qparams &p, uint32_t k, uint32_t mb,
+                                                  float *v, float *cmax) {
+  const uint32_t M = (uint32_t)p.M, MB = M / 16;
+  rht16(v, p.mask);
+  const float a = absmax16(v);
+  if (AMAX_ONLY) *cmax = fmaxf(*cmax, a);
+  else {
+    unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+    uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
+    if (SR) {
+      uint64_t blk = p.offset + (uint64_t)k * MB + mb;
+      uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
+      nvfp4i_philox4x32_10(c, p.seed, wr);
+    }
+    enc_n<SR, 16>(v, enc_of(sf, p.csdec), wr, out);
+    *(uint2 *)(p.cdata + (size_t)k * (M / 2) + (size_t)mb * 8) = make_uint2(out[0], out[1]);
+    p.cscale[(size_t)k * p.csld + mb] = (uint8_t)sf;
+  }
+}
+
+
+/* The CTA's deferred blocks dl[0..n) by its threads (out of line: the tile
+** loop keeps its registers); returns cmax with AMAX_ONLY's share. */
+template <bool SR, bool AMAX_ONLY>
+static __device__ __noinline__ float fix_list (const qparams &p, const uint2 *dl, unsigned n,
+                                               float cmax) {
+  for (unsigned i = threadIdx.x; i < n; i += blockDim.x) {
+    float v[16];
+    load_col16(p, dl[i].x, dl[i].y, v);
+    fix_block<SR, AMAX_ONLY>(p, dl[i].x, dl[i].y, v, &cmax);
+  }
+  return cmax;
+}
+
+
 /* Two shared stages: the next tile's cp.async copies are in flight while
 ** this tile is encoded, one barrier per tile.  At least 2 CTAs per SM (up to
 ** 128 registers): at 4 CTAs (64 registers) the compiler recomputed every
@@ -910,6 +960,12 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   __shared__ __align__(16) uint32_t sh[2 * fstage];
   __shared__ float renc[256], cenc[256];
   extern __shared__ __align__(16) uint32_t ybuf[];      /* RHT: 8 * YWARP words */
+  /* RHT: the CTA's deferred blocks {k, mb}, worked on after its tiles (a
+  ** global atomic per block in the tile loop held the warp, and with it
+  ** the CTA at the next barrier, for microseconds); past DCAP, the
+  ** stream's list for rht_fix_kernel */
+  __shared__ uint2 dl[RHT ? DCAP : 1];
+  __shared__ unsigned dn;
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const uint32_t K = (uint32_t)p.K;
   const int ch = t & 15, rr = t >> 4;
@@ -925,6 +981,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   unsigned tile = blockIdx.x;
   uint32_t m0 = 0, k0 = 0;
 
+  if (RHT && t == 0) dn = 0;              /* read after the first barrier */
   if (!AMAX_ONLY) {
     if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
     if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
@@ -1092,7 +1149,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
                 for (int r = 0; r < 16; r++) pmax = fmaxf(pmax, fabsf(v[r]));
               }
-              slow_defer(p.sl, p.slcap, (uint64_t)(k0 + 2 * pc + cc) * (M / 16) + mb);
+              const unsigned di = atomicAdd(&dn, 1u);
+              if (di < DCAP) dl[di] = make_uint2(k0 + 2 * pc + cc, mb);
+              else slow_defer(p.sl, p.slcap, (uint64_t)(k0 + 2 * pc + cc) * (M / 16) + mb);
             }
           }
         }
@@ -1173,6 +1232,11 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   while (step(std::integral_constant<unsigned, 0>()) && step(std::integral_constant<unsigned, 1>())) {
   }
 #undef QFAST_LOAD
+  if (RHT) {
+    __syncthreads();
+    const unsigned n = min(dn, (unsigned)DCAP);
+    if ((unsigned)t < n) cmax = fix_list<SR, AMAX_ONLY>(p, dl, n, cmax);
+  }
   if (AMAX_ONLY) {
     block_max_to(cmax, amax_dst);
     __syncthreads();                     /* block_max_to's scratch is reused */
@@ -1215,25 +1279,9 @@ rht_fix_kernel (qparams p, float *amax_dst) {
       uint64_t g = sl->e[i];
       k = (uint32_t)(g / MB); mb = (uint32_t)(g % MB);
     }
-    const uint16_t *x = (const uint16_t *)p.x + (size_t)16 * mb * K + k;
-#pragma unroll
-    for (int r = 0; r < 16; r++) v[r] = __uint_as_float((uint32_t)x[(size_t)r * K] << 16);
+    load_col16(p, k, mb, v);
     if (scan && rht_tc_exact(v)) continue;
-    rht16(v, p.mask);
-    const float a = absmax16(v);
-    if (AMAX_ONLY) cmax = fmaxf(cmax, a);
-    else {
-      unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
-      uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
-      if (SR) {
-        uint64_t blk = p.offset + (uint64_t)k * MB + mb;
-        uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
-        nvfp4i_philox4x32_10(c, p.seed, wr);
-      }
-      enc_n<SR, 16>(v, enc_of(sf, p.csdec), wr, out);
-      *(uint2 *)(p.cdata + (size_t)k * (M / 2) + (size_t)mb * 8) = make_uint2(out[0], out[1]);
-      p.cscale[(size_t)k * p.csld + mb] = (uint8_t)sf;
-    }
+    fix_block<SR, AMAX_ONLY>(p, k, mb, v, &cmax);
   }
   if (AMAX_ONLY) block_max_to(cmax, amax_dst);
 }
