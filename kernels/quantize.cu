@@ -23,7 +23,14 @@
 **
 ** The amax pass: a grid-stride max|x| (NaN ignored) into one float with an
 ** integer atomicMax (non-negative floats order as their bits), and for RHT a
-** second kernel, one thread per columnwise block, for max|bf16(RHT(x^T))|.
+** second kernel, one thread per columnwise block, for max|bf16(RHT(x^T))|
+** (bf16 shapes of whole 64x128 tiles: one pass of qfast_kernel<AMAX_ONLY>
+** for both amaxes).
+**
+** The fast path (bf16, whole 64x128 tiles; qfast_kernel below) has its own
+** mapping, described there; its RHT runs on tensor cores (mma.sync bf16,
+** fp32 accumulation) for the blocks where that is provably exact, the rest
+** exactly as the reference (rht16) after the CTA's tiles.
 */
 #include <float.h>
 #include <stdint.h>
@@ -458,8 +465,11 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** tile_walk).  Per tile: 4 coalesced 16-byte cp.async copies per thread
 ** into one of two shared stages (16 KB each, rows of 64 words, word index
 ** XOR 8*(row/16 % 4) so that the 16-byte row accesses and the column reads
-** are free of bank conflicts); the next tile's copies are issued before this
-** tile is encoded.  Rowwise: thread t owns block t%8 of rows t/8 and
+** are free of bank conflicts; RHT: rows padded to 68 words for ldmatrix);
+** the next tile's copies are issued before this tile is encoded.  RHT:
+** first, warp w rotates the 4 column blocks x 16 columns 16w.. on tensor
+** cores (rht_tc_warp: 4 ldmatrix.x4.trans, 8 mma.m16n8k16, 16 bf16x2
+** stores into its own ybuf region), which its column path below reads.  Rowwise: thread t owns block t%8 of rows t/8 and
 ** t/8 + 32 (a warp writes 4 rows x 64 contiguous bytes), no exchange
 ** between threads.  Columnwise:
 ** lane = 4*pair + j: the thread reads 16 words (2 adjacent columns, rows
