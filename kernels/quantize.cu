@@ -966,6 +966,7 @@ static __device__ __noinline__ float fix_list (const qparams &p, const uint2 *dl
 template <bool SR, bool RHT, bool AMAX_ONLY>
 __global__ void __launch_bounds__(256, QFAST_MINB)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
+  static_assert(RHT || !AMAX_ONLY, "the amax-only pass is the RHT one");
   constexpr uint32_t frow = RHT ? FROW_RHT : 64, fstage = FM * frow;
   __shared__ __align__(16) uint32_t sh[2 * fstage];
   __shared__ float renc[256], cenc[256];
@@ -1128,8 +1129,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
       const uint32_t mb = m0 / 16 + j, M = (uint32_t)p.M;
       const uint32_t *cbase = (const uint32_t *)((const char *)shs + cso);  /* rows 16j.. */
       /* column k0 + 2pc's output row (the next column's is M/2 further) */
-      uint8_t *cd = p.cdata + ((size_t)k0 * (M / 2) + m0 / 2) + cdo;
-      uint8_t *csc = p.cscale + ((size_t)k0 * p.csld + m0 / 16) + cso_sc;
+      [[maybe_unused]] uint8_t *cd = p.cdata + ((size_t)k0 * (M / 2) + m0 / 2) + cdo;
+      [[maybe_unused]] uint8_t *csc = p.cscale + ((size_t)k0 * p.csld + m0 / 16) + cso_sc;
 #pragma unroll
       for (int r = 0; r < 16; r++) wd[r] = cbase[r * frow];
       /* RHT: the warp's blocks from the tensor cores (above) into yd; tc:
@@ -1169,59 +1170,58 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
       /* the words of the values to encode: x, or RHT(x) in bf16 */
       const uint32_t *src = RHT ? yd : wd;
       /* both columns' max|.| (NaN propagating) at once, for the fast paths */
-      const uint32_t wmax = (!AMAX_ONLY || RHT) ? hmax_abs16(src) : 0u;
+      const uint32_t wmax = hmax_abs16(src);
 #pragma unroll
       for (int cc = 0; cc < 2; cc++) {       /* columns k0 + 2pc (low halves), +1 */
-        float v[16], a = 0.0f;
-        const uint32_t k = k0 + 2 * pc + cc;
         const float wm = __uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16);
         if (RHT && !((tc >> cc) & 1u)) continue;   /* deferred */
-        if (RHT && AMAX_ONLY) {            /* finite: both maxima from the words */
+        if constexpr (AMAX_ONLY) {         /* finite: both maxima from the words */
           pmax = fmaxf(pmax, __uint_as_float(cc ? xmax & 0xffff0000u : xmax << 16));
           cmax = fmaxf(cmax, wm);
-          continue;
         }
+        else {
+          float v[16], a = 0.0f;
+          const uint32_t k = k0 + 2 * pc + cc;
 #pragma unroll
-        for (int r = 0; r < 16; r++)
-          v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
-        if (!AMAX_ONLY && !SR) {
-          /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
-          ** (cc = 1) of the words */
-          a = wm;
-          const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
-          const float enc = cenc[sf];
-          if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
-            *(uint2 *)(cd + (size_t)cc * (M / 2)) =
-              make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
-                         col_signs8(src + 8, cc, codes8_fast(v + 8, enc)));
-            csc[(size_t)cc * p.csld] = (uint8_t)sf;
-            continue;
-          }
-          a = 0.0f;
-        }
-        if (!AMAX_ONLY && SR) {
-          /* SR fast path for NaN-free blocks, signs as above */
-          a = wm;
-          if (a == a) {
-            uint32_t wr[4];
-            const uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
-            uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
-            nvfp4i_philox4x32_10(c, p.seed, wr);
+          for (int r = 0; r < 16; r++)
+            v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
+          if (!SR) {
+            /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
+            ** (cc = 1) of the words */
+            a = wm;
             const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
             const float enc = cenc[sf];
-            *(uint2 *)(cd + (size_t)cc * (M / 2)) =
-              make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
-                         col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2)));
-            csc[(size_t)cc * p.csld] = (uint8_t)sf;
-            continue;
+            if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
+              *(uint2 *)(cd + (size_t)cc * (M / 2)) =
+                make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
+                           col_signs8(src + 8, cc, codes8_fast(v + 8, enc)));
+              csc[(size_t)cc * p.csld] = (uint8_t)sf;
+              continue;
+            }
+            a = 0.0f;
           }
-          a = 0.0f;
-        }
+          if (SR) {
+            /* SR fast path for NaN-free blocks, signs as above */
+            a = wm;
+            if (a == a) {
+              uint32_t wr[4];
+              const uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
+              uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
+              nvfp4i_philox4x32_10(c, p.seed, wr);
+              const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+              const float enc = cenc[sf];
+              *(uint2 *)(cd + (size_t)cc * (M / 2)) =
+                make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
+                           col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2)));
+              csc[(size_t)cc * p.csld] = (uint8_t)sf;
+              continue;
+            }
+            a = 0.0f;
+          }
 #pragma unroll
-        for (int r = 0; r < 16; r++) a = fmaxf(a, fabsf(v[r]));
-        if (AMAX_ONLY) cmax = fmaxf(cmax, a);
-        else {
-          unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+          for (int r = 0; r < 16; r++) a = fmaxf(a, fabsf(v[r]));
+          /* the exact path (NaN, Inf, saturation) */
+          const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
           uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
           if (SR) {
             uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
