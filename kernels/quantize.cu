@@ -939,9 +939,11 @@ static __device__ __forceinline__ void fix_block (const qparams &p, uint32_t k, 
 
 
 /* The CTA's deferred blocks dl[0..n) by its threads (out of line: the tile
-** loop keeps its registers); returns cmax with AMAX_ONLY's share. */
+** loop keeps its registers); returns cmax with AMAX_ONLY's share.  p by
+** value: a reference made the kernel copy its parameters to local memory
+** and the tile loop read them from there. */
 template <bool SR, bool AMAX_ONLY>
-static __device__ __noinline__ float fix_list (const qparams &p, const uint2 *dl, unsigned n,
+static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl, unsigned n,
                                                float cmax) {
   for (unsigned i = threadIdx.x; i < n; i += blockDim.x) {
     float v[16];
