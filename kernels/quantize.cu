@@ -119,11 +119,6 @@ static __device__ float enc_of (unsigned sf, float s_dec) {
   return fminf(__fdiv_rn(1.0f, d), FLT_MAX);
 }
 
-static __device__ __forceinline__ uint16_t f32_to_bf16 (float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 
 static __device__ __forceinline__ float absmax16 (const float *v) {
@@ -244,7 +239,7 @@ static __device__ __forceinline__ void rht16 (float *v, unsigned mask) {
 #pragma unroll
   for (int r = 0; r < 16; r++) {
     float y = __fmul_rn(0.25f, v[r]);
-    v[r] = y == 0.0f ? 0.0f : __uint_as_float((uint32_t)f32_to_bf16(y) << 16);
+    v[r] = y == 0.0f ? 0.0f : __uint_as_float((uint32_t)nvfp4i_f32_to_bf16(y) << 16);
   }
 }
 
@@ -485,10 +480,11 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** the same bytes either way.  RHT: the column blocks of a tile are rotated
 ** on tensor cores (rht_tc_warp); a block whose result there is not provably
 ** exact (rht_tc_exact: about 0.4% of randn blocks, and blocks with
-** subnormal, huge, Inf or NaN inputs) is only recorded in the stream's
-** deferred list; rht_fix_kernel, launched right after, redoes it exactly
-** (its codes and scale, or its share of the amax), so the main kernel
-** carries no fp64 / wide-integer code and spills nothing.
+** subnormal, huge, Inf or NaN inputs) is only recorded in the CTA's shared
+** list and redone exactly after the CTA's tiles (fix_list, out of line, so
+** the tile loop keeps its registers); past DCAP blocks per CTA, in the
+** stream's deferred list for rht_fix_kernel, launched right after (its
+** codes and scale, or its share of the amax).
 **
 ** Element encode, RN (= nvfp4i_e2m1_encode, see e2m1_rn): y = fl(v*enc) is
 ** a GPU product, so a NaN y is the canonical positive NaN: fminf drops it,
@@ -627,7 +623,7 @@ static __device__ __forceinline__ void unpack8 (uint4 q, float *v) {
 
 
 /* The deferred list of the RHT fast path: the columnwise blocks (index
-** k * (M/16) + mb) whose RHT is not exact in fp32.  n counts every deferred
+** k * (M/16) + mb) failing rht_tc_exact past a CTA's own DCAP.  n counts every deferred
 ** block, also those past cap (then the follow-up scans all blocks); the
 ** follow-up kernel resets n and done for the next launch on the stream. */
 struct slow_list {
@@ -1261,7 +1257,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 ** as rht16 (the reference's fp64 and wide-integer paths), then the same
 ** encode as qfast_kernel (AMAX_ONLY: their max|.| into *amax_dst).  When
 ** more than cap blocks were deferred, every block of x is scanned and those
-** failing rht_tc_exact are redone (exactly the deferred ones).
+** failing rht_tc_exact are redone (also those the CTAs' own lists did: the
+** same bytes again).
 ** The last CTA resets the list for the next launch on the stream. */
 template <bool SR, bool AMAX_ONLY>
 __global__ void __launch_bounds__(128)

@@ -475,10 +475,11 @@ int main (void) {
     for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big2), NVFP4_BF16, F_WIDE, &opts[oi]);
     for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big3), NVFP4_BF16, F_TIES, &opts[oi]);
   }
-  {   /* RHT blocks outside the fp32 butterfly's exact range on fast-path
-      ** shapes: the deferred list of kernels/quantize.cu and its follow-up
-      ** kernel (amax and cast); then with the list capped at 16 entries
-      ** (test hook), so the follow-up scans every block instead */
+  {   /* RHT blocks outside the tensor-core RHT's exact range on fast-path
+      ** shapes: the CTAs' lists of kernels/quantize.cu, the stream's list
+      ** past them (F_SPREAD: 512 per CTA) and its follow-up kernel (amax and
+      ** cast); then with the list capped at 16 entries (test hook), so the
+      ** follow-up scans every block instead */
     int64_t sh1[] = {256, 384}, sh2[] = {1024, 512};
     int cap;
     for (cap = 0; cap < 2; cap++) {
