@@ -16,11 +16,6 @@
 #include "fp4_units.h"
 
 
-static __device__ __forceinline__ uint32_t f32_to_bf16 (float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return ((u >> 16) | 0x0040u) & 0xffffu;
-  return ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16) & 0xffffu;
-}
 
 
 /* fp32 multiply with x86 SSE's NaN results, so that NaN outputs (a NaN
@@ -82,7 +77,8 @@ static __device__ __forceinline__ void dequant_unit (uint32_t d, float fs, const
     if (BF16) {
       uint32_t w[4];
 #pragma unroll
-      for (int k = 0; k < 4; k++) w[k] = f32_to_bf16(v[2 * k]) | (f32_to_bf16(v[2 * k + 1]) << 16);
+      for (int k = 0; k < 4; k++) w[k] = (uint32_t)nvfp4i_f32_to_bf16(v[2 * k]) |
+                                         ((uint32_t)nvfp4i_f32_to_bf16(v[2 * k + 1]) << 16);
       ((uint4 *)out)[u] = make_uint4(w[0], w[1], w[2], w[3]);
       return;
     }

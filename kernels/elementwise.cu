@@ -34,16 +34,10 @@ static __device__ __forceinline__ float ld (const void *p, int bf16, int64_t i) 
 }
 
 
-/* RNE to bf16; NaN stays a quiet NaN with its sign (nvfp4i_f32_to_bf16). */
-static __device__ __forceinline__ uint16_t bf16_rn (float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 
 static __device__ __forceinline__ void st (void *p, int bf16, int64_t i, float f) {
-  if (bf16) ((uint16_t *)p)[i] = bf16_rn(f);
+  if (bf16) ((uint16_t *)p)[i] = nvfp4i_f32_to_bf16(f);
   else ((float *)p)[i] = f;
 }
 

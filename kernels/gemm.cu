@@ -30,11 +30,6 @@ static nvfp4_status blas_fail (nvfp4_ctx *ctx, cublasStatus_t s, const char *cal
   do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return blas_fail((ctx), s_, #call); } while (0)
 
 
-static __device__ __forceinline__ uint16_t bf16_rn (float f) {
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 
 
 /* FP4 [rows, cols] -> exact values (bf16 bits or fp32), no global factor,
@@ -97,7 +92,7 @@ __global__ void plain_convert (const void *in, int in_bf16, int64_t n, void *out
        i += (int64_t)gridDim.x * blockDim.x) {
     float v = in_bf16 ? __uint_as_float((uint32_t)((const uint16_t *)in)[i] << 16)
                       : ((const float *)in)[i];
-    if (BF16) ((uint16_t *)out)[i] = bf16_rn(v);
+    if (BF16) ((uint16_t *)out)[i] = nvfp4i_f32_to_bf16(v);
     else ((float *)out)[i] = v;
   }
 }
@@ -115,7 +110,7 @@ __global__ void bias_round (const float *c, const void *bias, int bias_bf16, int
                            : ((const float *)bias)[p];
       v = __fadd_rn(v, bv);
     }
-    if (d_bf16) ((uint16_t *)d)[i] = bf16_rn(v);
+    if (d_bf16) ((uint16_t *)d)[i] = nvfp4i_f32_to_bf16(v);
     else ((float *)d)[i] = v;
   }
 }

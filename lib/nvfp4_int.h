@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include "nvfp4.h"
+#include "philox.h"              /* NVFP4I_HD */
 
 #ifdef __cplusplus
 extern "C" {
@@ -207,15 +208,16 @@ NVFP4I_FUNC nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx,
                                               const nvfp4_tensor *t,
                                               const char *what);
 
-/* ---- bf16 helpers (exact, host) --------------------------------------- */
-static inline float nvfp4i_bf16_to_f32 (uint16_t h) {
+/* ---- bf16 helpers (exact; host and device) ---------------------------- */
+static inline NVFP4I_HD float nvfp4i_bf16_to_f32 (uint16_t h) {
   union { uint32_t u; float f; } v;
   v.u = (uint32_t)h << 16;
   return v.f;
 }
 
-/* RNE to bf16; NaN stays a quiet NaN with its sign. */
-static inline uint16_t nvfp4i_f32_to_bf16 (float f) {
+/* RNE to bf16; NaN stays a quiet NaN with its sign.  The kernels' one copy
+** of the rule too (quantize, dequantize, GEMM expansion, convert). */
+static inline NVFP4I_HD uint16_t nvfp4i_f32_to_bf16 (float f) {
   union { uint32_t u; float f; } v;
   v.f = f;
   if ((v.u & 0x7fffffffu) > 0x7f800000u)
