@@ -29,6 +29,16 @@ static inline cudaStream_t nvfp4i_stream (nvfp4_ctx *ctx) {
   return ((nvfp4i_cuda *)ctx->impl)->stream;
 }
 
+/* CTAs of `threads` for a grid-stride loop over `work` items: enough to
+** cover them, at most `cap` (NVFP4I_GRID_CAP: 32 per SM of an H100/H200),
+** at least 1. */
+#define NVFP4I_GRID_CAP (132 * 32)
+static inline unsigned nvfp4i_grid_for (int64_t work, int threads, int64_t cap) {
+  int64_t g = (work + threads - 1) / threads;
+  if (g > cap) g = cap;
+  return (unsigned)(g < 1 ? 1 : g);
+}
+
 /* Turn a failed CUDA call into ECUDA naming the call and CUDA's message. */
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_fail (nvfp4_ctx *ctx, cudaError_t e,
                                            const char *call, const char *file,

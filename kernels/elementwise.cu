@@ -42,11 +42,6 @@ static __device__ __forceinline__ void st (void *p, int bf16, int64_t i, float f
 }
 
 
-static unsigned grid_for (int64_t work) {
-  int64_t g = (work + THREADS - 1) / THREADS;
-  if (g > 132 * 32) g = 132 * 32;
-  return (unsigned)(g < 1 ? 1 : g);
-}
 
 
 __global__ void convert_kernel (void *dst, int dst_bf16, const void *src, int src_bf16,
@@ -66,7 +61,7 @@ nvfp4_status nvfp4i_cuda_convert (nvfp4_ctx *ctx, void *dst, nvfp4_dtype dst_dt,
                                   cudaMemcpyDeviceToDevice, s));
     return NVFP4_OK;
   }
-  convert_kernel<<<grid_for((int64_t)n), THREADS, 0, s>>>(dst, dst_dt == NVFP4_BF16, src,
+  convert_kernel<<<nvfp4i_grid_for((int64_t)n, THREADS, NVFP4I_GRID_CAP), THREADS, 0, s>>>(dst, dst_dt == NVFP4_BF16, src,
                                                           src_dt == NVFP4_BF16, (int64_t)n);
   CU_LAUNCHED(ctx, "convert");
   return NVFP4_OK;

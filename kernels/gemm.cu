@@ -116,11 +116,6 @@ __global__ void bias_round (const float *c, const void *bias, int bias_bf16, int
 }
 
 
-static unsigned grid_for (int64_t work) {
-  int64_t g = (work + 255) / 256;
-  if (g > 132 * 32) g = 132 * 32;
-  return (unsigned)(g < 1 ? 1 : g);
-}
 
 
 /* The operand as a matrix of type bf16 (or fp32) in its stored layout;
@@ -137,13 +132,13 @@ static nvfp4_status materialize (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *op, 
   if (n == 0) return NVFP4_OK;
   CU_CHECK(ctx, cudaMallocAsync(tmp, (size_t)n * es, s));
   if (op->dt == NVFP4_FP4) {
-    if (bf16) fp4_expand<true><<<grid_for(n / 32), 256, 0, s>>>((const uint8_t *)op->data,
+    if (bf16) fp4_expand<true><<<nvfp4i_grid_for(n / 32, 256, NVFP4I_GRID_CAP), 256, 0, s>>>((const uint8_t *)op->data,
                                   op->scale, op->rows, op->cols, op->scale_ld, *tmp);
-    else fp4_expand<false><<<grid_for(n / 32), 256, 0, s>>>((const uint8_t *)op->data,
+    else fp4_expand<false><<<nvfp4i_grid_for(n / 32, 256, NVFP4I_GRID_CAP), 256, 0, s>>>((const uint8_t *)op->data,
                                   op->scale, op->rows, op->cols, op->scale_ld, *tmp);
   }
-  else if (bf16) plain_convert<true><<<grid_for(n), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
-  else plain_convert<false><<<grid_for(n), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
+  else if (bf16) plain_convert<true><<<nvfp4i_grid_for(n, 256, NVFP4I_GRID_CAP), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
+  else plain_convert<false><<<nvfp4i_grid_for(n, 256, NVFP4I_GRID_CAP), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
   CU_LAUNCHED(ctx, "gemm operand expand");
   *p = *tmp;
   return NVFP4_OK;
@@ -225,7 +220,7 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
       CHECK_GOTO(run_gemm(ctx, a, b, alpha, bf16, A, B, tc, CUDA_R_32F), st, done);
   }
   if (tc != NULL && st == NVFP4_OK) {
-    bias_round<<<grid_for(P * Q), 256, 0, s>>>((const float *)tc, bias ? bias->data.p : NULL,
+    bias_round<<<nvfp4i_grid_for(P * Q, 256, NVFP4I_GRID_CAP), 256, 0, s>>>((const float *)tc, bias ? bias->data.p : NULL,
                                                bias && bias->dtype == NVFP4_BF16, P, P * Q,
                                                d->data.p, d->dtype == NVFP4_BF16);
     if (cudaGetLastError() != cudaSuccess)

@@ -1500,11 +1500,6 @@ __global__ void amax_rht_kernel (const uint16_t *x, int64_t M, int64_t K,
 }
 
 
-static unsigned grid_for (int64_t work, int threads) {
-  int64_t g = (work + threads - 1) / threads;
-  if (g > 132 * 16) g = 132 * 16;
-  return (unsigned)(g < 1 ? 1 : g);
-}
 
 
 nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
@@ -1520,7 +1515,7 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
     const uint16_t *p = (const uint16_t *)x->data.p;
     const bool fused = rht && fast_ok(x, M, K, 0);   /* qfast_kernel<.., AMAX_ONLY> does both */
     if (n16 > 0 && !fused)
-      amax_kernel<uint16_t><<<grid_for(n16, 256), 256, 0, s>>>(p, n16, c->amax_dev);
+      amax_kernel<uint16_t><<<nvfp4i_grid_for(n16, 256, 132 * 16), 256, 0, s>>>(p, n16, c->amax_dev);
     if (n % 16) amax_tail_kernel<uint16_t><<<1, 256, 0, s>>>(p, n16 * 16, n, c->amax_dev);
     if (fused) {
       qparams p;
@@ -1534,12 +1529,12 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
       launch_fix<false, true>(p, c->amax_dev + 1, s);
     }
     else if (rht && M % 16 == 0)
-      amax_rht_kernel<<<grid_for((M / 16) * K, 128), 128, 0, s>>>(p, M, K, sign_mask,
+      amax_rht_kernel<<<nvfp4i_grid_for((M / 16) * K, 128, 132 * 16), 128, 0, s>>>(p, M, K, sign_mask,
                                                                  c->amax_dev + 1);
   }
   else {
     const float *p = (const float *)x->data.p;
-    if (n16 > 0) amax_kernel<float><<<grid_for(n16, 256), 256, 0, s>>>(p, n16, c->amax_dev);
+    if (n16 > 0) amax_kernel<float><<<nvfp4i_grid_for(n16, 256, 132 * 16), 256, 0, s>>>(p, n16, c->amax_dev);
     if (n % 16) amax_tail_kernel<float><<<1, 256, 0, s>>>(p, n16 * 16, n, c->amax_dev);
   }
   CU_LAUNCHED(ctx, "amax_kernel");
