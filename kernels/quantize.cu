@@ -474,10 +474,10 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** amax, into amax_dst[0]) and, before the RHT, the plain max|x| (into
 ** amax_dst[-1]): one read of x for both amaxes of an RHT quantize
 ** (nvfp4i_cuda_amax).  Fast paths: a block whose fl(amax*enc) < 6.5 (RN,
-** codes8_fast) or which holds no NaN (SR, codes8_sr) is encoded without the
-** NaN and saturation handling, its amax from packed bf16 pairs and its
-** signs from the input words; any other block takes the exact path (enc8),
-** the same bytes either way.  RHT: the column blocks of a tile are rotated
+** codes8_fast) or < 8 (SR, codes8_sr) is encoded without the NaN and
+** saturation handling, its amax from packed bf16 pairs and its signs from
+** the input words; any other block takes the exact path (enc8), the same
+** bytes either way.  RHT: the column blocks of a tile are rotated
 ** on tensor cores (rht_tc_warp); a block whose result there is not provably
 ** exact (rht_tc_exact: about 0.4% of randn blocks, and blocks with
 ** subnormal, huge, Inf or NaN inputs) is only recorded in the CTA's shared
@@ -493,7 +493,8 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** frac(|y|/step) + u >= 1, i.e. the value is step * floor(|y|/step + u), and
 ** as for RN the code is min(floor(2a + u), 2 + floor(a + u),
 ** 4 + floor(a/2 + u), 7) (each term is right in its binade and too large
-** elsewhere).  With a clamped to 6 (code 7 for a >= 6, NaN included:
+** elsewhere); the fast path takes the code from the bits of a instead (see
+** codes8_sr), the exact path as follows.  With a clamped to 6 (code 7 for a >= 6, NaN included:
 ** fminf(NaN, 6) = 6), fma_rd(a, 512, 2^23 + r) = 2^23 + floor(512a + r)
 ** exactly (below 2^24), so floor(2a + u) is that float's bits minus
 ** 0x4B000000, over 256; likewise 256a and 128a.  The minimum is taken on the
@@ -594,15 +595,31 @@ static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float en
 }
 
 
-/* The 8 SR magnitude codes of |v[0..8)| * enc (no NaN), bytes from w[0..2),
-** packed as enc8. */
+/* The 8 SR magnitude codes of |v[0..8)| * enc, bytes from w[0..2), packed
+** as enc8, for blocks whose fl(amax*enc) < 8 (FAST_SR_BOUND).  With a =
+** fl(|v|*enc) < 8, z = a*2^-126 rounded toward zero is a normal float for
+** a >= 1 (exponent field 1, 2, 3 for the binades [1,2), [2,4), [4,8)) and
+** a subnormal for a < 1 (bits floor(a*2^23)).  Either way the bits of z from
+** 22 up are the E2M1 code of a rounded down (floor(2a), 2 + floor(a),
+** 4 + floor(a/2)), and bits 0..21 are frac(a/step) * 2^22, exactly for a >= 1
+** and rounded down for a < 1.  Adding r*2^14 (u = r/256 at the same scale)
+** carries into bit 22 iff frac + u >= 1 -- with the truncation, iff the
+** exact value's frac + u >= 1, since r*2^14 is an integer -- which is the
+** rule of nvfp4i_e2m1_encode_sr; so (z + r*2^14) >> 22 is the code, or 8
+** for a >= 6 rounded up, which becomes 7 in the packed word (a nibble 8 is
+** the only one with bit 3 set). */
+#define FAST_SR_BOUND 8.0f
+
 static __device__ __forceinline__ uint32_t codes8_sr (const float *v, float enc,
                                                       const uint32_t *w) {
   uint32_t acc = 0;
 #pragma unroll
-  for (int i = 7; i >= 0; i--)
-    acc = acc * 16u + e2m1_sr_bits(__fmul_rn(fabsf(v[i]), enc), sr_rb(w, i));
-  return acc - 0x4B0000u * 0x11111111u;
+  for (int i = 7; i >= 0; i--) {
+    const uint32_t z = __float_as_uint(__fmul_rz(__fmul_rn(fabsf(v[i]), enc), 0x1p-126f));
+    const uint32_t r = __byte_perm(w[i >> 2], 0u, 0x4440u + (uint32_t)(i & 3));
+    acc = acc * 16u + ((z + r * 16384u) >> 22);
+  }
+  return acc - ((acc >> 3) & 0x11111111u);
 }
 
 
@@ -1084,15 +1101,16 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           }
         }
         else {
-          /* SR without NaN: y's sign is v's (enc > 0), taken from the words */
+          /* SR fast path (see codes8_sr); y's sign is v's (enc > 0), taken
+          ** from the words; a NaN amax fails the bound */
           a = amax16_nan(q0, q1);
-          if (a == a) {
+          sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
+          const float enc = renc[sf];
+          if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
             uint32_t w[4];
             const uint64_t blk = p.offset + (uint64_t)m * (K / 16) + k0 / 16 + rb;
             uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_ROWWISE, 0u};
             nvfp4i_philox4x32_10(c, p.seed, w);
-            sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
-            const float enc = renc[sf];
             const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
             const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
             o0 = signs8(q0, codes8_sr(v, enc, w0));
@@ -1199,15 +1217,15 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             a = 0.0f;
           }
           if (SR) {
-            /* SR fast path for NaN-free blocks, signs as above */
+            /* SR fast path (see codes8_sr), signs as above */
             a = wm;
-            if (a == a) {
+            const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+            const float enc = cenc[sf];
+            if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
               uint32_t wr[4];
               const uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
               uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
               nvfp4i_philox4x32_10(c, p.seed, wr);
-              const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
-              const float enc = cenc[sf];
               *(uint2 *)(cd + (size_t)cc * (M / 2)) =
                 make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
                            col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2)));

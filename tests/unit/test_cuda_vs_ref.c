@@ -423,7 +423,7 @@ int main (void) {
                        ** 64x64 tiles: transpose16_vec */
                        sw7[] = {136, 200}, sw8[] = {72, 1032}, sw9[] = {256, 64, 1},
                        sw10[] = {40, 24, 2};
-  opt opts[16];
+  opt opts[24];
   int nopt = 0, si, f, oi, d;
   nvfp4_status st = nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &gpu, &why);
   if (st != NVFP4_OK) {
@@ -453,6 +453,10 @@ int main (void) {
       .amax = {0.0f, 0.0f});
   ADD("rowwise sr given amax inf", .rowwise = 1, .sr = 1, .sr_seed = 5, .has_amax = 1,
       .amax = {INFINITY, INFINITY});
+  /* below the data's amax: scaled magnitudes in [6.5, 8) on the SR fast
+  ** path (codes8_sr's 8 -> 7) and from 8 up on the exact path */
+  ADD("row+col sr given amax 3.5", .rowwise = 1, .columnwise = 1, .sr = 1, .sr_seed = 77,
+      .has_amax = 1, .amax = {3.5f, 3.5f});
   ADD("row+col 4over6", .rowwise = 1, .columnwise = 1, .four_over_six = 1);
   ADD("row+col 4over6 mse emax448", .rowwise = 1, .columnwise = 1, .four_over_six = 1,
       .four_over_six_mse = 1, .four_over_six_emax448 = 1);
