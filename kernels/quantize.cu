@@ -662,7 +662,9 @@ static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, 
 ** output row -- rowwise rows of rdata and columnwise rows of cdata alike --
 ** receives about 1 KB of contiguous bytes at a time, instead of the 32-byte
 ** pieces per column that a plain row-major walk scatters over all K. */
-#define QPANEL 32u
+#ifndef QPANEL
+#define QPANEL 32u              /* -DQPANEL=... overrides, for measuring */
+#endif
 
 struct tile_walk {
   unsigned first, r;          /* the panel's first m-tile; tile - first * ntk */
