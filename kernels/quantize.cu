@@ -714,8 +714,10 @@ static __device__ __forceinline__ void cp_commit (void) {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-static __device__ __forceinline__ void cp_wait_all (void) {
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
+/* Wait until at most N of this thread's committed groups are in flight. */
+template <int N>
+static __device__ __forceinline__ void cp_wait (void) {
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 
 
@@ -969,8 +971,10 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 }
 
 
-/* Two shared stages: the next tile's cp.async copies are in flight while
-** this tile is encoded, one barrier per tile.  At least 2 CTAs per SM (up to
+/* QSTAGES shared stages: the next QSTAGES - 1 tiles' cp.async copies are in
+** flight while this tile is encoded, one barrier per tile.  Two: three (in
+** dynamic shared memory) ran slower on the H200 (RNE 0.56 against 0.65 of
+** the copy bound at [32768, 8192], RHT 0.44 against 0.47).  At least 2 CTAs per SM (up to
 ** 128 registers): at 4 CTAs (64 registers) the compiler recomputed every
 ** address per tile and the kernel ran at 0.50 of the copy bound instead of
 ** 0.62 ([32768, 8192] RNE); with the offsets kept (opaque), 3 CTAs per SM
@@ -979,15 +983,21 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QFAST_MINB
 #define QFAST_MINB 2
 #endif
+#ifndef QSTAGES
+#define QSTAGES 2               /* 2 or 3 (-DQSTAGES=3 for measuring) */
+#endif
+static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 
 template <bool SR, bool RHT, bool AMAX_ONLY>
 __global__ void __launch_bounds__(256, QFAST_MINB)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   static_assert(RHT || !AMAX_ONLY, "the amax-only pass is the RHT one");
   constexpr uint32_t frow = RHT ? FROW_RHT : 64, fstage = FM * frow;
-  __shared__ __align__(16) uint32_t sh[2 * fstage];
+  /* dynamic (past the 48 KB of static shared memory): QSTAGES stages, then
+  ** for the RHT the warps' ybuf regions (8 * YWARP words) */
+  extern __shared__ __align__(16) uint32_t dsm[];
+  uint32_t *const sh = dsm, *const ybuf = dsm + QSTAGES * fstage;
   __shared__ float renc[256], cenc[256];
-  extern __shared__ __align__(16) uint32_t ybuf[];      /* RHT: 8 * YWARP words */
   /* RHT: the CTA's deferred blocks {k, mb}, worked on after its tiles (a
   ** global atomic per block in the tile loop held the warp, and with it
   ** the CTA at the next barrier, for microseconds); past DCAP, the
@@ -1007,7 +1017,6 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&sh[0]);
   float cmax = 0.0f, pmax = 0.0f;
   unsigned tile = blockIdx.x;
-  uint32_t m0 = 0, k0 = 0;
 
   if (RHT && t == 0) dn = 0;              /* read after the first barrier */
   if (!AMAX_ONLY) {
@@ -1050,32 +1059,48 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     for (int i_ = 0; i_ < 4; i_++)                                                 \
       cp_async16(soff[i_] + (stage) * (4 * fstage), src_ + goff[i_]);              \
   } while (0)
+  /* the copies run QSTAGES - 1 tiles ahead: walk and ltile follow the last
+  ** tile whose copy was issued (or would be, past ntiles), cm/ck hold the
+  ** corners of the tiles in the stages; one commit group per tile */
   tile_walk walk = walk_start(tile, ntk);
-  if (tile < ntiles) {
-    walk_coords(walk, ntm, &m0, &k0);
-    QFAST_LOAD(0, m0, k0);
-  }
-  cp_commit();
-  /* one tile on shared stage ST (a constant: the two stages' addresses are
-  ** immediate offsets); false once the CTA's tiles are done */
-  auto step = [&] (auto stage) -> bool {
-    constexpr unsigned st = decltype(stage)::value;
-    if (tile >= ntiles) return false;
-    const unsigned nt = tile + gridDim.x;
-    const uint32_t *shs = sh + st * fstage;
-    uint32_t nm0 = 0, nk0 = 0;
-    cp_wait_all();
-    __syncthreads();          /* the tile is in; the other stage's reads are done */
-    if (nt < ntiles) {
-      walk_advance(&walk, gridDim.x, ntk);
-      walk_coords(walk, ntm, &nm0, &nk0);
-      QFAST_LOAD(st ^ 1, nm0, nk0);
+  unsigned ltile = tile;
+  uint32_t cm[QSTAGES], ck[QSTAGES];
+#pragma unroll
+  for (int s_ = 0; s_ < QSTAGES; s_++) cm[s_] = ck[s_] = 0;
+#pragma unroll
+  for (int s_ = 0; s_ < QSTAGES - 1; s_++) {
+    if (s_ > 0) {
+      ltile += gridDim.x;
+      if (ltile < ntiles) walk_advance(&walk, gridDim.x, ntk);
+    }
+    if (ltile < ntiles) {
+      walk_coords(walk, ntm, &cm[s_], &ck[s_]);
+      QFAST_LOAD(s_, cm[s_], ck[s_]);
     }
     cp_commit();
-
+  }
+  /* one tile on shared stage ST (a constant: the stages' addresses are
+  ** immediate offsets); false once the CTA's tiles are done */
+  auto step = [&] (auto stage) -> bool {
+    constexpr unsigned st = decltype(stage)::value, ls = (st + QSTAGES - 1) % QSTAGES;
+    if (tile >= ntiles) return false;
+    const uint32_t *shs = sh + st * fstage;
+    const uint32_t m0 = cm[st], k0 = ck[st];
+    cp_wait<QSTAGES - 2>();
+    __syncthreads();          /* the tile is in; stage ls's reads (the previous tile) are done */
     /* RHT: the warp's columnwise blocks on tensor cores first, so that their
-    ** latency hides behind the rowwise work (read after __syncwarp below) */
+    ** latency hides behind the rowwise work (read after __syncwarp below);
+    ** before the next tile's copies are issued, whose address registers the
+    ** compiler otherwise reuses for the ldmatrix results (a wait on the
+    ** copies' issue) */
     if (RHT && (AMAX_ONLY || p.col)) rht_tc_warp(lm + st * (4 * fstage), (uint32_t)warp, rha, yw, lane);
+    ltile += gridDim.x;
+    if (ltile < ntiles) {
+      walk_advance(&walk, gridDim.x, ntk);
+      walk_coords(walk, ntm, &cm[ls], &ck[ls]);
+      QFAST_LOAD(ls, cm[ls], ck[ls]);
+    }
+    cp_commit();
 
     if (!AMAX_ONLY && p.row) {
       uint8_t *rd = p.rdata + ((size_t)m0 * (K / 2) + k0 / 2) + rdo;
@@ -1094,7 +1119,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         if (!SR) {
           /* RN fast path (see codes8_fast); a NaN-free block's amax is the same */
           a = amax16_nan(q0, q1);
-          sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
+          /* no FLT_MAX clamp: a NaN block gets the NaN byte, whose enc fails
+          ** the bound below, and an Inf block fails it anyway */
+          sf = e4m3_rn(__fmul_rn(a, p.rm));
           const float enc = renc[sf];
           if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
             o0 = signs8(q0, codes8_fast(v, enc));
@@ -1106,7 +1133,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           /* SR fast path (see codes8_sr); y's sign is v's (enc > 0), taken
           ** from the words; a NaN amax fails the bound */
           a = amax16_nan(q0, q1);
-          sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
+          sf = e4m3_rn(__fmul_rn(a, p.rm));     /* no clamp, as for RN */
           const float enc = renc[sf];
           if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
             uint32_t w[4];
@@ -1207,7 +1234,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
             ** (cc = 1) of the words */
             a = wm;
-            const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+            const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));   /* as rowwise */
             const float enc = cenc[sf];
             if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
               *(uint2 *)(cd + (size_t)cc * (M / 2)) =
@@ -1221,7 +1248,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           if (SR) {
             /* SR fast path (see codes8_sr), signs as above */
             a = wm;
-            const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+            const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));
             const float enc = cenc[sf];
             if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
               uint32_t wr[4];
@@ -1252,13 +1279,17 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         }
       }
     }
-    m0 = nm0;
-    k0 = nk0;
-    tile = nt;
+    tile += gridDim.x;
     return true;
   };
+#if QSTAGES == 2
   while (step(std::integral_constant<unsigned, 0>()) && step(std::integral_constant<unsigned, 1>())) {
   }
+#else
+  while (step(std::integral_constant<unsigned, 0>()) && step(std::integral_constant<unsigned, 1>()) &&
+         step(std::integral_constant<unsigned, 2>())) {
+  }
+#endif
 #undef QFAST_LOAD
   if (RHT) {
     __syncthreads();
@@ -1338,13 +1369,13 @@ static bool fast_ok (const nvfp4_tensor *x, int64_t M, int64_t K, int two_d) {
 template <bool SR, bool RHT, bool AMAX_ONLY>
 static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
   static int occ = 0;
-  /* the RHT's ybuf: dynamic, past the 48 KB of static shared memory */
-  const size_t dyn = RHT ? 8 * YWARP * sizeof(uint32_t) : 0;
+  /* the stages and the RHT's ybuf: dynamic, past the 48 KB of static
+  ** shared memory (see qfast_kernel) */
+  const size_t dyn = (QSTAGES * FM * (RHT ? FROW_RHT : 64) + (RHT ? 8 * YWARP : 0)) * sizeof(uint32_t);
   unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FM) * ntk, grid;
   if (occ == 0) {
-    if (dyn > 0)
-      cudaFuncSetAttribute(qfast_kernel<SR, RHT, AMAX_ONLY>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn);
+    cudaFuncSetAttribute(qfast_kernel<SR, RHT, AMAX_ONLY>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn);
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY>,
                                                       256, dyn) != cudaSuccess || occ < 1)
       occ = 1;
