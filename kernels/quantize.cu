@@ -1051,6 +1051,11 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     lm = opaque(sbase + 4 * ((8 * (q & 1) + (lane & 7)) * FROW_RHT) + 16 * (q >> 1));
   }
   const uint32_t rdo = opaque(rrow * (K / 2) + rb * 8), rso_sc = opaque(rrow * (uint32_t)p.rsld + rb);
+  /* SR: the Philox counters (spec §5.2: offset + the block's index) less
+  ** the tile's part: row block rb of row rrow, column block j of column
+  ** 2pc; per tile m0*(K/16) + k0/16, k0*(M/16) + m0/16 are added */
+  const uint64_t rctr = SR ? opaque64(p.offset + (uint64_t)rrow * (K / 16) + rb) : 0;
+  const uint64_t cctr = SR ? opaque64(p.offset + (uint64_t)(2 * pc) * (uint64_t)(p.M / 16) + j) : 0;
   const size_t cdo = opaque64((size_t)(2 * pc) * (size_t)(p.M / 2) + 8 * j);
   const size_t cso_sc = opaque64((size_t)(2 * pc) * (size_t)p.csld + j);
 #define QFAST_LOAD(stage, tm0, tk0) do {                                           \
@@ -1137,7 +1142,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           const float enc = renc[sf];
           if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
             uint32_t w[4];
-            const uint64_t blk = p.offset + (uint64_t)m * (K / 16) + k0 / 16 + rb;
+            const uint64_t blk = rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16);
             uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_ROWWISE, 0u};
             nvfp4i_philox4x32_10(c, p.seed, w);
             const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
@@ -1252,7 +1257,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             const float enc = cenc[sf];
             if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
               uint32_t wr[4];
-              const uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
+              const uint64_t blk = cctr + ((uint64_t)(k0 + cc) * (M / 16) + m0 / 16);
               uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
               nvfp4i_philox4x32_10(c, p.seed, wr);
               *(uint2 *)(cd + (size_t)cc * (M / 2)) =
