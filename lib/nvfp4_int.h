@@ -186,8 +186,9 @@ NVFP4I_FUNC void nvfp4i_buf_free (nvfp4_ctx *ctx, nvfp4i_buf *b);
 NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_fp4 (nvfp4_ctx *ctx,
                                                   nvfp4_shape shape, int row,
                                                   int col, nvfp4_tensor **out);
-/* The same with the data buffers not zero-filled (scales still zeroed, so
-** their padding reads 0x00): for a cast that writes every data byte. */
+/* The same with the data buffers not zero-filled, nor the scale buffers
+** that hold no padding; scale buffers with padding are zeroed, so it reads
+** 0x00: for a cast that writes every data byte and every block's scale. */
 NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_fp4_for_cast (nvfp4_ctx *ctx,
                                                            nvfp4_shape shape, int row,
                                                            int col, nvfp4_tensor **out);
