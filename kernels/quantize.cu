@@ -494,12 +494,13 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** as for RN the code is min(floor(2a + u), 2 + floor(a + u),
 ** 4 + floor(a/2 + u), 7) (each term is right in its binade and too large
 ** elsewhere); the fast path takes the code from the bits of a instead (see
-** codes8_sr), the exact path as follows.  With a clamped to 6 (code 7 for a >= 6, NaN included:
-** fminf(NaN, 6) = 6), fma_rd(a, 512, 2^23 + r) = 2^23 + floor(512a + r)
-** exactly (below 2^24), so floor(2a + u) is that float's bits minus
-** 0x4B000000, over 256; likewise 256a and 128a.  The minimum is taken on the
-** bits as integers (the +2 and +4 become +512 and +1024 before the shift;
-** the shift is monotone), and min(...) >> 8 = 0x4B0000 + code. */
+** codes8_sr), the exact path as follows.  With a clamped to 6 (code 7 for
+** a >= 6, NaN included: fminf(NaN, 6) = 6), fma_rd(a, 512, 2^23 + r) =
+** 2^23 + floor(512a + r) exactly (below 2^24), so floor(2a + u) is that
+** float's bits minus 0x4B000000, over 256; likewise 256a and 128a.  The
+** minimum is taken on the bits as integers (the +2 and +4 become +512 and
+** +1024 before the shift; the shift is monotone), and min(...) >> 8 =
+** 0x4B0000 + code. */
 
 #define FM 64
 #define FK 128
@@ -972,9 +973,9 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 
 
 /* QSTAGES shared stages: the next QSTAGES - 1 tiles' cp.async copies are in
-** flight while this tile is encoded, one barrier per tile.  Two: three (in
-** dynamic shared memory) ran slower on the H200 (RNE 0.56 against 0.65 of
-** the copy bound at [32768, 8192], RHT 0.44 against 0.47).  At least 2 CTAs per SM (up to
+** flight while this tile is encoded, one barrier per tile.  Two: three ran
+** slower on the H200 (RNE 0.56 against 0.65 of the copy bound at
+** [32768, 8192], RHT 0.44 against 0.47).  At least 2 CTAs per SM (up to
 ** 128 registers): at 4 CTAs (64 registers) the compiler recomputed every
 ** address per tile and the kernel ran at 0.50 of the copy bound instead of
 ** 0.62 ([32768, 8192] RNE); with the offsets kept (opaque), 3 CTAs per SM
@@ -993,8 +994,9 @@ __global__ void __launch_bounds__(256, QFAST_MINB)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   static_assert(RHT || !AMAX_ONLY, "the amax-only pass is the RHT one");
   constexpr uint32_t frow = RHT ? FROW_RHT : 64, fstage = FM * frow;
-  /* dynamic (past the 48 KB of static shared memory): QSTAGES stages, then
-  ** for the RHT the warps' ybuf regions (8 * YWARP words) */
+  /* dynamic (three stages or the RHT's would pass the 48 KB of static
+  ** shared memory): QSTAGES stages, then for the RHT the warps' ybuf regions
+  ** (8 * YWARP words) */
   extern __shared__ __align__(16) uint32_t dsm[];
   uint32_t *const sh = dsm, *const ybuf = dsm + QSTAGES * fstage;
   __shared__ float renc[256], cenc[256];
