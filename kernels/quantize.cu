@@ -597,7 +597,8 @@ static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float en
 
 
 /* The 8 SR magnitude codes of |v[0..8)| * enc, bytes from w[0..2), packed
-** as enc8, for blocks whose fl(amax*enc) < 8 (FAST_SR_BOUND).  With a =
+** as enc8, for blocks whose fl(amax*enc) < 8 (FAST_SR_BOUND); the rule is
+** nvfp4i_e2m1_sr_rz_term (lib/ref_codec.h, tested there).  With a =
 ** fl(|v|*enc) < 8, z = a*2^-126 rounded toward zero is a normal float for
 ** a >= 1 (exponent field 1, 2, 3 for the binades [1,2), [2,4), [4,8)) and
 ** a subnormal for a < 1 (bits floor(a*2^23)).  Either way the bits of z from
@@ -618,7 +619,7 @@ static __device__ __forceinline__ uint32_t codes8_sr (const float *v, float enc,
   for (int i = 7; i >= 0; i--) {
     const uint32_t z = __float_as_uint(__fmul_rz(__fmul_rn(fabsf(v[i]), enc), 0x1p-126f));
     const uint32_t r = __byte_perm(w[i >> 2], 0u, 0x4440u + (uint32_t)(i & 3));
-    acc = acc * 16u + ((z + r * 16384u) >> 22);
+    acc = acc * 16u + nvfp4i_e2m1_sr_rz_term(z, r);
   }
   return acc - ((acc >> 3) & 0x11111111u);
 }

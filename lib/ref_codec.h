@@ -86,6 +86,20 @@ static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode_sr (float y, unsigned r) {
 }
 
 
+/* The stochastic-rounding code by integer arithmetic, for the CUDA fast path
+** (kernels/quantize.cu, codes8_sr): z is the bit pattern of a * 2^-126
+** rounded toward zero for a = |y| in [0, 8) -- a normal float for a >= 1
+** (exponent field 1..3 for the binades [1,2), [2,4), [4,8)), a subnormal
+** below (floor(a * 2^23)) -- and r < 256 the random byte.  Bits 22 up of z
+** are the code of a rounded down, bits 0..21 the fraction of a step (for
+** a < 1 rounded down, which decides nothing: r * 2^14 is an integer), so
+** the sum carries into bit 22 exactly when nvfp4i_e2m1_encode_sr rounds
+** up.  Returns its magnitude code, or 8 where that is 7 (a >= 6 rounded up). */
+static inline NVFP4I_HD uint32_t nvfp4i_e2m1_sr_rz_term (uint32_t z, uint32_t r) {
+  return (z + r * 16384u) >> 22;
+}
+
+
 /* Shift m right by s (1..31) with round to nearest even. */
 static inline NVFP4I_HD uint32_t nvfp4i_rne_shift (uint32_t m, int s) {
   uint32_t q, rem, half;

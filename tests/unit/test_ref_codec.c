@@ -1,6 +1,6 @@
 /*
 ** test_ref_codec.c -- lib/ref_codec.[ch]: E2M1 (RNE exhaustive over bf16,
-** stochastic rounding), E4M3 (all 256 bytes, every tie point, saturation),
+** stochastic rounding, the CUDA fast path's integer form of it), E4M3 (all 256 bytes, every tie point, saturation),
 ** S_enc edge cases, bf16 rounding of doubles and the exact 16-point RHT
 ** (spec/nvfp4-numerics.md §1-§5, §8).
 */
@@ -131,6 +131,62 @@ static void test_e2m1_sr_unbiased (void **state) {
     }
     assert_true(fabs(sum / 256.0 - y) <= step / 256.0);
   }
+}
+
+
+/* The bits of a * 2^-126 rounded toward zero, 0 <= a < 8 (what the GPU's
+** mul.rz gives): the exponent moved down for a >= 1, floor(a * 2^23) as a
+** subnormal below (the product is exact in fp32). */
+static uint32_t rz_scaled_bits (float a) {
+  uint32_t u;
+  if (a < 1.0f) return (uint32_t)(a * 8388608.0f);
+  memcpy(&u, &a, 4);
+  return u - (126u << 23);
+}
+
+static void check_sr_rz (float a) {
+  uint32_t z = rz_scaled_bits(a), r;
+  for (r = 0; r < 256; r++) {
+    uint32_t c = nvfp4i_e2m1_sr_rz_term(z, r);
+    assert_int_equal(c < 7 ? c : 7, nvfp4i_e2m1_encode_sr(a, r));
+  }
+}
+
+/* The CUDA fast path's SR by integer arithmetic (nvfp4i_e2m1_sr_rz_term)
+** against nvfp4i_e2m1_encode_sr, all 256 bytes: every multiple of 2^-9 in
+** [0, 8) and its float neighbours (where frac + u meets 1 exactly or
+** nearly), random floats, subnormals and values just below 1. */
+static void test_e2m1_sr_rz_term (void **state) {
+  uint32_t seed = 777, k;
+  int d;
+  for (k = 0; k < 4096; k++) {
+    float g = (float)k / 512.0f;
+    uint32_t u;
+    memcpy(&u, &g, 4);
+    for (d = -1; d <= 1; d++) {
+      uint32_t v = u + (uint32_t)d;
+      float a;
+      if (g == 0.0f && d < 0) continue;
+      memcpy(&a, &v, 4);
+      if (a < 8.0f) check_sr_rz(a);
+    }
+  }
+  for (k = 0; k < 4000; k++) {
+    uint32_t v;
+    float a;
+    seed = seed * 1664525u + 1013904223u;
+    v = seed % 0x41000000u;             /* every float in [0, 8) */
+    memcpy(&a, &v, 4);
+    check_sr_rz(a);
+  }
+  check_sr_rz(0x1p-149f);
+  check_sr_rz(0x1p-126f);
+  check_sr_rz(0x1.fffffep-1f);
+  check_sr_rz(0x1.fffffcp-2f);
+  check_sr_rz(0x1.000002p-2f);
+  check_sr_rz(0x1.7ffffep-1f);
+  check_sr_rz(6.0f);
+  check_sr_rz(0x1.fffffep+2f);
 }
 
 
@@ -370,6 +426,7 @@ int main (void) {
     cmocka_unit_test(test_e2m1_decode),
     cmocka_unit_test(test_e2m1_sr_examples),
     cmocka_unit_test(test_e2m1_sr_unbiased),
+    cmocka_unit_test(test_e2m1_sr_rz_term),
     cmocka_unit_test(test_e2m1_sr_philox_mean),
     cmocka_unit_test(test_e4m3_decode_all),
     cmocka_unit_test(test_e4m3_encode_ties),
