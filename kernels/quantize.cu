@@ -281,8 +281,7 @@ static __device__ __forceinline__ uint2 encode16 (const float *v, float enc,
                                                   int stream) {
   uint32_t w[4] = {0, 0, 0, 0};
   if (SR) {
-    uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)stream, 0u};
-    nvfp4i_philox4x32_10(c, seed, w);
+    nvfp4i_philox_block_words(seed, blk, stream, w);
   }
   uint32_t lo = 0, hi = 0;
 #pragma unroll
@@ -947,8 +946,7 @@ static __device__ __forceinline__ void fix_block (const qparams &p, uint32_t k, 
     uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
     if (SR) {
       uint64_t blk = p.offset + (uint64_t)k * MB + mb;
-      uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
-      nvfp4i_philox4x32_10(c, p.seed, wr);
+      nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_COLUMNWISE, wr);
     }
     enc_n<SR, 16>(v, enc_of(sf, p.csdec), wr, out);
     *(uint2 *)(p.cdata + (size_t)k * (M / 2) + (size_t)mb * 8) = make_uint2(out[0], out[1]);
@@ -1146,8 +1144,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
             uint32_t w[4];
             const uint64_t blk = rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16);
-            uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_ROWWISE, 0u};
-            nvfp4i_philox4x32_10(c, p.seed, w);
+            nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_ROWWISE, w);
             const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
             const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
             o0 = signs8(q0, codes8_sr(v, enc, w0));
@@ -1163,8 +1160,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
           if (SR) {
             const uint64_t blk = p.offset + (uint64_t)m * (K / 16) + k0 / 16 + rb;
-            uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_ROWWISE, 0u};
-            nvfp4i_philox4x32_10(c, p.seed, w);
+            nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_ROWWISE, w);
           }
           /* SR bytes 0..7 go with the low chunk, 8..15 with the high one */
           const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
@@ -1261,8 +1257,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
               uint32_t wr[4];
               const uint64_t blk = cctr + ((uint64_t)(k0 + cc) * (M / 16) + m0 / 16);
-              uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
-              nvfp4i_philox4x32_10(c, p.seed, wr);
+              nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_COLUMNWISE, wr);
               *(uint2 *)(cd + (size_t)cc * (M / 2)) =
                 make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
                            col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2)));
@@ -1278,8 +1273,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
           if (SR) {
             uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
-            uint32_t c[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)NVFP4I_SR_COLUMNWISE, 0u};
-            nvfp4i_philox4x32_10(c, p.seed, wr);
+            nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_COLUMNWISE, wr);
           }
           enc_n<SR, 16>(v, cenc[sf], wr, out);
           *(uint2 *)(cd + (size_t)cc * (M / 2)) = make_uint2(out[0], out[1]);

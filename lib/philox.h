@@ -78,16 +78,24 @@ static inline NVFP4I_HD void nvfp4i_philox4x32_10 (const uint32_t ctr[4],
 ** bytes[j] = byte (j & 3) of word (j >> 2) of
 ** philox4x32_10(key = seed, counter = {block lo32, block hi32, stream, 0}),
 ** i.e. the first generate4() of TE's init(seed, subsequence = stream,
-** offset = block).  bytes[j] serves element e = 16*(e/16) + j. */
-static inline NVFP4I_HD void nvfp4i_sr_block_bytes (uint64_t seed, uint64_t block,
-                                                    int stream, uint8_t bytes[16]) {
-  uint32_t c[4], w[4];
-  int j;
+** offset = block).  bytes[j] serves element e = 16*(e/16) + j.
+** nvfp4i_philox_block_words: the four words of that counter (the kernels
+** take the bytes from them as they go; lib/random.c's streams too). */
+static inline NVFP4I_HD void nvfp4i_philox_block_words (uint64_t seed, uint64_t block,
+                                                        int stream, uint32_t w[4]) {
+  uint32_t c[4];
   c[0] = (uint32_t)block;
   c[1] = (uint32_t)(block >> 32);
   c[2] = (uint32_t)stream;
   c[3] = 0;
   nvfp4i_philox4x32_10(c, seed, w);
+}
+
+static inline NVFP4I_HD void nvfp4i_sr_block_bytes (uint64_t seed, uint64_t block,
+                                                    int stream, uint8_t bytes[16]) {
+  uint32_t w[4];
+  int j;
+  nvfp4i_philox_block_words(seed, block, stream, w);
   for (j = 0; j < 16; j++)
     bytes[j] = (uint8_t)(w[j >> 2] >> (8 * (j & 3)));
 }

@@ -30,16 +30,6 @@
 #define STREAM_NORMAL   3
 
 
-static void block_words (uint64_t seed, uint64_t n, int stream, uint32_t w[4]) {
-  uint32_t c[4];
-  c[0] = (uint32_t)n;
-  c[1] = (uint32_t)(n >> 32);
-  c[2] = (uint32_t)stream;
-  c[3] = 0;
-  nvfp4i_philox4x32_10(c, seed, w);
-}
-
-
 static void store (void *buf, nvfp4_dtype dt, int64_t i, double v) {
   if (dt == NVFP4_F32) ((float *)buf)[i] = (float)v;
   else ((uint16_t *)buf)[i] = nvfp4i_bf16_from_double(v);
@@ -74,8 +64,8 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
                        what, t->data.nbytes);
   }
   for (i = 0; i < n; i++) {
-    if ((i & 3) == 0) block_words(seed, (uint64_t)i >> 2,
-                                  normal ? STREAM_NORMAL : STREAM_UNIFORM, w);
+    if ((i & 3) == 0)
+      nvfp4i_philox_block_words(seed, (uint64_t)i >> 2, normal ? STREAM_NORMAL : STREAM_UNIFORM, w);
     if (normal) {
       int p = (int)((i >> 1) & 1);
       double u2 = (double)w[2 * p + 1] * 0x1p-32;

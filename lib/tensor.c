@@ -124,11 +124,14 @@ nvfp4_status nvfp4i_tensor_alloc_plain_uninit (nvfp4_ctx *ctx, nvfp4_shape shape
 }
 
 
-/* The scale buffer s of an fp4 tensor of shape x holds no padding: every
-** byte is a block's scale (M a multiple of 128, K/16 of 4 for rowwise; K of
-** 128, M/16 of 4 for columnwise). */
-static int scale_unpadded (nvfp4_shape s, int64_t rows, int64_t cols) {
-  return s.ndim == 2 && s.dim[0] == rows && s.dim[1] == cols;
+/* A scale buffer of shape s whose blocks' scales fill [rows, cols]: zeroed,
+** unless zero is 0 (a cast's output) and s has no padding beyond them (M a
+** multiple of 128 and K/16 of 4 rowwise, K of 128 and M/16 of 4
+** columnwise), every byte of it then being written by the cast. */
+static nvfp4_status scale_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b, nvfp4_shape s,
+                                 int64_t rows, int64_t cols, int zero) {
+  const int padded = s.ndim != 2 || s.dim[0] != rows || s.dim[1] != cols;
+  return (zero || padded ? nvfp4i_buf_alloc : nvfp4i_buf_alloc_uninit)(ctx, b, s, 1);
 }
 
 
@@ -140,7 +143,6 @@ static nvfp4_status alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape, int row, int c
   nvfp4_status (*data_alloc) (nvfp4_ctx *, nvfp4i_buf *, nvfp4_shape, size_t) =
     zero_data ? nvfp4i_buf_alloc : nvfp4i_buf_alloc_uninit;
   const int64_t M = nvfp4_shape_M(shape), K = nvfp4_shape_K(shape);
-  const nvfp4_shape rs = nvfp4_rowwise_scale_shape(shape), cs = nvfp4_columnwise_scale_shape(shape);
   nvfp4_tensor *t;
   nvfp4_status st = NVFP4_OK;
   *out = NULL;
@@ -152,13 +154,13 @@ static nvfp4_status alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape, int row, int c
   t->has_col = col != 0;
   if (row) {
     CHECK_GOTO(data_alloc(ctx, &t->row_data, nvfp4_rowwise_data_shape(shape), 1), st, fail);
-    CHECK_GOTO((!zero_data && scale_unpadded(rs, M, K / 16) ? nvfp4i_buf_alloc_uninit
-                : nvfp4i_buf_alloc)(ctx, &t->row_scale, rs, 1), st, fail);
+    CHECK_GOTO(scale_alloc(ctx, &t->row_scale, nvfp4_rowwise_scale_shape(shape), M,
+                           K / NVFP4_BLOCK, zero_data), st, fail);
   }
   if (col) {
     CHECK_GOTO(data_alloc(ctx, &t->col_data, nvfp4_columnwise_data_shape(shape), 1), st, fail);
-    CHECK_GOTO((!zero_data && scale_unpadded(cs, K, M / 16) ? nvfp4i_buf_alloc_uninit
-                : nvfp4i_buf_alloc)(ctx, &t->col_scale, cs, 1), st, fail);
+    CHECK_GOTO(scale_alloc(ctx, &t->col_scale, nvfp4_columnwise_scale_shape(shape), K,
+                           M / NVFP4_BLOCK, zero_data), st, fail);
   }
   *out = t;
   return NVFP4_OK;
