@@ -80,7 +80,8 @@ static inline NVFP4I_HD void nvfp4i_philox4x32_10 (const uint32_t ctr[4],
 ** i.e. the first generate4() of TE's init(seed, subsequence = stream,
 ** offset = block).  bytes[j] serves element e = 16*(e/16) + j.
 ** nvfp4i_philox_block_words: the four words of that counter (the kernels
-** take the bytes from them as they go; lib/random.c's streams too). */
+** take the bytes from them as they go; lib/random.c's streams too).  Spec
+** §5.2; w is the caller's; no errors. */
 static inline NVFP4I_HD void nvfp4i_philox_block_words (uint64_t seed, uint64_t block,
                                                         int stream, uint32_t w[4]) {
   uint32_t c[4];

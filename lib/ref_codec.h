@@ -94,7 +94,8 @@ static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode_sr (float y, unsigned r) {
 ** are the code of a rounded down, bits 0..21 the fraction of a step (for
 ** a < 1 rounded down, which decides nothing: r * 2^14 is an integer), so
 ** the sum carries into bit 22 exactly when nvfp4i_e2m1_encode_sr rounds
-** up.  Returns its magnitude code, or 8 where that is 7 (a >= 6 rounded up). */
+** up.  Returns its magnitude code (0..7), or 8 where that is 7 (a >= 6
+** rounded up).  Spec §5.2; no errors. */
 static inline NVFP4I_HD uint32_t nvfp4i_e2m1_sr_rz_term (uint32_t z, uint32_t r) {
   return (z + r * 16384u) >> 22;
 }
