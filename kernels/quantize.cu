@@ -983,6 +983,11 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QFAST_MINB
 #define QFAST_MINB 2
 #endif
+#ifndef QSTAGES
+#define QSTAGES 2               /* 2 or 3 (-DQSTAGES=3 for measuring) */
+#endif
+static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
+
 /* -DEXP_MEMONLY (timing only, wrong bytes): the RN/SR fast kernels keep
 ** their copies, shared reads and global stores (same addresses, same
 ** order) but encode nothing; with -DEXP_NOROWST / -DEXP_NOCOLST also
@@ -992,10 +997,6 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 ** arithmetic, bounds RNE there; without the rowwise stores 1.07 / 0.96,
 ** without the columnwise ones 1.15 / 1.14, loads only 1.52 / 1.64.
 ** Branch exp/col-super-tiles has the columnwise super-tile experiment. */
-#ifndef QSTAGES
-#define QSTAGES 2               /* 2 or 3 (-DQSTAGES=3 for measuring) */
-#endif
-static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 
 template <bool SR, bool RHT, bool AMAX_ONLY>
 __global__ void __launch_bounds__(256, QFAST_MINB)
