@@ -993,10 +993,14 @@ static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 ** order) but encode nothing; with -DEXP_NOROWST / -DEXP_NOCOLST also
 ** without the rowwise / columnwise stores.  Measured on the H200 (ratio
 ** to the copy, [8192, 8192] / [32768, 8192]): 0.715 / 0.531, the same as
-** the encoding kernel at [8192, 8192] -- the access pattern, not the
-** arithmetic, bounds RNE there; without the rowwise stores 1.07 / 0.96,
-** without the columnwise ones 1.15 / 1.14, loads only 1.52 / 1.64.
-** Branch exp/col-super-tiles has the columnwise super-tile experiment. */
+** the encoding kernel at [8192, 8192] -- the access pattern bounds RNE
+** there as much as the instruction issue does; without the rowwise stores
+** 1.07 / 0.96, without the columnwise ones 1.15 / 1.14, loads only 1.52 /
+** 1.64.  Most of the pattern's cost is the scale bytes' 4- and 8-byte
+** stores: without them 0.97 / 0.88.  Branches exp/scale-store-probes,
+** exp/scale-stash and exp/col-super-tiles have the experiments (README,
+** "Measured"): gathering the stores in shared memory helps this build and
+** slows the encoding kernel, whose added instructions cost more. */
 
 template <bool SR, bool RHT, bool AMAX_ONLY>
 __global__ void __launch_bounds__(256, QFAST_MINB)
