@@ -30,10 +30,10 @@ static inline cudaStream_t nvfp4i_stream (nvfp4_ctx *ctx) {
 }
 
 /* CTAs of `threads` for a grid-stride loop over `work` items: enough to
-** cover them, at most `cap` (NVFP4I_GRID_CAP: 32 per SM of an H100/H200),
-** at least 1. */
+** cover them, at most `cap` (by default NVFP4I_GRID_CAP: 32 per SM of an
+** H100/H200), at least 1. */
 #define NVFP4I_GRID_CAP (132 * 32)
-static inline unsigned nvfp4i_grid_for (int64_t work, int threads, int64_t cap) {
+static inline unsigned nvfp4i_grid_for (int64_t work, int threads, int64_t cap = NVFP4I_GRID_CAP) {
   int64_t g = (work + threads - 1) / threads;
   if (g > cap) g = cap;
   return (unsigned)(g < 1 ? 1 : g);

@@ -16,8 +16,6 @@
 #include "fp4_units.h"
 
 
-
-
 /* fp32 multiply with x86 SSE's NaN results, so that NaN outputs (a NaN
 ** scale byte, or amax = Inf times a zero scale) have the reference's bits:
 ** a NaN operand is returned quieted, an invalid product is the default NaN
@@ -115,8 +113,6 @@ dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB, int64_t s
 }
 
 
-
-
 nvfp4_status nvfp4i_cuda_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
                                      nvfp4_tensor *out) {
   int64_t M = nvfp4_shape_M(q->shape), K = nvfp4_shape_K(q->shape), KB = K / 16;
@@ -126,11 +122,11 @@ nvfp4_status nvfp4i_cuda_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
   if (nb == 0) return NVFP4_OK;
   /* units of 8 elements (K is a multiple of 16); each thread takes 4 */
   if (out->dtype == NVFP4_BF16)
-    dequant_kernel<true><<<nvfp4i_grid_for((2 * nb + 3) / 4, 256, NVFP4I_GRID_CAP), 256, 0, s>>>(
+    dequant_kernel<true><<<nvfp4i_grid_for((2 * nb + 3) / 4, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
       q->row_scale.shape.dim[1], q->amax[0], finv, 2 * nb, nb <= 0xffffffffll, out->data.p);
   else
-    dequant_kernel<false><<<nvfp4i_grid_for((2 * nb + 3) / 4, 256, NVFP4I_GRID_CAP), 256, 0, s>>>(
+    dequant_kernel<false><<<nvfp4i_grid_for((2 * nb + 3) / 4, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
       q->row_scale.shape.dim[1], q->amax[0], finv, 2 * nb, nb <= 0xffffffffll, out->data.p);
   CU_LAUNCHED(ctx, "dequant_kernel");
@@ -154,8 +150,8 @@ nvfp4_status nvfp4i_cuda_add_f32 (nvfp4_ctx *ctx, float *acc, const void *src,
                                   nvfp4_dtype dt, size_t n) {
   cudaStream_t s = nvfp4i_stream(ctx);
   if (n == 0) return NVFP4_OK;
-  if (dt == NVFP4_BF16) add_kernel<true><<<nvfp4i_grid_for((int64_t)n, 256, NVFP4I_GRID_CAP), 256, 0, s>>>(acc, src, (int64_t)n);
-  else add_kernel<false><<<nvfp4i_grid_for((int64_t)n, 256, NVFP4I_GRID_CAP), 256, 0, s>>>(acc, src, (int64_t)n);
+  if (dt == NVFP4_BF16) add_kernel<true><<<nvfp4i_grid_for((int64_t)n, 256), 256, 0, s>>>(acc, src, (int64_t)n);
+  else add_kernel<false><<<nvfp4i_grid_for((int64_t)n, 256), 256, 0, s>>>(acc, src, (int64_t)n);
   CU_LAUNCHED(ctx, "add_kernel");
   return NVFP4_OK;
 }

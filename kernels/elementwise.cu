@@ -34,14 +34,10 @@ static __device__ __forceinline__ float ld (const void *p, int bf16, int64_t i) 
 }
 
 
-
-
 static __device__ __forceinline__ void st (void *p, int bf16, int64_t i, float f) {
   if (bf16) ((uint16_t *)p)[i] = nvfp4i_f32_to_bf16(f);
   else ((float *)p)[i] = f;
 }
-
-
 
 
 __global__ void convert_kernel (void *dst, int dst_bf16, const void *src, int src_bf16,
@@ -61,8 +57,8 @@ nvfp4_status nvfp4i_cuda_convert (nvfp4_ctx *ctx, void *dst, nvfp4_dtype dst_dt,
                                   cudaMemcpyDeviceToDevice, s));
     return NVFP4_OK;
   }
-  convert_kernel<<<nvfp4i_grid_for((int64_t)n, THREADS, NVFP4I_GRID_CAP), THREADS, 0, s>>>(dst, dst_dt == NVFP4_BF16, src,
-                                                          src_dt == NVFP4_BF16, (int64_t)n);
+  convert_kernel<<<nvfp4i_grid_for((int64_t)n, THREADS), THREADS, 0, s>>>(dst, dst_dt == NVFP4_BF16, src,
+                                                                         src_dt == NVFP4_BF16, (int64_t)n);
   CU_LAUNCHED(ctx, "convert");
   return NVFP4_OK;
 }

@@ -30,8 +30,6 @@ static nvfp4_status blas_fail (nvfp4_ctx *ctx, cublasStatus_t s, const char *cal
   do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return blas_fail((ctx), s_, #call); } while (0)
 
 
-
-
 /* FP4 [rows, cols] -> exact values (bf16 bits or fp32), no global factor,
 ** by units of 8 elements (kernels/fp4_units.h): 16 bytes of bf16 out per
 ** unit, contiguous across the warp.  BF16: a byte's two codes become a
@@ -116,8 +114,6 @@ __global__ void bias_round (const float *c, const void *bias, int bias_bf16, int
 }
 
 
-
-
 /* The operand as a matrix of type bf16 (or fp32) in its stored layout;
 ** *tmp receives a stream-ordered allocation to free, or NULL. */
 static nvfp4_status materialize (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *op, int bf16,
@@ -132,13 +128,13 @@ static nvfp4_status materialize (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *op, 
   if (n == 0) return NVFP4_OK;
   CU_CHECK(ctx, cudaMallocAsync(tmp, (size_t)n * es, s));
   if (op->dt == NVFP4_FP4) {
-    if (bf16) fp4_expand<true><<<nvfp4i_grid_for(n / 32, 256, NVFP4I_GRID_CAP), 256, 0, s>>>((const uint8_t *)op->data,
-                                  op->scale, op->rows, op->cols, op->scale_ld, *tmp);
-    else fp4_expand<false><<<nvfp4i_grid_for(n / 32, 256, NVFP4I_GRID_CAP), 256, 0, s>>>((const uint8_t *)op->data,
-                                  op->scale, op->rows, op->cols, op->scale_ld, *tmp);
+    if (bf16) fp4_expand<true><<<nvfp4i_grid_for(n / 32, 256), 256, 0, s>>>(
+      (const uint8_t *)op->data, op->scale, op->rows, op->cols, op->scale_ld, *tmp);
+    else fp4_expand<false><<<nvfp4i_grid_for(n / 32, 256), 256, 0, s>>>(
+      (const uint8_t *)op->data, op->scale, op->rows, op->cols, op->scale_ld, *tmp);
   }
-  else if (bf16) plain_convert<true><<<nvfp4i_grid_for(n, 256, NVFP4I_GRID_CAP), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
-  else plain_convert<false><<<nvfp4i_grid_for(n, 256, NVFP4I_GRID_CAP), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
+  else if (bf16) plain_convert<true><<<nvfp4i_grid_for(n, 256), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
+  else plain_convert<false><<<nvfp4i_grid_for(n, 256), 256, 0, s>>>(op->data, op->dt == NVFP4_BF16, n, *tmp);
   CU_LAUNCHED(ctx, "gemm operand expand");
   *p = *tmp;
   return NVFP4_OK;
@@ -220,9 +216,9 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
       CHECK_GOTO(run_gemm(ctx, a, b, alpha, bf16, A, B, tc, CUDA_R_32F), st, done);
   }
   if (tc != NULL && st == NVFP4_OK) {
-    bias_round<<<nvfp4i_grid_for(P * Q, 256, NVFP4I_GRID_CAP), 256, 0, s>>>((const float *)tc, bias ? bias->data.p : NULL,
-                                               bias && bias->dtype == NVFP4_BF16, P, P * Q,
-                                               d->data.p, d->dtype == NVFP4_BF16);
+    bias_round<<<nvfp4i_grid_for(P * Q, 256), 256, 0, s>>>((const float *)tc, bias ? bias->data.p : NULL,
+                                                           bias && bias->dtype == NVFP4_BF16, P, P * Q,
+                                                           d->data.p, d->dtype == NVFP4_BF16);
     if (cudaGetLastError() != cudaSuccess)
       st = nvfp4i_fail(ctx, NVFP4_ECUDA, "gemm: bias_round launch failed");
   }

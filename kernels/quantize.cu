@@ -120,7 +120,6 @@ static __device__ float enc_of (unsigned sf, float s_dec) {
 }
 
 
-
 static __device__ __forceinline__ float absmax16 (const float *v) {
   float a = 0.0f;
 #pragma unroll
@@ -463,9 +462,9 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** the next tile's copies are issued before this tile is encoded.  RHT:
 ** first, warp w rotates the 4 column blocks x 16 columns 16w.. on tensor
 ** cores (rht_tc_warp: 4 ldmatrix.x4.trans, 8 mma.m16n8k16, 16 bf16x2
-** stores into its own ybuf region), which its column path below reads.  Rowwise: thread t owns block t%8 of rows t/8 and
-** t/8 + 32 (a warp writes 4 rows x 64 contiguous bytes), no exchange
-** between threads.  Columnwise:
+** stores into its own ybuf region), which its column path below reads.
+** Rowwise: thread t owns block t%8 of rows t/8 and t/8 + 32 (a warp writes
+** 4 rows x 64 contiguous bytes), no exchange between threads.  Columnwise:
 ** lane = 4*pair + j: the thread reads 16 words (2 adjacent columns, rows
 ** 16j..16j+15) and writes 8 bytes per column; the 4 lanes j = 0..3 of a
 ** column write its 32 contiguous bytes.  The enc tables are built once per
@@ -641,9 +640,10 @@ static __device__ __forceinline__ void unpack8 (uint4 q, float *v) {
 
 
 /* The deferred list of the RHT fast path: the columnwise blocks (index
-** k * (M/16) + mb) failing rht_tc_exact past a CTA's own DCAP.  n counts every deferred
-** block, also those past cap (then the follow-up scans all blocks); the
-** follow-up kernel resets n and done for the next launch on the stream. */
+** k * (M/16) + mb) failing rht_tc_exact past a CTA's own DCAP.  n counts
+** every deferred block, also those past cap (then the follow-up scans all
+** blocks); the follow-up kernel resets n and done for the next launch on
+** the stream. */
 struct slow_list {
   unsigned long long n;
   unsigned done, pad;
@@ -658,8 +658,9 @@ static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, 
 
 
 /* Tile t -> (m-tile, k-tile), grouped: panels of QPANEL m-tiles, walked
-** column by column within a panel (tile_walk: a CTA's tiles t, t + grid, ...).  The ~528 tiles in flight at once then
-** form a block of about 32 x 16 tiles (2048 rows x 2048 columns), so every
+** column by column within a panel (tile_walk: a CTA's tiles t, t + grid,
+** ...).  The ~528 tiles in flight at once then form a block of about
+** 32 x 16 tiles (2048 rows x 2048 columns), so every
 ** output row -- rowwise rows of rdata and columnwise rows of cdata alike --
 ** receives about 1 KB of contiguous bytes at a time, instead of the 32-byte
 ** pieces per column that a plain row-major walk scatters over all K. */
@@ -1596,7 +1597,8 @@ __global__ void amax_rht_kernel (const uint16_t *x, int64_t M, int64_t K,
 }
 
 
-
+/* The amax kernels' grid cap: 16 CTAs per SM (half the default). */
+#define AMAX_GRID_CAP (132 * 16)
 
 nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
                                unsigned sign_mask, float amax[2]) {
@@ -1611,7 +1613,7 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
     const uint16_t *p = (const uint16_t *)x->data.p;
     const bool fused = rht && fast_ok(x, M, K, 0);   /* qfast_kernel<.., AMAX_ONLY> does both */
     if (n16 > 0 && !fused)
-      amax_kernel<uint16_t><<<nvfp4i_grid_for(n16, 256, 132 * 16), 256, 0, s>>>(p, n16, c->amax_dev);
+      amax_kernel<uint16_t><<<nvfp4i_grid_for(n16, 256, AMAX_GRID_CAP), 256, 0, s>>>(p, n16, c->amax_dev);
     if (n % 16) amax_tail_kernel<uint16_t><<<1, 256, 0, s>>>(p, n16 * 16, n, c->amax_dev);
     if (fused) {
       qparams p;
@@ -1625,12 +1627,12 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
       launch_fix<false, true>(p, c->amax_dev + 1, s);
     }
     else if (rht && M % 16 == 0)
-      amax_rht_kernel<<<nvfp4i_grid_for((M / 16) * K, 128, 132 * 16), 128, 0, s>>>(p, M, K, sign_mask,
-                                                                 c->amax_dev + 1);
+      amax_rht_kernel<<<nvfp4i_grid_for((M / 16) * K, 128, AMAX_GRID_CAP), 128, 0, s>>>(p, M, K, sign_mask,
+                                                                                    c->amax_dev + 1);
   }
   else {
     const float *p = (const float *)x->data.p;
-    if (n16 > 0) amax_kernel<float><<<nvfp4i_grid_for(n16, 256, 132 * 16), 256, 0, s>>>(p, n16, c->amax_dev);
+    if (n16 > 0) amax_kernel<float><<<nvfp4i_grid_for(n16, 256, AMAX_GRID_CAP), 256, 0, s>>>(p, n16, c->amax_dev);
     if (n % 16) amax_tail_kernel<float><<<1, 256, 0, s>>>(p, n16 * 16, n, c->amax_dev);
   }
   CU_LAUNCHED(ctx, "amax_kernel");
