@@ -1128,7 +1128,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
       uint8_t *rsc = p.rscale + ((size_t)m0 * p.rsld + k0 / 16) + rso_sc;
 #pragma unroll
       for (int ii = 0; ii < 2; ii++) {
-        const uint32_t m = m0 + rrow + 32 * ii;
+        /* SR: the block's Philox counter (spec §5.2), fast and exact path */
+        const uint64_t rblk = SR ? rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16) : 0;
         const uint4 q0 = *(const uint4 *)((const char *)shs + rso[ii][0]);
         const uint4 q1 = *(const uint4 *)((const char *)shs + rso[ii][1]);
         float v[16], a = 0.0f;
@@ -1169,8 +1170,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           const float enc = renc[sf];
           if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
             uint32_t w[4];
-            const uint64_t blk = rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16);
-            nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_ROWWISE, w);
+            nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, w);
             const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
             const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
             o0 = signs8(q0, codes8_sr(v, enc, w0));
@@ -1184,10 +1184,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
           for (int e = 0; e < 16; e++) a = fmaxf(a, fabsf(v[e]));
           sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
-          if (SR) {
-            const uint64_t blk = p.offset + (uint64_t)m * (K / 16) + k0 / 16 + rb;
-            nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_ROWWISE, w);
-          }
+          if (SR) nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, w);
           /* SR bytes 0..7 go with the low chunk, 8..15 with the high one */
           const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
           const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
@@ -1274,7 +1271,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         }
         else {
           float v[16], a = 0.0f;
-          const uint32_t k = k0 + 2 * pc + cc;
+          /* SR: the block's Philox counter (spec §5.2), fast and exact path */
+          const uint64_t cblk = SR ? cctr + ((uint64_t)(k0 + cc) * (M / 16) + m0 / 16) : 0;
 #pragma unroll
           for (int r = 0; r < 16; r++)
             v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
@@ -1300,8 +1298,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             const float enc = cenc[sf];
             if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
               uint32_t wr[4];
-              const uint64_t blk = cctr + ((uint64_t)(k0 + cc) * (M / 16) + m0 / 16);
-              nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_COLUMNWISE, wr);
+              nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
               *(uint2 *)(cd + (size_t)cc * (M / 2)) =
                 make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
                            col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2)));
@@ -1315,10 +1312,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           /* the exact path (NaN, Inf, saturation) */
           const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
           uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
-          if (SR) {
-            uint64_t blk = p.offset + (uint64_t)k * (M / 16) + mb;
-            nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_COLUMNWISE, wr);
-          }
+          if (SR) nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
           enc_n<SR, 16>(v, cenc[sf], wr, out);
           *(uint2 *)(cd + (size_t)cc * (M / 2)) = make_uint2(out[0], out[1]);
           csc[(size_t)cc * p.csld] = (uint8_t)sf;
