@@ -39,7 +39,6 @@
 #include <string.h>
 #include <mutex>
 #include <type_traits>
-#include <cuda_fp8.h>
 #include <cuda_bf16.h>
 #include "config.h"
 #include "cuda_int.h"
@@ -54,28 +53,36 @@
 /* ---- element codecs ----------------------------------------------------- */
 
 /* fp32 -> E2M1 RNE satfinite, equal to nvfp4i_e2m1_encode for every input:
-** code = min(rn(2a), rn(a+2), rn(a/2+4), 7) for a = |y| (each rn rounds to
-** an integer by adding 2^23; the three grids are steps 0.5, 1, 2 and their
-** minimum is the right one in each range).  NaN -> 0x7, sign kept
-** otherwise (-0 -> 0x8).
+** for a = |y| < 6.5 the code is the smaller of two rounding grids, each an
+** fp32 add of a large constant that rounds to an integer (RNE, ties to the
+** even integer as E2M1 ties to the even code):
+**   g1 = fl(2a + 2^24 - 6): below 2^24 (ulp 1) for a < 3, 2^24 - 6 + rn(2a),
+**        the step-0.5 grid of [0, 2);
+**   g2 = fl(a + 2^24 - 4): 2^24 - 4 + rn(a) below 2^24 (ulp 1, the step-1
+**        grid of [2, 4)), 2^24 + 2 rn((a - 4) / 2) from a = 4 (ulp 2, the
+**        step-2 grid of [4, 8)).
+** As bits, 2^24 - 6 + n is 0x4B7FFFFA + n and 2^24 + 2n is 0x4B800000 + n, so
+** both are RN_GRID_BASE + code where they are right, and each is larger
+** where the other is right (g1 for a >= 1.75, g2 below); positive floats
+** order as their bits, so the code is min(g1, g2) - RN_GRID_BASE, one
+** integer min.  Checked against the former three grids (2a, a + 2, a/2 + 4
+** on 2^23) for every fp32 a in [0, 6.5): no difference.  NaN -> 0x7, sign
+** kept otherwise (-0 -> 0x8).
 **
-** rn_grid: the bits of the winning grid value 2^23 + code (0x4B000000 +
-** code) for a magnitude 0 <= a < 6.5 (the three grids' minimum; at most 7
-** there).  The grid values are positive floats, which order as their bits:
-** the minimum is one three-input integer min (VIMNMX3) instead of two
-** float mins. */
+** rn_grid: RN_GRID_BASE + code for a magnitude 0 <= a < 6.5. */
+#define RN_GRID_BASE 0x4B7FFFFAu
+
 static __device__ __forceinline__ uint32_t rn_grid (float a) {
-  return min(min(__float_as_uint(__fmaf_rn(a, 2.0f, 8388608.0f)),
-                 __float_as_uint(__fadd_rn(a, 8388610.0f))),
-             __float_as_uint(__fmaf_rn(a, 0.5f, 8388612.0f)));
+  return min(__float_as_uint(__fmaf_rn(a, 2.0f, 16777210.0f)),
+             __float_as_uint(__fadd_rn(a, 16777212.0f)));
 }
 
 
 /* The rule without the NaN clamp, for inputs that are never NaN: |y| is
 ** first clamped to 6 (code 7; one min with the absolute value as its
-** operand modifier), which also keeps every grid below 2^23 + 8. */
+** operand modifier). */
 static __device__ __forceinline__ unsigned e2m1_rn_fast (float y) {
-  return (rn_grid(fminf(fabsf(y), 6.0f)) & 7u) | ((__float_as_uint(y) >> 28) & 8u);
+  return (rn_grid(fminf(fabsf(y), 6.0f)) - RN_GRID_BASE) | ((__float_as_uint(y) >> 28) & 8u);
 }
 
 
@@ -105,9 +112,13 @@ static __device__ __forceinline__ unsigned e2m1_sr (float y, unsigned r) {
 
 
 /* E4M3 RNE satfinite by the hardware conversion (cvt.rn.satfinite.e4m3x2;
-** spec §2: equal to nvfp4i_e4m3_encode). */
+** spec §2: equal to nvfp4i_e4m3_encode); the pair's other byte is that of
+** +0, so the result is the byte itself (no mask before it indexes). */
 static __device__ __forceinline__ unsigned e4m3_rn (float s) {
-  return (unsigned)__nv_cvt_float_to_fp8(s, __NV_SATFINITE, __NV_E4M3);
+  unsigned r;
+  asm("{ .reg .b16 t, z; mov.b16 z, 0; cvt.rn.satfinite.e4m3x2.f32 t, %1, %2; mov.b32 %0, {t, z}; }"
+      : "=r"(r) : "f"(0.0f), "f"(s));
+  return r;
 }
 
 
@@ -523,8 +534,8 @@ static __device__ __forceinline__ float sr_rb (const uint32_t *w, int e) {
 
 /* 8 codes of v[0..8) * enc packed low nibble first; SR bytes from words w
 ** (byte e of the block -> word e/4, byte e%4; e = e0 + i).  The winning
-** grid value's bits, m_i = B + code_i (B = 0x4B000000 for RN, whose grid
-** values are 2^23 + code, 0x4B0000 for SR, see e2m1_sr_bits), are packed as
+** grid value's bits, m_i = B + code_i (B = RN_GRID_BASE for RN, see
+** rn_grid; 0x4B0000 for SR, see e2m1_sr_bits), are packed as
 ** they are by multiply-adds (acc*16 + m_i): the B parts add up to
 ** B * 0x11111111 mod 2^32, removed by one add; the signs (bit 31
 ** of y, 0 for the GPU's canonical NaN) go in the same way at bit 3 of each
@@ -532,7 +543,7 @@ static __device__ __forceinline__ float sr_rb (const uint32_t *w, int e) {
 template <bool SR>
 static __device__ __forceinline__ uint32_t enc8 (const float *v, float enc, const uint32_t *w,
                                                  int e0) {
-  const uint32_t B = SR ? 0x4B0000u : 0x4B000000u;
+  const uint32_t B = SR ? 0x4B0000u : RN_GRID_BASE;
   uint32_t acc = 0, sg = 0;
 #pragma unroll
   for (int i = 7; i >= 0; i--) {
@@ -557,8 +568,8 @@ static __device__ __forceinline__ void enc_n (const float *v, float enc,
 
 /* The RN fast path of qfast_kernel, for blocks whose largest |y| =
 ** fl(amax_b * enc) is below 6.5 (so no NaN, no Inf, no saturation: every
-** scaled magnitude a < 6.5, and min(rn(2a), rn(a) + 2, rn(a/2) + 4) is
-** already at most 7 without e2m1_rn_fast's clamp).  a = fl(|v| * enc) =
+** scaled magnitude a < 6.5, rn_grid's domain, where its code is already at
+** most 7 without e2m1_rn_fast's clamp).  a = fl(|v| * enc) =
 ** |fl(v * enc)|; the signs come from the bf16 input words (enc > 0, so
 ** sign(y) = sign(v), -0 included), placed with byte permutes (prmt's
 ** sign-replicating selectors): se holds 0x00/0xFF bytes for elements 0, 2,
@@ -590,7 +601,7 @@ static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float en
   for (int i = 7; i >= 0; i--) {
     acc = acc * 16u + rn_grid(__fmul_rn(fabsf(v[i]), enc));
   }
-  return acc - 0xFB000000u;
+  return acc - RN_GRID_BASE * 0x11111111u;
 }
 
 
@@ -804,6 +815,34 @@ static __device__ __forceinline__ float amax16_nan (uint4 q0, uint4 q1) {
   const uint32_t m = hmax_abs2(hmax_abs2(hmax_abs2(q0.x, q0.y), hmax_abs2(q0.z, q0.w)),
                                hmax_abs2(hmax_abs2(q1.x, q1.y), hmax_abs2(q1.z, q1.w)));
   return fmax_nan(fabsf(__uint_as_float(m << 16)), fabsf(__uint_as_float(m & 0xffff0000u)));
+}
+
+
+/* Global stores through a pointer the compiler cannot trace to a kernel
+** parameter (opaque64 below): st.global, where plain C++ would give the
+** generic st. */
+static __device__ __forceinline__ void stg_u8 (uint8_t *p, uint32_t v) {
+  asm("st.global.u8 [%0], %1;" :: "l"(p), "r"(v));
+}
+
+static __device__ __forceinline__ void stg_v2 (uint8_t *p, uint2 v) {
+  asm("st.global.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(v.x), "r"(v.y));
+}
+
+
+/* Shared-memory loads from 32-bit shared addresses (kept in registers:
+** the compiler otherwise rebuilds the shared window's base per tile). */
+static __device__ __forceinline__ uint4 lds_v4 (uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
+  return v;
+}
+
+static __device__ __forceinline__ uint32_t lds_u32 (uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a) : "memory");
+  return v;
 }
 
 
@@ -1047,15 +1086,18 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   uint32_t goff[4], soff[4], rso[2][2];
 #pragma unroll
   for (int ii = 0; ii < 2; ii++) {
-    rso[ii][0] = opaque(4 * sh_word<frow>(rrow + 32 * ii, 4 * c0));
-    rso[ii][1] = opaque(4 * sh_word<frow>(rrow + 32 * ii, 4 * c1));
+    rso[ii][0] = opaque(sbase + 4 * sh_word<frow>(rrow + 32 * ii, 4 * c0));
+    rso[ii][1] = opaque(sbase + 4 * sh_word<frow>(rrow + 32 * ii, 4 * c1));
   }
 #pragma unroll
   for (int i = 0; i < 4; i++) {
     goff[i] = opaque(2 * ((uint32_t)(i * 16 + rr) * K + 8 * ch));
     soff[i] = opaque(sbase + 4 * sh_word<frow>(i * 16 + rr, 4 * ch));
   }
-  const uint32_t cso = opaque(4 * sh_word<frow>(16 * j, pc));
+  const uint32_t cso = opaque(sbase + 4 * sh_word<frow>(16 * j, pc));
+  /* the multipliers' tables (shared addresses) */
+  const uint32_t rencs = (uint32_t)__cvta_generic_to_shared(renc);
+  const uint32_t cencs = (uint32_t)__cvta_generic_to_shared(cenc);
   /* RHT: the A fragment, this lane's ldmatrix row (row 8(q&1) + lane%8 of
   ** each m-block, chunk 2 warp + q/2 of matrix q = lane/8; the XOR with the
   ** m-block is added per block) and its ybuf region */
@@ -1066,14 +1108,19 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     rht_a_frag(p.mask, lane, rha);
     lm = opaque(sbase + 4 * ((8 * (q & 1) + (lane & 7)) * FROW_RHT) + 16 * (q >> 1));
   }
-  const uint32_t rdo = opaque(rrow * (K / 2) + rb * 8), rso_sc = opaque(rrow * (uint32_t)p.rsld + rb);
+  /* the outputs' addresses: the thread's own parts here (64-bit pointers),
+  ** the tile's parts as 32-bit offsets per tile (fast_ok: every output is
+  ** below 4 GiB) */
+  const uint32_t M = (uint32_t)p.M, rsld = (uint32_t)p.rsld, csld = (uint32_t)p.csld;
+  uint8_t *const rdb = (uint8_t *)opaque64((size_t)(p.rdata + rrow * (K / 2) + rb * 8));
+  uint8_t *const rsb = (uint8_t *)opaque64((size_t)(p.rscale + rrow * rsld + rb));
+  uint8_t *const cdb = (uint8_t *)opaque64((size_t)(p.cdata + (size_t)(2 * pc) * (M / 2) + 8 * j));
+  uint8_t *const csb = (uint8_t *)opaque64((size_t)(p.cscale + (size_t)(2 * pc) * csld + j));
   /* SR: the Philox counters (spec §5.2: offset + the block's index) less
   ** the tile's part: row block rb of row rrow, column block j of column
   ** 2pc; per tile m0*(K/16) + k0/16, k0*(M/16) + m0/16 are added */
   const uint64_t rctr = SR ? opaque64(p.offset + (uint64_t)rrow * (K / 16) + rb) : 0;
   const uint64_t cctr = SR ? opaque64(p.offset + (uint64_t)(2 * pc) * (uint64_t)(p.M / 16) + j) : 0;
-  const size_t cdo = opaque64((size_t)(2 * pc) * (size_t)(p.M / 2) + 8 * j);
-  const size_t cso_sc = opaque64((size_t)(2 * pc) * (size_t)p.csld + j);
 #define QFAST_LOAD(stage, tm0, tk0) do {                                           \
     const char *src_ = (const char *)p.x + 2 * ((size_t)(tm0) * K + (tk0));          \
     _Pragma("unroll")                                                              \
@@ -1105,7 +1152,6 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   auto step = [&] (auto stage) -> bool {
     constexpr unsigned st = decltype(stage)::value, ls = (st + QSTAGES - 1) % QSTAGES;
     if (tile >= ntiles) return false;
-    const uint32_t *shs = sh + st * fstage;
     const uint32_t m0 = cm[st], k0 = ck[st];
     cp_wait<QSTAGES - 2>();
     __syncthreads();          /* the tile is in; stage ls's reads (the previous tile) are done */
@@ -1124,14 +1170,13 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     cp_commit();
 
     if (!AMAX_ONLY && p.row) {
-      uint8_t *rd = p.rdata + ((size_t)m0 * (K / 2) + k0 / 2) + rdo;
-      uint8_t *rsc = p.rscale + ((size_t)m0 * p.rsld + k0 / 16) + rso_sc;
+      const uint32_t ro = m0 * (K / 2) + k0 / 2, rsco = m0 * rsld + k0 / 16;
 #pragma unroll
       for (int ii = 0; ii < 2; ii++) {
         /* SR: the block's Philox counter (spec §5.2), fast and exact path */
         const uint64_t rblk = SR ? rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16) : 0;
-        const uint4 q0 = *(const uint4 *)((const char *)shs + rso[ii][0]);
-        const uint4 q1 = *(const uint4 *)((const char *)shs + rso[ii][1]);
+        const uint4 q0 = lds_v4(rso[ii][0] + st * (4 * fstage));
+        const uint4 q1 = lds_v4(rso[ii][1] + st * (4 * fstage));
         float v[16], a = 0.0f;
         uint32_t o0, o1;
         unsigned sf;
@@ -1139,10 +1184,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #ifdef EXP_MEMONLY
         if (!RHT) {               /* timing only (see EXP_MEMONLY above) */
 #ifndef EXP_NOROWST
-          *(uint2 *)(rd + (size_t)ii * 16 * K) = make_uint2(q0.x ^ q0.y ^ q0.z ^ q0.w, q1.x ^ q1.y ^ q1.z ^ q1.w);
-          rsc[(size_t)ii * 32 * p.rsld] = (uint8_t)(q0.x ^ q1.w);
+          stg_v2(rdb + (ro + ii * 16 * K), make_uint2(q0.x ^ q0.y ^ q0.z ^ q0.w, q1.x ^ q1.y ^ q1.z ^ q1.w));
+          stg_u8(rsb + (rsco + ii * 32 * rsld), q0.x ^ q1.w);
 #else
-          if ((q0.x ^ q1.w) == 0x12345678u) rsc[0] = 1;
+          if ((q0.x ^ q1.w) == 0x12345678u) stg_u8(rsb + rsco, 1u);
 #endif
           continue;
         }
@@ -1155,7 +1200,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           /* no FLT_MAX clamp: a NaN block gets the NaN byte, whose enc fails
           ** the bound below, and an Inf block fails it anyway */
           sf = e4m3_rn(__fmul_rn(a, p.rm));
-          const float enc = renc[sf];
+          const float enc = __uint_as_float(lds_u32(rencs + 4 * sf));
           if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
             o0 = signs8(q0, codes8_fast(v, enc));
             o1 = signs8(q1, codes8_fast(v + 8, enc));
@@ -1167,7 +1212,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           ** from the words; a NaN amax fails the bound */
           a = amax16_nan(q0, q1);
           sf = e4m3_rn(__fmul_rn(a, p.rm));     /* no clamp, as for RN */
-          const float enc = renc[sf];
+          const float enc = __uint_as_float(lds_u32(rencs + 4 * sf));
           if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
             uint32_t w[4];
             nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, w);
@@ -1191,20 +1236,18 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           o0 = enc8<SR>(v, renc[sf], w0, 0);
           o1 = enc8<SR>(v + 8, renc[sf], w1, 0);
         }
-        *(uint2 *)(rd + (size_t)ii * 16 * K) = swap ? make_uint2(o1, o0) : make_uint2(o0, o1);
-        rsc[(size_t)ii * 32 * p.rsld] = (uint8_t)sf;
+        stg_v2(rdb + (ro + ii * 16 * K), swap ? make_uint2(o1, o0) : make_uint2(o0, o1));
+        stg_u8(rsb + (rsco + ii * 32 * rsld), sf);
       }
     }
 
     if (AMAX_ONLY || p.col) {
       uint32_t wd[16], yd[RHT ? 16 : 1];
-      const uint32_t mb = m0 / 16 + j, M = (uint32_t)p.M;
-      const uint32_t *cbase = (const uint32_t *)((const char *)shs + cso);  /* rows 16j.. */
+      const uint32_t mb = m0 / 16 + j;
       /* column k0 + 2pc's output row (the next column's is M/2 further) */
-      [[maybe_unused]] uint8_t *cd = p.cdata + ((size_t)k0 * (M / 2) + m0 / 2) + cdo;
-      [[maybe_unused]] uint8_t *csc = p.cscale + ((size_t)k0 * p.csld + m0 / 16) + cso_sc;
+      [[maybe_unused]] const uint32_t co = k0 * (M / 2) + m0 / 2, cso_t = k0 * csld + m0 / 16;
 #pragma unroll
-      for (int r = 0; r < 16; r++) wd[r] = cbase[r * frow];
+      for (int r = 0; r < 16; r++) wd[r] = lds_u32(cso + st * (4 * fstage) + r * (4 * frow));  /* rows 16j.. */
 #ifdef EXP_MEMONLY
       if (!RHT) {                 /* timing only */
         uint32_t x0 = 0, x1 = 0;
@@ -1213,10 +1256,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
         for (int cc = 0; cc < 2; cc++) {
 #ifndef EXP_NOCOLST
-          *(uint2 *)(cd + (size_t)cc * (M / 2)) = make_uint2(x0 + cc, x1);
-          csc[(size_t)cc * p.csld] = (uint8_t)(x0 >> (8 * cc));
+          stg_v2(cdb + (co + cc * (M / 2)), make_uint2(x0 + cc, x1));
+          stg_u8(csb + (cso_t + cc * csld), x0 >> (8 * cc));
 #else
-          if ((x0 ^ x1) == 0x12345678u + cc) csc[0] = 1;
+          if ((x0 ^ x1) == 0x12345678u + cc) stg_u8(csb + cso_t, 1u);
 #endif
         }
         tile += gridDim.x;
@@ -1281,12 +1324,12 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             ** (cc = 1) of the words */
             a = wm;
             const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));   /* as rowwise */
-            const float enc = cenc[sf];
+            const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
             if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
-              *(uint2 *)(cd + (size_t)cc * (M / 2)) =
-                make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
-                           col_signs8(src + 8, cc, codes8_fast(v + 8, enc)));
-              csc[(size_t)cc * p.csld] = (uint8_t)sf;
+              stg_v2(cdb + (co + cc * (M / 2)),
+                     make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
+                                col_signs8(src + 8, cc, codes8_fast(v + 8, enc))));
+              stg_u8(csb + (cso_t + cc * csld), sf);
               continue;
             }
             a = 0.0f;
@@ -1295,14 +1338,14 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             /* SR fast path (see codes8_sr), signs as above */
             a = wm;
             const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));
-            const float enc = cenc[sf];
+            const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
             if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
               uint32_t wr[4];
               nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
-              *(uint2 *)(cd + (size_t)cc * (M / 2)) =
-                make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
-                           col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2)));
-              csc[(size_t)cc * p.csld] = (uint8_t)sf;
+              stg_v2(cdb + (co + cc * (M / 2)),
+                     make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
+                                col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2))));
+              stg_u8(csb + (cso_t + cc * csld), sf);
               continue;
             }
             a = 0.0f;
@@ -1314,8 +1357,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
           if (SR) nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
           enc_n<SR, 16>(v, cenc[sf], wr, out);
-          *(uint2 *)(cd + (size_t)cc * (M / 2)) = make_uint2(out[0], out[1]);
-          csc[(size_t)cc * p.csld] = (uint8_t)sf;
+          stg_v2(cdb + (co + cc * (M / 2)), make_uint2(out[0], out[1]));
+          stg_u8(csb + (cso_t + cc * csld), sf);
         }
       }
     }
@@ -1399,10 +1442,13 @@ static int sm_count (void) {
 }
 
 
-/* The fast path applies: bf16, whole 64x128 tiles, 1D, sizes in 32 bits. */
+/* The fast path applies: bf16, whole 64x128 tiles, 1D, sizes in 32 bits,
+** each output below 4 GiB (M*K/2 bytes of codes: qfast_kernel's 32-bit
+** offsets). */
 static bool fast_ok (const nvfp4_tensor *x, int64_t M, int64_t K, int two_d) {
   return x->dtype == NVFP4_BF16 && !two_d && M % FM == 0 && K % FK == 0 &&
-         K < (1 << 24) && M < (1ll << 31) && (M / FM) * (K / FK) < (1ll << 31);
+         K < (1 << 24) && M < (1ll << 31) && (M / FM) * (K / FK) < (1ll << 31) &&
+         (uint64_t)M * (uint64_t)K < (1ull << 33);
 }
 
 
