@@ -52,29 +52,15 @@
 
 /* ---- element codecs ----------------------------------------------------- */
 
-/* fp32 -> E2M1 RNE satfinite, equal to nvfp4i_e2m1_encode for every input:
-** for a = |y| < 6.5 the code is the smaller of two rounding grids, each an
-** fp32 add of a large constant that rounds to an integer (RNE, ties to the
-** even integer as E2M1 ties to the even code):
-**   g1 = fl(2a + 2^24 - 6): below 2^24 (ulp 1) for a < 3, 2^24 - 6 + rn(2a),
-**        the step-0.5 grid of [0, 2);
-**   g2 = fl(a + 2^24 - 4): 2^24 - 4 + rn(a) below 2^24 (ulp 1, the step-1
-**        grid of [2, 4)), 2^24 + 2 rn((a - 4) / 2) from a = 4 (ulp 2, the
-**        step-2 grid of [4, 8)).
-** As bits, 2^24 - 6 + n is 0x4B7FFFFA + n and 2^24 + 2n is 0x4B800000 + n, so
-** both are RN_GRID_BASE + code where they are right, and each is larger
-** where the other is right (g1 for a >= 1.75, g2 below); positive floats
-** order as their bits, so the code is min(g1, g2) - RN_GRID_BASE, one
-** integer min.  Checked against the former three grids (2a, a + 2, a/2 + 4
-** on 2^23) for every fp32 a in [0, 6.5): no difference.  NaN -> 0x7, sign
-** kept otherwise (-0 -> 0x8).
-**
-** rn_grid: RN_GRID_BASE + code for a magnitude 0 <= a < 6.5. */
-#define RN_GRID_BASE 0x4B7FFFFAu
+/* fp32 -> E2M1 RNE satfinite, equal to nvfp4i_e2m1_encode for every input.
+** rn_grid: RN_GRID_BASE + code for a magnitude 0 <= a < 6.5, from two
+** rounding grids and one integer min (nvfp4i_e2m1_rn_grid, lib/ref_codec.h;
+** the former three grids cost one more instruction per element).  NaN ->
+** 0x7, sign kept otherwise (-0 -> 0x8). */
+#define RN_GRID_BASE NVFP4I_RN_GRID_BASE
 
 static __device__ __forceinline__ uint32_t rn_grid (float a) {
-  return min(__float_as_uint(__fmaf_rn(a, 2.0f, 16777210.0f)),
-             __float_as_uint(__fadd_rn(a, 16777212.0f)));
+  return nvfp4i_e2m1_rn_grid(a);
 }
 
 

@@ -62,6 +62,32 @@ static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode (float y) {
 }
 
 
+/* The round-to-nearest-even code by two fp32 roundings, for the CUDA fast
+** path (kernels/quantize.cu, rn_grid): for a = |y| in [0, 6.5) returns
+** NVFP4I_RN_GRID_BASE + nvfp4i_e2m1_encode(a).  Each term adds a constant
+** that leaves one rounding step per grid point, RNE (ties to the even
+** integer, as E2M1 ties to the even code):
+**   fl(2a + 2^24 - 6) = 2^24 - 6 + rn(2a) for a < 3 (ulp 1): the step-0.5
+**     grid of [0, 2);
+**   fl(a + 2^24 - 4) = 2^24 - 4 + rn(a) below 4 (ulp 1: the step-1 grid of
+**     [2, 4)) and 2^24 + 2 rn((a - 4) / 2) from 4 (ulp 2: the step-2 grid).
+** As bits, 2^24 - 6 + n is 0x4B7FFFFA + n and 2^24 + 2n is 0x4B800000 + n:
+** both are NVFP4I_RN_GRID_BASE + code where they are right, and each is
+** larger where the other is right (the first from a = 1.75, the second
+** below), so the smaller bit pattern (positive floats order as their bits)
+** is the answer.  The product 2a is exact, so the fma rounds once.  Equal
+** to nvfp4i_e2m1_encode for every fp32 a in [0, 6.5) (checked over all of
+** them once; test_ref_codec samples the ties).  No errors; a >= 6.5, Inf
+** and NaN are outside its domain. */
+#define NVFP4I_RN_GRID_BASE 0x4B7FFFFAu
+
+static inline NVFP4I_HD uint32_t nvfp4i_e2m1_rn_grid (float a) {
+  uint32_t g1 = nvfp4i_f32_bits(fmaf(a, 2.0f, 16777210.0f));
+  uint32_t g2 = nvfp4i_f32_bits(a + 16777212.0f);
+  return g1 < g2 ? g1 : g2;
+}
+
+
 /* fp32 -> E2M1 with stochastic rounding by the random byte r (spec §5.2
 ** software rule): with lo <= |y| < hi the two grid neighbours and
 ** frac = (|y| - lo) / (hi - lo), round away from zero iff

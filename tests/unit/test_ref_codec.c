@@ -190,6 +190,51 @@ static void test_e2m1_sr_rz_term (void **state) {
 }
 
 
+static void check_rn_grid (float a) {
+  uint32_t g = nvfp4i_e2m1_rn_grid(a);
+  if (g - NVFP4I_RN_GRID_BASE != nvfp4i_e2m1_encode(a))
+    fail_msg("rn_grid(%a) = 0x%08x, code %u; nvfp4i_e2m1_encode gives %u", (double)a, g,
+             g - NVFP4I_RN_GRID_BASE, nvfp4i_e2m1_encode(a));
+}
+
+/* The CUDA fast path's RN by two rounding grids (nvfp4i_e2m1_rn_grid)
+** against nvfp4i_e2m1_encode on [0, 6.5): every multiple of 2^-10 (the
+** ties 0.25, 0.75, ..., 5 among them) and its two float neighbours on each
+** side, random floats, subnormals, and the ends of the domain. */
+static void test_e2m1_rn_grid (void **state) {
+  uint32_t seed = 4242, k;
+  int d;
+  for (k = 0; k < 6656; k++) {          /* 6.5 * 1024 */
+    float g = (float)k / 1024.0f;
+    uint32_t u;
+    memcpy(&u, &g, 4);
+    for (d = -2; d <= 2; d++) {
+      uint32_t v = u + (uint32_t)d;
+      float a;
+      if (g == 0.0f && d < 0) continue;
+      memcpy(&a, &v, 4);
+      if (a < 6.5f) check_rn_grid(a);
+    }
+  }
+  for (k = 0; k < 200000; k++) {
+    uint32_t v;
+    float a;
+    seed = seed * 1664525u + 1013904223u;
+    v = seed % 0x40D00000u;             /* every float in [0, 6.5) */
+    memcpy(&a, &v, 4);
+    check_rn_grid(a);
+  }
+  check_rn_grid(0x1p-149f);
+  check_rn_grid(0x1p-126f);
+  check_rn_grid(0x1.fffffep-3f);
+  check_rn_grid(0x1.000002p-2f);
+  check_rn_grid(0x1.7ffffep+1f);
+  check_rn_grid(0x1.fffffep+1f);
+  check_rn_grid(6.0f);
+  check_rn_grid(0x1.9ffffep+2f);        /* the largest float below 6.5 */
+}
+
+
 /* SR with Philox bytes: the mean of many draws is within 3 sigma of y. */
 static void test_e2m1_sr_philox_mean (void **state) {
   static const float ys[] = {0.3f, -1.2f, 2.3f, 4.9f, 0.1f, -3.3f};
@@ -427,6 +472,7 @@ int main (void) {
     cmocka_unit_test(test_e2m1_sr_examples),
     cmocka_unit_test(test_e2m1_sr_unbiased),
     cmocka_unit_test(test_e2m1_sr_rz_term),
+    cmocka_unit_test(test_e2m1_rn_grid),
     cmocka_unit_test(test_e2m1_sr_philox_mean),
     cmocka_unit_test(test_e4m3_decode_all),
     cmocka_unit_test(test_e4m3_encode_ties),
