@@ -27,10 +27,11 @@
 ** (bf16 shapes of whole 64x128 tiles: one pass of qfast_kernel<AMAX_ONLY>
 ** for both amaxes).
 **
-** The fast path (bf16, whole 64x128 tiles; qfast_kernel below) has its own
-** mapping, described there; its RHT runs on tensor cores (mma.sync bf16,
-** fp32 accumulation) for the blocks where that is provably exact, the rest
-** exactly as the reference (rht16) after the CTA's tiles.
+** The fast path (bf16, whole 64x128 tiles, or 128x128 where M allows and
+** there is no RHT; qfast_kernel below) has its own mapping, described
+** there; its RHT runs on tensor cores (mma.sync bf16, fp32 accumulation) for
+** the blocks where that is provably exact, the rest exactly as the
+** reference (rht16) after the CTA's tiles.
 */
 #include <float.h>
 #include <stdint.h>
@@ -449,22 +450,27 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 }
 
 
-/* ---- fast path: BF16, M % 64 == 0, K % 128 == 0, 1D blocks ------------------
+/* ---- fast path: BF16, M % 64 == 0, K % 128 == 0, 1D blocks ---------------
 **
-** Persistent CTAs of 256 threads walk 64x128 tiles (grouped order, see
-** tile_walk).  Per tile: 4 coalesced 16-byte cp.async copies per thread
-** into one of two shared stages (16 KB each, rows of 64 words, word index
-** XOR 8*(row/16 % 4) so that the 16-byte row accesses and the column reads
-** are free of bank conflicts; RHT: rows padded to 68 words for ldmatrix);
-** the next tile's copies are issued before this tile is encoded.  RHT:
+** Persistent CTAs of 256 threads walk FMT x 128 tiles (grouped order, see
+** tile_walk): FMT = 128 rows where M % 128 == 0 and there is no RHT, else
+** 64.  Per tile: FMT/16 coalesced 16-byte cp.async copies per thread into
+** one of two shared stages (FMT x 256 bytes each, rows of 64 words, word
+** index XOR 8*(row/16 % 4) for 64 rows, XOR 4*(row/16 % 8) for 128, so that
+** the 16-byte row accesses and the column reads are free of bank conflicts;
+** RHT: rows padded to 68 words for ldmatrix); the next tile's copies are
+** issued before this tile is encoded.  RHT:
 ** first, warp w rotates the 4 column blocks x 16 columns 16w.. on tensor
 ** cores (rht_tc_warp: 4 ldmatrix.x4.trans, 8 mma.m16n8k16, 16 bf16x2
 ** stores into its own ybuf region), which its column path below reads.
-** Rowwise: thread t owns block t%8 of rows t/8 and t/8 + 32 (a warp writes
-** 4 rows x 64 contiguous bytes), no exchange between threads.  Columnwise:
-** lane = 4*pair + j: the thread reads 16 words (2 adjacent columns, rows
-** 16j..16j+15) and writes 8 bytes per column; the 4 lanes j = 0..3 of a
-** column write its 32 contiguous bytes.  The enc tables are built once per
+** Rowwise: thread t owns block t%8 of rows t/8 + 32i, i < FMT/32 (a warp
+** writes 4 rows x 64 contiguous bytes), no exchange between threads.
+** Columnwise, NJ = FMT/16 m-blocks: lane = NJ*pair + j: the thread reads 16
+** words (2 adjacent columns, rows 16j..16j+15) and writes 8 bytes per
+** column; the NJ lanes j of a column write its 8*NJ contiguous bytes and NJ
+** scale bytes (one L2 request each: with 128 rows the L2 gets a third fewer
+** write requests, which bound the RN kernel); for 128 rows each thread
+** also takes the pair 32 words further.  The enc tables are built once per
 ** CTA.  AMAX_ONLY: the same column path, RHT'd, reduced to max|.| (the RHT
 ** amax, into amax_dst[0]) and, before the RHT, the plain max|x| (into
 ** amax_dst[-1]): one read of x for both amaxes of an RHT quantize
@@ -654,49 +660,58 @@ static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, 
 }
 
 
-/* Tile t -> (m-tile, k-tile), grouped: panels of QPANEL m-tiles, walked
-** column by column within a panel (tile_walk: a CTA's tiles t, t + grid,
-** ...).  The ~528 tiles in flight at once then form a block of about
-** 32 x 16 tiles (2048 rows x 2048 columns), so every
-** output row -- rowwise rows of rdata and columnwise rows of cdata alike --
-** receives about 1 KB of contiguous bytes at a time, instead of the 32-byte
-** pieces per column that a plain row-major walk scatters over all K. */
+/* Tile t -> (m-tile, k-tile), grouped: panels of P m-tiles, walked column
+** by column within a panel (tile_walk: a CTA's tiles t, t + grid, ...).
+** The ~528 tiles in flight at once then form a block of about P x 528/P
+** tiles, so every output row -- rowwise rows of rdata and columnwise rows of
+** cdata alike -- receives ~1 KB of contiguous bytes at a time, instead of
+** the pieces per column that a plain row-major walk scatters over all K.
+** P = QPANEL (32: 2048 rows) for tiles of 64 rows, QPANEL128 (8: 1024 rows)
+** for 128 rows; measured on the H200 (RNE, [8192, 8192] / [32768, 8192]):
+** 128 rows with P = 32 0.794 / 0.659, 16 0.793 / 0.677, 8 0.807 / 0.672,
+** 64 0.773 / 0.634 of the copy. */
 #ifndef QPANEL
 #define QPANEL 32u              /* -DQPANEL=... overrides, for measuring */
+#endif
+#ifndef QPANEL128
+#define QPANEL128 8u            /* likewise */
 #endif
 
 struct tile_walk {
   unsigned first, r;          /* the panel's first m-tile; tile - first * ntk */
 };
 
+template <uint32_t P>
 static __device__ __forceinline__ tile_walk walk_start (unsigned tile, unsigned ntk) {
   tile_walk w;
-  w.first = (tile / (QPANEL * ntk)) * QPANEL;
+  w.first = (tile / (P * ntk)) * P;
   w.r = tile - w.first * ntk;
   return w;
 }
 
-/* The tile's (m0, k0); a full panel (all but perhaps the last) needs no
-** division. */
+/* The tile's (m0, k0) for tiles of FMT rows; a full panel (all but perhaps
+** the last) needs no division. */
+template <uint32_t P, uint32_t FMT>
 static __device__ __forceinline__ void walk_coords (tile_walk w, unsigned ntm,
                                                     uint32_t *m0, uint32_t *k0) {
-  const unsigned gm = min(QPANEL, ntm - w.first);
-  if (gm == QPANEL) {
-    *m0 = (w.first + (w.r & (QPANEL - 1))) * FM;
-    *k0 = (w.r / QPANEL) * FK;
+  const unsigned gm = min(P, ntm - w.first);
+  if (gm == P) {
+    *m0 = (w.first + (w.r & (P - 1))) * FMT;
+    *k0 = (w.r / P) * FK;
   }
   else {
-    *m0 = (w.first + w.r % gm) * FM;
+    *m0 = (w.first + w.r % gm) * FMT;
     *k0 = (w.r / gm) * FK;
   }
 }
 
-/* tile += stride: every panel before the last is full (QPANEL * ntk tiles). */
+/* tile += stride: every panel before the last is full (P * ntk tiles). */
+template <uint32_t P>
 static __device__ __forceinline__ void walk_advance (tile_walk *w, unsigned stride, unsigned ntk) {
   w->r += stride;
-  while (w->r >= QPANEL * ntk) {
-    w->r -= QPANEL * ntk;
-    w->first += QPANEL;
+  while (w->r >= P * ntk) {
+    w->r -= P * ntk;
+    w->first += P;
   }
 }
 
@@ -845,18 +860,19 @@ static __device__ __forceinline__ size_t opaque64 (size_t x) {
 }
 
 
-/* Shared-memory tile: FM rows of 64 words (128 bf16) at a stride of ROW
-** words, 16-byte chunk c of row r at word 4c XOR 8*(r/16 % 4).  Bank
-** conflicts: none for the rowwise LDS.128 (a quarter warp reads one row's 8
-** blocks) nor for the columnwise LDS.32 (one row of 4 m-blocks, XOR 8*(r/16
-** % 4) spreads them).  ROW = 64 except for the RHT (FROW_RHT = 68), whose
+/* Shared-memory tile: FMT rows of 64 words (128 bf16) at a stride of ROW
+** words, 16-byte chunk c of row r at word 4c XOR 8*(r/16 % 4) (64 rows) or
+** XOR 4*(r/16 % 8) (128 rows).  Bank conflicts: none for the rowwise
+** LDS.128 (a quarter warp reads one row's 8 blocks, chunks distinct mod 8,
+** which an XOR below 8 chunks keeps) nor for the columnwise LDS.32 (a row of
+** each of the NJ m-blocks, 32/NJ words each: the XOR spreads them).  ROW = 64 except for the RHT (FROW_RHT = 68), whose
 ** ldmatrix reads 8 consecutive rows of one chunk: the 4-word pad spreads
 ** them (the pad cost the RN kernel 8% at [32768, 8192], so it has none). */
 #define FROW_RHT 68
 
-template <uint32_t ROW>
+template <uint32_t ROW, uint32_t FMT>
 static __device__ __forceinline__ uint32_t sh_word (uint32_t r, uint32_t w) {
-  return r * ROW + (w ^ ((r >> 4 & 3u) << 3));
+  return r * ROW + (w ^ (FMT == 64 ? (r >> 4 & 3u) << 3 : (r >> 4 & 7u) << 2));
 }
 
 
@@ -1028,11 +1044,16 @@ static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 ** "Measured"): gathering the stores in shared memory helps this build and
 ** slows the encoding kernel, whose added instructions cost more. */
 
-template <bool SR, bool RHT, bool AMAX_ONLY>
+template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT>
 __global__ void __launch_bounds__(256, QFAST_MINB)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   static_assert(RHT || !AMAX_ONLY, "the amax-only pass is the RHT one");
-  constexpr uint32_t frow = RHT ? FROW_RHT : 64, fstage = FM * frow;
+  static_assert(FMT == 64 || (FMT == 128 && !RHT), "tiles of 64 rows, or 128 without the RHT");
+  /* NJ m-blocks per tile; a thread's NH column pairs and 2 NH row blocks;
+  ** NI 16-byte copies per thread and tile */
+  constexpr uint32_t NJ = FMT / 16, NH = FMT / 64, NI = FMT / 16;
+  constexpr uint32_t frow = RHT ? FROW_RHT : 64, fstage = FMT * frow;
+  constexpr uint32_t QP = FMT == 128 ? QPANEL128 : QPANEL;   /* the walk's panel */
   /* dynamic (three stages or the RHT's would pass the 48 KB of static
   ** shared memory): QSTAGES stages, then for the RHT the warps' ybuf regions
   ** (8 * YWARP words) */
@@ -1048,13 +1069,15 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const uint32_t K = (uint32_t)p.K;
   const int ch = t & 15, rr = t >> 4;
-  const int j = lane & 3, pc = warp * 8 + (lane >> 2);
+  /* columnwise: m-block j of column pair pc (words pc of the rows), and for
+  ** 128 rows also of pair pc + 32 */
+  const int j = lane % NJ, pc = warp * (32 / NJ) + lane / NJ;
   /* rowwise: thread t owns block rb of rows rrow and rrow + 32; it reads
   ** its two chunks high one first when rb >= 4 (swap), so that each
   ** quarter warp's 16-byte reads cover the 32 banks once */
   const uint32_t rb = t & 7, rrow = t >> 3, swap = rb >> 2;
   const uint32_t c0 = 2 * rb + swap, c1 = 2 * rb + 1 - swap;
-  const unsigned ntm = (unsigned)(p.M / FM);
+  const unsigned ntm = (unsigned)(p.M / FMT);
   const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&sh[0]);
   float cmax = 0.0f, pmax = 0.0f;
   unsigned tile = blockIdx.x;
@@ -1069,18 +1092,18 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   ** thread t copies chunk ch of rows 16i + rr, i = 0..3 (byte offsets from
   ** the tile's corner, < 2^31, and shared addresses); its row blocks' chunks
   ** (rso), its column words (cso), its outputs' offsets from the tile's. */
-  uint32_t goff[4], soff[4], rso[2][2];
+  uint32_t goff[NI], soff[NI], rso[2 * NH][2];
 #pragma unroll
-  for (int ii = 0; ii < 2; ii++) {
-    rso[ii][0] = opaque(sbase + 4 * sh_word<frow>(rrow + 32 * ii, 4 * c0));
-    rso[ii][1] = opaque(sbase + 4 * sh_word<frow>(rrow + 32 * ii, 4 * c1));
+  for (int ii = 0; ii < 2 * NH; ii++) {
+    rso[ii][0] = opaque(sbase + 4 * sh_word<frow, FMT>(rrow + 32 * ii, 4 * c0));
+    rso[ii][1] = opaque(sbase + 4 * sh_word<frow, FMT>(rrow + 32 * ii, 4 * c1));
   }
 #pragma unroll
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < NI; i++) {
     goff[i] = opaque(2 * ((uint32_t)(i * 16 + rr) * K + 8 * ch));
-    soff[i] = opaque(sbase + 4 * sh_word<frow>(i * 16 + rr, 4 * ch));
+    soff[i] = opaque(sbase + 4 * sh_word<frow, FMT>(i * 16 + rr, 4 * ch));
   }
-  const uint32_t cso = opaque(sbase + 4 * sh_word<frow>(16 * j, pc));
+  const uint32_t cso = opaque(sbase + 4 * sh_word<frow, FMT>(16 * j, pc));
   /* the multipliers' tables (shared addresses) */
   const uint32_t rencs = (uint32_t)__cvta_generic_to_shared(renc);
   const uint32_t cencs = (uint32_t)__cvta_generic_to_shared(cenc);
@@ -1110,13 +1133,13 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #define QFAST_LOAD(stage, tm0, tk0) do {                                           \
     const char *src_ = (const char *)p.x + 2 * ((size_t)(tm0) * K + (tk0));          \
     _Pragma("unroll")                                                              \
-    for (int i_ = 0; i_ < 4; i_++)                                                 \
+    for (int i_ = 0; i_ < NI; i_++)                                                \
       cp_async16(soff[i_] + (stage) * (4 * fstage), src_ + goff[i_]);              \
   } while (0)
   /* the copies run QSTAGES - 1 tiles ahead: walk and ltile follow the last
   ** tile whose copy was issued (or would be, past ntiles), cm/ck hold the
   ** corners of the tiles in the stages; one commit group per tile */
-  tile_walk walk = walk_start(tile, ntk);
+  tile_walk walk = walk_start<QP>(tile, ntk);
   unsigned ltile = tile;
   uint32_t cm[QSTAGES], ck[QSTAGES];
 #pragma unroll
@@ -1125,10 +1148,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   for (int s_ = 0; s_ < QSTAGES - 1; s_++) {
     if (s_ > 0) {
       ltile += gridDim.x;
-      if (ltile < ntiles) walk_advance(&walk, gridDim.x, ntk);
+      if (ltile < ntiles) walk_advance<QP>(&walk, gridDim.x, ntk);
     }
     if (ltile < ntiles) {
-      walk_coords(walk, ntm, &cm[s_], &ck[s_]);
+      walk_coords<QP, FMT>(walk, ntm, &cm[s_], &ck[s_]);
       QFAST_LOAD(s_, cm[s_], ck[s_]);
     }
     cp_commit();
@@ -1149,8 +1172,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     if (RHT && (AMAX_ONLY || p.col)) rht_tc_warp(lm + st * (4 * fstage), (uint32_t)warp, rha, yw, lane);
     ltile += gridDim.x;
     if (ltile < ntiles) {
-      walk_advance(&walk, gridDim.x, ntk);
-      walk_coords(walk, ntm, &cm[ls], &ck[ls]);
+      walk_advance<QP>(&walk, gridDim.x, ntk);
+      walk_coords<QP, FMT>(walk, ntm, &cm[ls], &ck[ls]);
       QFAST_LOAD(ls, cm[ls], ck[ls]);
     }
     cp_commit();
@@ -1158,7 +1181,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     if (!AMAX_ONLY && p.row) {
       const uint32_t ro = m0 * (K / 2) + k0 / 2, rsco = m0 * rsld + k0 / 16;
 #pragma unroll
-      for (int ii = 0; ii < 2; ii++) {
+      for (int ii = 0; ii < 2 * NH; ii++) {
         /* SR: the block's Philox counter (spec §5.2), fast and exact path */
         const uint64_t rblk = SR ? rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16) : 0;
         const uint4 q0 = lds_v4(rso[ii][0] + st * (4 * fstage));
@@ -1228,123 +1251,128 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     }
 
     if (AMAX_ONLY || p.col) {
-      uint32_t wd[16], yd[RHT ? 16 : 1];
-      const uint32_t mb = m0 / 16 + j;
-      /* column k0 + 2pc's output row (the next column's is M/2 further) */
-      [[maybe_unused]] const uint32_t co = k0 * (M / 2) + m0 / 2, cso_t = k0 * csld + m0 / 16;
+      /* for 128 rows the thread's second column pair is 64 columns further */
 #pragma unroll
-      for (int r = 0; r < 16; r++) wd[r] = lds_u32(cso + st * (4 * fstage) + r * (4 * frow));  /* rows 16j.. */
+      for (uint32_t h = 0; h < NH; h++) {
+        const uint32_t kh = k0 + 64 * h;
+        uint32_t wd[16], yd[RHT ? 16 : 1];
+        const uint32_t mb = m0 / 16 + j;
+        /* column kh + 2pc's output row (the next column's is M/2 further) */
+        [[maybe_unused]] const uint32_t co = kh * (M / 2) + m0 / 2, cso_t = kh * csld + m0 / 16;
+#pragma unroll
+        for (int r = 0; r < 16; r++)      /* rows 16j.. */
+          wd[r] = lds_u32(cso + 128 * h + st * (4 * fstage) + r * (4 * frow));
 #ifdef EXP_MEMONLY
-      if (!RHT) {                 /* timing only */
-        uint32_t x0 = 0, x1 = 0;
+        if (!RHT) {                 /* timing only */
+          uint32_t x0 = 0, x1 = 0;
 #pragma unroll
-        for (int r = 0; r < 8; r++) { x0 ^= wd[r]; x1 ^= wd[r + 8]; }
-#pragma unroll
-        for (int cc = 0; cc < 2; cc++) {
-#ifndef EXP_NOCOLST
-          stg_v2(cdb + (co + cc * (M / 2)), make_uint2(x0 + cc, x1));
-          stg_u8(csb + (cso_t + cc * csld), x0 >> (8 * cc));
-#else
-          if ((x0 ^ x1) == 0x12345678u + cc) stg_u8(csb + cso_t, 1u);
-#endif
-        }
-        tile += gridDim.x;
-        return true;
-      }
-#endif
-      /* RHT: the warp's blocks from the tensor cores (above) into yd; tc:
-      ** the columns whose result is exact there (the others deferred) */
-      unsigned tc = 0;
-      uint32_t xmax = 0;
-      if (RHT) {
-        __syncwarp();
-#pragma unroll
-        for (int r = 0; r < 16; r++) yd[r] = yw[r * YROW + 8 * j + (lane >> 2)];
-        tc = rht_tc_ok2(wd, &xmax);
-        /* rarely: a column failing the quick test (a zero, a wide span, ...)
-        ** is checked exactly; the inexact ones go to the deferred list (their
-        ** pre-RHT amax here), none is worked on inline (one lane doing it
-        ** holds its warp and the others at the next barrier) */
-        if (tc != 3u) {
+          for (int r = 0; r < 8; r++) { x0 ^= wd[r]; x1 ^= wd[r + 8]; }
 #pragma unroll
           for (int cc = 0; cc < 2; cc++) {
-            if ((tc >> cc) & 1u) continue;
-            float v[16];
+#ifndef EXP_NOCOLST
+            stg_v2(cdb + (co + cc * (M / 2)), make_uint2(x0 + cc, x1));
+            stg_u8(csb + (cso_t + cc * csld), x0 >> (8 * cc));
+#else
+            if ((x0 ^ x1) == 0x12345678u + cc) stg_u8(csb + cso_t, 1u);
+#endif
+          }
+          continue;
+        }
+#endif
+        /* RHT: the warp's blocks from the tensor cores (above) into yd; tc:
+        ** the columns whose result is exact there (the others deferred) */
+        unsigned tc = 0;
+        uint32_t xmax = 0;
+        if (RHT) {
+          __syncwarp();
+#pragma unroll
+          for (int r = 0; r < 16; r++) yd[r] = yw[r * YROW + 8 * j + (lane >> 2)];
+          tc = rht_tc_ok2(wd, &xmax);
+          /* rarely: a column failing the quick test (a zero, a wide span, ...)
+          ** is checked exactly; the inexact ones go to the deferred list (their
+          ** pre-RHT amax here), none is worked on inline (one lane doing it
+          ** holds its warp and the others at the next barrier) */
+          if (tc != 3u) {
+#pragma unroll
+            for (int cc = 0; cc < 2; cc++) {
+              if ((tc >> cc) & 1u) continue;
+              float v[16];
+#pragma unroll
+              for (int r = 0; r < 16; r++)
+                v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
+              if (rht_tc_exact(v)) tc |= 1u << cc;
+              else {
+                if (AMAX_ONLY) {             /* the plain amax, NaN ignored */
+#pragma unroll
+                  for (int r = 0; r < 16; r++) pmax = fmaxf(pmax, fabsf(v[r]));
+                }
+                const unsigned di = atomicAdd(&dn, 1u);
+                if (di < DCAP) dl[di] = make_uint2(kh + 2 * pc + cc, mb);
+                else slow_defer(p.sl, p.slcap, (uint64_t)(kh + 2 * pc + cc) * (M / 16) + mb);
+              }
+            }
+          }
+        }
+        /* the words of the values to encode: x, or RHT(x) in bf16 */
+        const uint32_t *src = RHT ? yd : wd;
+        /* both columns' max|.| (NaN propagating) at once, for the fast paths */
+        const uint32_t wmax = hmax_abs16(src);
+#pragma unroll
+        for (int cc = 0; cc < 2; cc++) {       /* columns kh + 2pc (low halves), +1 */
+          const float wm = __uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16);
+          if (RHT && !((tc >> cc) & 1u)) continue;   /* deferred */
+          if constexpr (AMAX_ONLY) {         /* finite: both maxima from the words */
+            pmax = fmaxf(pmax, __uint_as_float(cc ? xmax & 0xffff0000u : xmax << 16));
+            cmax = fmaxf(cmax, wm);
+          }
+          else {
+            float v[16], a = 0.0f;
+            /* SR: the block's Philox counter (spec §5.2), fast and exact path */
+            const uint64_t cblk = SR ? cctr + ((uint64_t)(kh + cc) * (M / 16) + m0 / 16) : 0;
 #pragma unroll
             for (int r = 0; r < 16; r++)
-              v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
-            if (rht_tc_exact(v)) tc |= 1u << cc;
-            else {
-              if (AMAX_ONLY) {             /* the plain amax, NaN ignored */
-#pragma unroll
-                for (int r = 0; r < 16; r++) pmax = fmaxf(pmax, fabsf(v[r]));
+              v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
+            if (!SR) {
+              /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
+              ** (cc = 1) of the words */
+              a = wm;
+              const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));   /* as rowwise */
+              const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
+              if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
+                stg_v2(cdb + (co + cc * (M / 2)),
+                       make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
+                                  col_signs8(src + 8, cc, codes8_fast(v + 8, enc))));
+                stg_u8(csb + (cso_t + cc * csld), sf);
+                continue;
               }
-              const unsigned di = atomicAdd(&dn, 1u);
-              if (di < DCAP) dl[di] = make_uint2(k0 + 2 * pc + cc, mb);
-              else slow_defer(p.sl, p.slcap, (uint64_t)(k0 + 2 * pc + cc) * (M / 16) + mb);
+              a = 0.0f;
             }
-          }
-        }
-      }
-      /* the words of the values to encode: x, or RHT(x) in bf16 */
-      const uint32_t *src = RHT ? yd : wd;
-      /* both columns' max|.| (NaN propagating) at once, for the fast paths */
-      const uint32_t wmax = hmax_abs16(src);
-#pragma unroll
-      for (int cc = 0; cc < 2; cc++) {       /* columns k0 + 2pc (low halves), +1 */
-        const float wm = __uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16);
-        if (RHT && !((tc >> cc) & 1u)) continue;   /* deferred */
-        if constexpr (AMAX_ONLY) {         /* finite: both maxima from the words */
-          pmax = fmaxf(pmax, __uint_as_float(cc ? xmax & 0xffff0000u : xmax << 16));
-          cmax = fmaxf(cmax, wm);
-        }
-        else {
-          float v[16], a = 0.0f;
-          /* SR: the block's Philox counter (spec §5.2), fast and exact path */
-          const uint64_t cblk = SR ? cctr + ((uint64_t)(k0 + cc) * (M / 16) + m0 / 16) : 0;
-#pragma unroll
-          for (int r = 0; r < 16; r++)
-            v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
-          if (!SR) {
-            /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
-            ** (cc = 1) of the words */
-            a = wm;
-            const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));   /* as rowwise */
-            const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
-            if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
-              stg_v2(cdb + (co + cc * (M / 2)),
-                     make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
-                                col_signs8(src + 8, cc, codes8_fast(v + 8, enc))));
-              stg_u8(csb + (cso_t + cc * csld), sf);
-              continue;
+            if (SR) {
+              /* SR fast path (see codes8_sr), signs as above */
+              a = wm;
+              const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));
+              const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
+              if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
+                uint32_t wr[4];
+                nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
+                stg_v2(cdb + (co + cc * (M / 2)),
+                       make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
+                                  col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2))));
+                stg_u8(csb + (cso_t + cc * csld), sf);
+                continue;
+              }
+              a = 0.0f;
             }
-            a = 0.0f;
-          }
-          if (SR) {
-            /* SR fast path (see codes8_sr), signs as above */
-            a = wm;
-            const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));
-            const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
-            if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
-              uint32_t wr[4];
-              nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
-              stg_v2(cdb + (co + cc * (M / 2)),
-                     make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
-                                col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2))));
-              stg_u8(csb + (cso_t + cc * csld), sf);
-              continue;
-            }
-            a = 0.0f;
-          }
 #pragma unroll
-          for (int r = 0; r < 16; r++) a = fmaxf(a, fabsf(v[r]));
-          /* the exact path (NaN, Inf, saturation) */
-          const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
-          uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
-          if (SR) nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
-          enc_n<SR, 16>(v, cenc[sf], wr, out);
-          stg_v2(cdb + (co + cc * (M / 2)), make_uint2(out[0], out[1]));
-          stg_u8(csb + (cso_t + cc * csld), sf);
+            for (int r = 0; r < 16; r++) a = fmaxf(a, fabsf(v[r]));
+            /* the exact path (NaN, Inf, saturation) */
+            const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+            uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
+            if (SR) nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
+            enc_n<SR, 16>(v, cenc[sf], wr, out);
+            stg_v2(cdb + (co + cc * (M / 2)), make_uint2(out[0], out[1]));
+            stg_u8(csb + (cso_t + cc * csld), sf);
+          }
         }
       }
     }
@@ -1438,23 +1466,37 @@ static bool fast_ok (const nvfp4_tensor *x, int64_t M, int64_t K, int two_d) {
 }
 
 
-template <bool SR, bool RHT, bool AMAX_ONLY>
-static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
+template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT>
+static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
   static int occ = 0;
   /* the stages and the RHT's ybuf: dynamic, past the 48 KB of static
   ** shared memory (see qfast_kernel) */
-  const size_t dyn = (QSTAGES * FM * (RHT ? FROW_RHT : 64) + (RHT ? 8 * YWARP : 0)) * sizeof(uint32_t);
-  unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FM) * ntk, grid;
+  const size_t dyn = (QSTAGES * FMT * (RHT ? FROW_RHT : 64) + (RHT ? 8 * YWARP : 0)) * sizeof(uint32_t);
+  unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FMT) * ntk, grid;
   if (occ == 0) {
-    cudaFuncSetAttribute(qfast_kernel<SR, RHT, AMAX_ONLY>,
+    cudaFuncSetAttribute(qfast_kernel<SR, RHT, AMAX_ONLY, FMT>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn);
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY>,
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY, FMT>,
                                                       256, dyn) != cudaSuccess || occ < 1)
       occ = 1;
   }
   grid = (unsigned)(sm_count() * occ);
   if (grid > ntiles) grid = ntiles;
-  qfast_kernel<SR, RHT, AMAX_ONLY><<<grid, 256, dyn, s>>>(p, ntiles, ntk, dst);
+  qfast_kernel<SR, RHT, AMAX_ONLY, FMT><<<grid, 256, dyn, s>>>(p, ntiles, ntk, dst);
+}
+
+/* Tiles of 128 rows where M allows it (without the RHT): a column's 8
+** scale bytes and 64 code bytes per tile go to L2 in one request each
+** instead of two, which the L2 needs (its write requests bound the RN
+** kernel); QFMT=64 forces 64 rows, for measuring. */
+#ifndef QFMT
+#define QFMT 128
+#endif
+
+template <bool SR, bool RHT, bool AMAX_ONLY>
+static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
+  if (!RHT && QFMT == 128 && p.M % 128 == 0) launch_fast_t<SR, RHT, AMAX_ONLY, (RHT ? 64 : QFMT)>(p, dst, s);
+  else launch_fast_t<SR, RHT, AMAX_ONLY, 64>(p, dst, s);
 }
 
 
