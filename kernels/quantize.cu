@@ -876,10 +876,12 @@ static __device__ __forceinline__ uint32_t lds_u32 (uint32_t a) {
 
 /* Shared-memory tile: FMT rows of 64 words (128 bf16) at a stride of ROW
 ** words, 16-byte chunk c of row r at word 4c XOR 8*(r/16 % 4) (64 rows) or
-** XOR 4*(r/16 % 8) (128 rows).  Bank conflicts: none for the rowwise
-** LDS.128 (a quarter warp reads one row's 8 blocks, chunks distinct mod 8,
-** which an XOR below 8 chunks keeps) nor for the columnwise LDS.32 (a row of
-** each of the NJ m-blocks, 32/NJ words each: the XOR spreads them).
+** 4 (c XOR (r/16 % 8) XOR c/8) (128 rows).  Bank conflicts: none for the
+** rowwise LDS.128 (a quarter warp reads one row's 8 blocks, chunks distinct
+** mod 8: for 64 rows chunks 2b or 2b+1 by the reader's swap, for 128 rows
+** chunk 2b then 2b+1, which the c/8 term makes distinct mod 8; the XOR with
+** r/16 keeps that) nor for the columnwise LDS.32 (a row of each of the NJ
+** m-blocks, 32/NJ words each: the XOR spreads them).
 ** ROW = 64 except for the RHT (FROW_RHT = 68), whose ldmatrix reads 8
 ** consecutive rows of one chunk: the 4-word pad spreads them (the pad cost
 ** the RN kernel 8% at [32768, 8192], so it has none). */
@@ -887,7 +889,7 @@ static __device__ __forceinline__ uint32_t lds_u32 (uint32_t a) {
 
 template <uint32_t ROW, uint32_t FMT>
 static __device__ __forceinline__ uint32_t sh_word (uint32_t r, uint32_t w) {
-  return r * ROW + (w ^ (FMT == 64 ? (r >> 4 & 3u) << 3 : (r >> 4 & 7u) << 2));
+  return r * ROW + (w ^ (FMT == 64 ? (r >> 4 & 3u) << 3 : ((r >> 4 & 7u) ^ (w >> 5 & 1u)) << 2));
 }
 
 
@@ -1087,10 +1089,11 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   /* columnwise: m-block j of column pair pc (words pc of the rows), and for
   ** 128 rows also of pair pc + 32 */
   const int j = lane % NJ, pc = warp * (32 / NJ) + lane / NJ;
-  /* rowwise: thread t owns block rb of rows rrow and rrow + 32; it reads
-  ** its two chunks high one first when rb >= 4 (swap), so that each
-  ** quarter warp's 16-byte reads cover the 32 banks once */
-  const uint32_t rb = t & 7, rrow = t >> 3, swap = rb >> 2;
+  /* rowwise: thread t owns block rb of rows rrow + 32i; each quarter
+  ** warp's 16-byte reads must cover the 32 banks once: for 64 rows it reads
+  ** its two chunks high one first when rb >= 4 (swap), for 128 rows the
+  ** layout does it (sh_word) */
+  const uint32_t rb = t & 7, rrow = t >> 3, swap = FMT == 64 ? rb >> 2 : 0;
   const uint32_t c0 = 2 * rb + swap, c1 = 2 * rb + 1 - swap;
   const unsigned ntm = (unsigned)(p.M / FMT);
   const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&sh[0]);
@@ -1118,7 +1121,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     goff[i] = opaque(2 * ((uint32_t)(i * 16 + rr) * K + 8 * ch));
     soff[i] = opaque(sbase + 4 * sh_word<frow, FMT>(i * 16 + rr, 4 * ch));
   }
-  const uint32_t cso = opaque(sbase + 4 * sh_word<frow, FMT>(16 * j, pc));
+  uint32_t cso[NH];
+#pragma unroll
+  for (int h = 0; h < NH; h++) cso[h] = opaque(sbase + 4 * sh_word<frow, FMT>(16 * j, pc + 32 * h));
   /* the multipliers' tables (shared addresses) */
   const uint32_t rencs = (uint32_t)__cvta_generic_to_shared(renc);
   const uint32_t cencs = (uint32_t)__cvta_generic_to_shared(cenc);
@@ -1276,7 +1281,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         [[maybe_unused]] const uint32_t co = kh * (M / 2) + m0 / 2, cso_t = kh * csld + m0 / 16;
 #pragma unroll
         for (int r = 0; r < 16; r++)      /* rows 16j.. */
-          wd[r] = lds_u32(cso + 128 * h + st * (4 * fstage) + r * (4 * frow));
+          wd[r] = lds_u32(cso[h] + st * (4 * fstage) + r * (4 * frow));
 #ifdef EXP_MEMONLY
         if (!RHT) {                 /* timing only */
           uint32_t x0 = 0, x1 = 0;
