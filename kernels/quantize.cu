@@ -1050,8 +1050,9 @@ static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 /* -DEXP_MEMONLY (timing only, wrong bytes): the RN/SR fast kernels keep
 ** their copies, shared reads and global stores (same addresses, same
 ** order) but encode nothing; with -DEXP_NOROWST / -DEXP_NOCOLST also
-** without the rowwise / columnwise stores.  Measured on the H200 (ratio
-** to the copy, [8192, 8192] / [32768, 8192]): 0.715 / 0.531, the same as
+** without the rowwise / columnwise stores.  Measured on the H200 with
+** 64-row tiles on 2026-11-29 (ratio to the copy, [8192, 8192] / [32768,
+** 8192]): 0.715 / 0.531, the same as
 ** the encoding kernel at [8192, 8192] -- the access pattern bounds RNE
 ** there as much as the instruction issue does; without the rowwise stores
 ** 1.07 / 0.96, without the columnwise ones 1.15 / 1.14, loads only 1.52 /
@@ -1059,7 +1060,9 @@ static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 ** stores: without them 0.97 / 0.88.  Branches exp/scale-store-probes,
 ** exp/scale-stash and exp/col-super-tiles have the experiments (README,
 ** "Measured"): gathering the stores in shared memory helps this build and
-** slows the encoding kernel, whose added instructions cost more. */
+** slows the encoding kernel, whose added instructions cost more.  ncu
+** (README) later showed the cost is the L2's write requests, which the
+** 128-row tiles cut by a third. */
 
 template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT>
 __global__ void __launch_bounds__(256, QFAST_MINB)
