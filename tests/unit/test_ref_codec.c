@@ -152,33 +152,42 @@ static void check_sr_rz (float a) {
   }
 }
 
+/* check(a) for the floats of [0, lim): every multiple of 1/steps and its nb
+** float neighbours on each side (the rounding rules' ties and near-ties),
+** then nrand random floats (uniform over the bit patterns below lim). */
+static void sweep_floats (float lim, uint32_t steps, int nb, uint32_t nrand, uint32_t seed,
+                          void (*check) (float)) {
+  uint32_t k, end;
+  int d;
+  memcpy(&end, &lim, 4);
+  for (k = 0; (float)k / (float)steps < lim; k++) {
+    float g = (float)k / (float)steps;
+    uint32_t u;
+    memcpy(&u, &g, 4);
+    for (d = -nb; d <= nb; d++) {
+      uint32_t v = u + (uint32_t)d;
+      float a;
+      if (g == 0.0f && d < 0) continue;
+      memcpy(&a, &v, 4);
+      if (a < lim) check(a);
+    }
+  }
+  for (k = 0; k < nrand; k++) {
+    uint32_t v;
+    float a;
+    seed = seed * 1664525u + 1013904223u;
+    v = seed % end;
+    memcpy(&a, &v, 4);
+    check(a);
+  }
+}
+
 /* The CUDA fast path's SR by integer arithmetic (nvfp4i_e2m1_sr_rz_term)
 ** against nvfp4i_e2m1_encode_sr, all 256 bytes: every multiple of 2^-9 in
 ** [0, 8) and its float neighbours (where frac + u meets 1 exactly or
 ** nearly), random floats, subnormals and values just below 1. */
 static void test_e2m1_sr_rz_term (void **state) {
-  uint32_t seed = 777, k;
-  int d;
-  for (k = 0; k < 4096; k++) {
-    float g = (float)k / 512.0f;
-    uint32_t u;
-    memcpy(&u, &g, 4);
-    for (d = -1; d <= 1; d++) {
-      uint32_t v = u + (uint32_t)d;
-      float a;
-      if (g == 0.0f && d < 0) continue;
-      memcpy(&a, &v, 4);
-      if (a < 8.0f) check_sr_rz(a);
-    }
-  }
-  for (k = 0; k < 4000; k++) {
-    uint32_t v;
-    float a;
-    seed = seed * 1664525u + 1013904223u;
-    v = seed % 0x41000000u;             /* every float in [0, 8) */
-    memcpy(&a, &v, 4);
-    check_sr_rz(a);
-  }
+  sweep_floats(8.0f, 512, 1, 4000, 777, check_sr_rz);
   check_sr_rz(0x1p-149f);
   check_sr_rz(0x1p-126f);
   check_sr_rz(0x1.fffffep-1f);
@@ -202,28 +211,7 @@ static void check_rn_grid (float a) {
 ** ties 0.25, 0.75, ..., 5 among them) and its two float neighbours on each
 ** side, random floats, subnormals, and the ends of the domain. */
 static void test_e2m1_rn_grid (void **state) {
-  uint32_t seed = 4242, k;
-  int d;
-  for (k = 0; k < 6656; k++) {          /* 6.5 * 1024 */
-    float g = (float)k / 1024.0f;
-    uint32_t u;
-    memcpy(&u, &g, 4);
-    for (d = -2; d <= 2; d++) {
-      uint32_t v = u + (uint32_t)d;
-      float a;
-      if (g == 0.0f && d < 0) continue;
-      memcpy(&a, &v, 4);
-      if (a < 6.5f) check_rn_grid(a);
-    }
-  }
-  for (k = 0; k < 200000; k++) {
-    uint32_t v;
-    float a;
-    seed = seed * 1664525u + 1013904223u;
-    v = seed % 0x40D00000u;             /* every float in [0, 6.5) */
-    memcpy(&a, &v, 4);
-    check_rn_grid(a);
-  }
+  sweep_floats(6.5f, 1024, 2, 200000, 4242, check_rn_grid);
   check_rn_grid(0x1p-149f);
   check_rn_grid(0x1p-126f);
   check_rn_grid(0x1.fffffep-3f);
