@@ -154,9 +154,10 @@ static void check_sr_rz (float a) {
 
 /* check(a) for the floats of [0, lim): every multiple of 1/steps and its nb
 ** float neighbours on each side (the rounding rules' ties and near-ties),
-** then nrand random floats (uniform over the bit patterns below lim). */
+** nrand random floats (uniform over the bit patterns below lim), then the
+** nextra values extra[]. */
 static void sweep_floats (float lim, uint32_t steps, int nb, uint32_t nrand, uint32_t seed,
-                          void (*check) (float)) {
+                          const float *extra, int nextra, void (*check) (float)) {
   uint32_t k, end;
   int d;
   memcpy(&end, &lim, 4);
@@ -180,6 +181,7 @@ static void sweep_floats (float lim, uint32_t steps, int nb, uint32_t nrand, uin
     memcpy(&a, &v, 4);
     check(a);
   }
+  for (d = 0; d < nextra; d++) check(extra[d]);
 }
 
 /* The CUDA fast path's SR by integer arithmetic (nvfp4i_e2m1_sr_rz_term)
@@ -187,15 +189,9 @@ static void sweep_floats (float lim, uint32_t steps, int nb, uint32_t nrand, uin
 ** [0, 8) and its float neighbours (where frac + u meets 1 exactly or
 ** nearly), random floats, subnormals and values just below 1. */
 static void test_e2m1_sr_rz_term (void **state) {
-  sweep_floats(8.0f, 512, 1, 4000, 777, check_sr_rz);
-  check_sr_rz(0x1p-149f);
-  check_sr_rz(0x1p-126f);
-  check_sr_rz(0x1.fffffep-1f);
-  check_sr_rz(0x1.fffffcp-2f);
-  check_sr_rz(0x1.000002p-2f);
-  check_sr_rz(0x1.7ffffep-1f);
-  check_sr_rz(6.0f);
-  check_sr_rz(0x1.fffffep+2f);
+  static const float extra[] = {0x1p-149f, 0x1p-126f, 0x1.fffffep-1f, 0x1.fffffcp-2f,
+                                0x1.000002p-2f, 0x1.7ffffep-1f, 6.0f, 0x1.fffffep+2f};
+  sweep_floats(8.0f, 512, 1, 4000, 777, extra, (int)(sizeof extra / sizeof extra[0]), check_sr_rz);
 }
 
 
@@ -211,15 +207,11 @@ static void check_rn_grid (float a) {
 ** ties 0.25, 0.75, ..., 5 among them) and its two float neighbours on each
 ** side, random floats, subnormals, and the ends of the domain. */
 static void test_e2m1_rn_grid (void **state) {
-  sweep_floats(6.5f, 1024, 2, 200000, 4242, check_rn_grid);
-  check_rn_grid(0x1p-149f);
-  check_rn_grid(0x1p-126f);
-  check_rn_grid(0x1.fffffep-3f);
-  check_rn_grid(0x1.000002p-2f);
-  check_rn_grid(0x1.7ffffep+1f);
-  check_rn_grid(0x1.fffffep+1f);
-  check_rn_grid(6.0f);
-  check_rn_grid(0x1.9ffffep+2f);        /* the largest float below 6.5 */
+  /* 0x1.9ffffep+2: the largest float below 6.5 */
+  static const float extra[] = {0x1p-149f, 0x1p-126f, 0x1.fffffep-3f, 0x1.000002p-2f,
+                                0x1.7ffffep+1f, 0x1.fffffep+1f, 6.0f, 0x1.9ffffep+2f};
+  sweep_floats(6.5f, 1024, 2, 200000, 4242, extra, (int)(sizeof extra / sizeof extra[0]),
+               check_rn_grid);
 }
 
 
