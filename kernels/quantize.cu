@@ -455,10 +455,10 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** Persistent CTAs of 256 threads walk FMT x 128 tiles (grouped order, see
 ** tile_walk): FMT = 128 rows where M % 128 == 0 and there is no RHT, else
 ** 64.  Per tile: FMT/16 coalesced 16-byte cp.async copies per thread into
-** one of two shared stages (FMT x 256 bytes each, rows of 64 words, word
-** index XOR 8*(row/16 % 4) for 64 rows, XOR 4*(row/16 % 8) for 128, so that
-** the 16-byte row accesses and the column reads are free of bank conflicts;
-** RHT: rows padded to 68 words for ldmatrix); the next tile's copies are
+** one of two shared stages (FMT x 256 bytes each, rows of 64 words, 16-byte
+** chunks permuted within a row by row/16 (sh_word), so that the 16-byte row
+** accesses and the column reads are free of bank conflicts; RHT: rows
+** padded to 68 words for ldmatrix); the next tile's copies are
 ** issued before this tile is encoded.  RHT:
 ** first, warp w rotates the 4 column blocks x 16 columns 16w.. on tensor
 ** cores (rht_tc_warp: 4 ldmatrix.x4.trans, 8 mma.m16n8k16, 16 bf16x2
@@ -847,8 +847,8 @@ static __device__ __forceinline__ float amax16_nan (uint4 q0, uint4 q1) {
 
 
 /* Global stores through a pointer the compiler cannot trace to a kernel
-** parameter (opaque64 below): st.global, where plain C++ would give the
-** generic st. */
+** parameter (opaque64): st.global, where plain C++ would give the generic
+** st. */
 static __device__ __forceinline__ void stg_u8 (uint8_t *p, uint32_t v) {
   asm("st.global.u8 [%0], %1;" :: "l"(p), "r"(v));
 }
@@ -1110,7 +1110,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   }
   /* The thread's fixed offsets, computed once and kept (opaque: otherwise
   ** the compiler recomputes them for every tile, ~100 instructions):
-  ** thread t copies chunk ch of rows 16i + rr, i = 0..3 (byte offsets from
+  ** thread t copies chunk ch of rows 16i + rr, i < NI (byte offsets from
   ** the tile's corner, < 2^31, and shared addresses); its row blocks' chunks
   ** (rso), its column words (cso), its outputs' offsets from the tile's. */
   uint32_t goff[NI], soff[NI], rso[2 * NH][2];
