@@ -77,8 +77,9 @@ static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode (float y) {
 ** below), so the smaller bit pattern (positive floats order as their bits)
 ** is the answer.  The product 2a is exact, so the fma rounds once.  Equal
 ** to nvfp4i_e2m1_encode for every fp32 a in [0, 6.5) (checked over all of
-** them once; test_ref_codec samples the ties).  No errors; a >= 6.5, Inf
-** and NaN are outside its domain. */
+** them once; test_ref_codec samples the ties).  Spec §1, §5.1; no errors;
+** a >= 6.5, Inf and NaN are outside its domain (the caller clamps or takes
+** the exact path). */
 #define NVFP4I_RN_GRID_BASE 0x4B7FFFFAu
 
 static inline NVFP4I_HD uint32_t nvfp4i_e2m1_rn_grid (float a) {
