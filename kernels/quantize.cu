@@ -612,7 +612,7 @@ static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float en
 
 /* The 8 SR magnitude codes of |v[0..8)| * enc, bytes from w[0..2), packed
 ** as enc8, for blocks whose fl(amax*enc) < 8 (FAST_SR_BOUND); the rule is
-** nvfp4i_e2m1_sr_rz_term (lib/ref_codec.h, tested there).  With a =
+** nvfp4i_e2m1_sr_rz_sum / _term (lib/ref_codec.h, tested there).  With a =
 ** fl(|v|*enc) < 8, z = a*2^-126 rounded toward zero is a normal float for
 ** a >= 1 (exponent field 1, 2, 3 for the binades [1,2), [2,4), [4,8)) and
 ** a subnormal for a < 1 (bits floor(a*2^23)).  Either way the bits of z from
@@ -642,8 +642,9 @@ static __device__ __forceinline__ uint32_t codes8_sr (const float *v, float enc,
     for (int h = 0; h < 2; h++) {
       const int i = 2 * k + h;
       const uint32_t z = __float_as_uint(__fmul_rz(__fmul_rn(fabsf(v[i]), enc), 0x1p-126f));
+      /* the random byte placed at bits 16..23 */
       const uint32_t r16 = __byte_perm(w[i >> 2], 0u, 0x4044u + ((uint32_t)(i & 3) << 8));
-      tt[h] = z * 4u + r16;        /* 4 (z + r*2^14): nvfp4i_e2m1_sr_rz_term's sum */
+      tt[h] = nvfp4i_e2m1_sr_rz_sum(z, r16);    /* code in bits 24..27 */
     }
     /* opaque: the compiler's shift-then-mask form costs one more */
     pw[k] = opaque(tt[1] & 0x0F000000u) * 16u + tt[0];

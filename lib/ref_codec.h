@@ -121,10 +121,17 @@ static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode_sr (float y, unsigned r) {
 ** are the code of a rounded down, bits 0..21 the fraction of a step (for
 ** a < 1 rounded down, which decides nothing: r * 2^14 is an integer), so
 ** the sum carries into bit 22 exactly when nvfp4i_e2m1_encode_sr rounds
-** up.  Returns its magnitude code (0..7), or 8 where that is 7 (a >= 6
-** rounded up).  Spec §5.2; no errors. */
+** up.  nvfp4i_e2m1_sr_rz_sum: that sum times 4, 4z + r16 with r16 = r * 2^16
+** (the byte already in bits 16..23, as the kernel's byte permute places
+** it), below 2^28 since z < 2^25; its bits 24..27 are the code -- the form
+** codes8_sr packs from.  nvfp4i_e2m1_sr_rz_term: the magnitude code (0..7),
+** or 8 where that is 7 (a >= 6 rounded up).  Spec §5.2; no errors. */
+static inline NVFP4I_HD uint32_t nvfp4i_e2m1_sr_rz_sum (uint32_t z, uint32_t r16) {
+  return z * 4u + r16;
+}
+
 static inline NVFP4I_HD uint32_t nvfp4i_e2m1_sr_rz_term (uint32_t z, uint32_t r) {
-  return (z + r * 16384u) >> 22;
+  return nvfp4i_e2m1_sr_rz_sum(z, r << 16) >> 24;
 }
 
 
