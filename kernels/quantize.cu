@@ -53,23 +53,16 @@
 
 /* ---- element codecs ----------------------------------------------------- */
 
-/* fp32 -> E2M1 RNE satfinite, equal to nvfp4i_e2m1_encode for every input.
-** rn_grid: RN_GRID_BASE + code for a magnitude 0 <= a < 6.5, from two
-** rounding grids and one integer min (nvfp4i_e2m1_rn_grid, lib/ref_codec.h;
-** the former three grids cost one more instruction per element).  NaN ->
-** 0x7, sign kept otherwise (-0 -> 0x8). */
-#define RN_GRID_BASE NVFP4I_RN_GRID_BASE
-
-static __device__ __forceinline__ uint32_t rn_grid (float a) {
-  return nvfp4i_e2m1_rn_grid(a);
-}
-
-
-/* The rule without the NaN clamp, for inputs that are never NaN: |y| is
-** first clamped to 6 (code 7; one min with the absolute value as its
-** operand modifier). */
+/* fp32 -> E2M1 RNE satfinite, equal to nvfp4i_e2m1_encode for every input:
+** nvfp4i_e2m1_rn_grid (lib/ref_codec.h) gives NVFP4I_RN_GRID_BASE + code
+** for a magnitude 0 <= a < 6.5 from two rounding grids and one integer min.
+** NaN -> 0x7, sign kept otherwise (-0 -> 0x8).
+** e2m1_rn_fast: the rule without the NaN clamp, for inputs that are never
+** NaN: |y| is first clamped to 6 (code 7; one min with the absolute value as
+** its operand modifier). */
 static __device__ __forceinline__ unsigned e2m1_rn_fast (float y) {
-  return (rn_grid(fminf(fabsf(y), 6.0f)) - RN_GRID_BASE) | ((__float_as_uint(y) >> 28) & 8u);
+  return (nvfp4i_e2m1_rn_grid(fminf(fabsf(y), 6.0f)) - NVFP4I_RN_GRID_BASE) |
+         ((__float_as_uint(y) >> 28) & 8u);
 }
 
 
@@ -526,8 +519,8 @@ static __device__ __forceinline__ float sr_rb (const uint32_t *w, int e) {
 
 /* 8 codes of v[0..8) * enc packed low nibble first; SR bytes from words w
 ** (byte e of the block -> word e/4, byte e%4; e = e0 + i).  The winning
-** grid value's bits, m_i = B + code_i (B = RN_GRID_BASE for RN, see
-** rn_grid; 0x4B0000 for SR, see e2m1_sr_bits), are packed as
+** grid value's bits, m_i = B + code_i (B = NVFP4I_RN_GRID_BASE for RN, see
+** nvfp4i_e2m1_rn_grid; 0x4B0000 for SR, see e2m1_sr_bits), are packed as
 ** they are by multiply-adds (acc*16 + m_i): the B parts add up to
 ** B * 0x11111111 mod 2^32, removed by one add; the signs (bit 31
 ** of y, 0 for the GPU's canonical NaN) go in the same way at bit 3 of each
@@ -535,13 +528,13 @@ static __device__ __forceinline__ float sr_rb (const uint32_t *w, int e) {
 template <bool SR>
 static __device__ __forceinline__ uint32_t enc8 (const float *v, float enc, const uint32_t *w,
                                                  int e0) {
-  const uint32_t B = SR ? 0x4B0000u : RN_GRID_BASE;
+  const uint32_t B = SR ? 0x4B0000u : NVFP4I_RN_GRID_BASE;
   uint32_t acc = 0, sg = 0;
 #pragma unroll
   for (int i = 7; i >= 0; i--) {
     const float y = __fmul_rn(v[i], enc);
     const uint32_t m = SR ? e2m1_sr_bits(fabsf(y), sr_rb(w, e0 + i))
-                          : rn_grid(fminf(fabsf(y), 6.0f));
+                          : nvfp4i_e2m1_rn_grid(fminf(fabsf(y), 6.0f));
     acc = acc * 16u + m;
     sg = sg * 16u + (__float_as_uint(y) >> 31);
   }
@@ -560,8 +553,8 @@ static __device__ __forceinline__ void enc_n (const float *v, float enc,
 
 /* The RN fast path of qfast_kernel, for blocks whose largest |y| =
 ** fl(amax_b * enc) is below 6.5 (so no NaN, no Inf, no saturation: every
-** scaled magnitude a < 6.5, rn_grid's domain, where its code is already at
-** most 7 without e2m1_rn_fast's clamp).  a = fl(|v| * enc) =
+** scaled magnitude a < 6.5, nvfp4i_e2m1_rn_grid's domain, where its code is
+** already at most 7 without e2m1_rn_fast's clamp).  a = fl(|v| * enc) =
 ** |fl(v * enc)|; the signs come from the bf16 input words (enc > 0, so
 ** sign(y) = sign(v), -0 included), placed with byte permutes (prmt's
 ** sign-replicating selectors): se holds 0x00/0xFF bytes for elements 0, 2,
@@ -604,9 +597,9 @@ static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float en
   uint32_t acc = 0;
 #pragma unroll
   for (int i = 7; i >= 0; i--) {
-    acc = acc * 16u + rn_grid(__fmul_rn(fabsf(v[i]), enc));
+    acc = acc * 16u + nvfp4i_e2m1_rn_grid(__fmul_rn(fabsf(v[i]), enc));
   }
-  return acc - RN_GRID_BASE * 0x11111111u;
+  return acc - NVFP4I_RN_GRID_BASE * 0x11111111u;
 }
 
 
