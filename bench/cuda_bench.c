@@ -6,6 +6,7 @@
 ** the GPU machine.
 **
 **   bench/cuda_bench [quant|quant-small|linear|linear-lib|linear-parts|all] [iterations]
+**   bench/cuda_bench quant-at M K [iterations]     (the quantize figures at [M, K])
 **
 ** Bytes moved per element: quantize rowwise+columnwise 2 (bf16 in) +
 ** 2 * (0.5 + 1/16) out = 3.125; dequantize to bf16 0.5 + 1/16 + 2 =
@@ -323,7 +324,16 @@ static void bench_linear_parts (int64_t T, int64_t K, int64_t N) {
 
 int main (int argc, char **argv) {
   const char *why = "", *what = argc > 1 ? argv[1] : "all";
-  if (argc > 2) iters = atoi(argv[2]);
+  const int at = !strcmp(what, "quant-at");
+  int64_t M = 0, K = 0;
+  if (at) {
+    if (argc < 4 || (M = atoll(argv[2])) <= 0 || (K = atoll(argv[3])) <= 0 || K % 16 != 0) {
+      fprintf(stderr, "usage: cuda_bench quant-at M K [iterations] (M, K > 0, K a multiple of 16)\n");
+      return 2;
+    }
+    if (argc > 4) iters = atoi(argv[4]);
+  }
+  else if (argc > 2) iters = atoi(argv[2]);
   if (nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &ctx, &why) != NVFP4_OK) {
     printf("no CUDA backend: %s\n", why);
     return 77;
@@ -333,6 +343,7 @@ int main (int argc, char **argv) {
     bench_quant(8192, 8192);
     if (strcmp(what, "quant-small")) bench_quant(32768, 8192);
   }
+  if (at) bench_quant(M, K);
   if (!strcmp(what, "linear-parts")) {
     printf("\nLlama 3 70B Linear layers, TP = 1, 8192 tokens, step by step:\n");
     bench_linear_parts(8192, 8192, 10240);

@@ -1008,6 +1008,34 @@ static __device__ __forceinline__ void fix_block (const qparams &p, uint32_t k, 
 }
 
 
+/* The exact path of qfast_kernel's blocks (NaN, Inf, saturation: those
+** failing the fast paths' bounds): the 16 bf16 in words b0, b1 (element 2i
+** the low half of word i), the scale byte with the FLT_MAX clamp from
+** mul = the global encode scale, the multiplier enc_of(sf, sdec) (the value
+** of the kernel's tables), SR bytes 0..15 from the words w (enc_n).  Out of
+** line: inlined for each of a tile's 8 blocks it made the kernel's code so
+** large that the fast path, spread between the copies, stalled on
+** instruction fetch.  Returns the two code words and the scale byte. */
+struct exact_out {
+  uint32_t lo, hi, sf;
+};
+
+template <bool SR>
+static __device__ __noinline__ exact_out exact16 (uint4 b0, uint4 b1, float mul, float sdec,
+                                                  uint4 w) {
+  float v[16], a = 0.0f;
+  unpack8(b0, v);
+  unpack8(b1, v + 8);
+#pragma unroll
+  for (int e = 0; e < 16; e++) a = fmaxf(a, fabsf(v[e]));
+  const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, mul), FLT_MAX));
+  const uint32_t wr[4] = {w.x, w.y, w.z, w.w};
+  uint32_t out[2];
+  enc_n<SR, 16>(v, enc_of(sf, sdec), wr, out);
+  return exact_out{out[0], out[1], sf};
+}
+
+
 /* The CTA's deferred blocks dl[0..n) by its threads (out of line: the tile
 ** loop keeps its registers); returns cmax with AMAX_ONLY's share.  p by
 ** value: a reference made the kernel copy its parameters to local memory
@@ -1122,8 +1150,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
   for (int h = 0; h < NH; h++) cso[h] = opaque(sbase + 4 * sh_word<frow, FMT>(16 * j, pc + 32 * h));
   /* the multipliers' tables (shared addresses) */
-  const uint32_t rencs = (uint32_t)__cvta_generic_to_shared(renc);
-  const uint32_t cencs = (uint32_t)__cvta_generic_to_shared(cenc);
+  const uint32_t rencs = opaque((uint32_t)__cvta_generic_to_shared(renc));
+  const uint32_t cencs = opaque((uint32_t)__cvta_generic_to_shared(cenc));
   /* RHT: the A fragment, this lane's ldmatrix row (row 8(q&1) + lane%8 of
   ** each m-block, chunk 2 warp + q/2 of matrix q = lane/8; the XOR with the
   ** m-block is added per block) and its ybuf region */
@@ -1220,6 +1248,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #endif
         unpack8(q0, v);
         unpack8(q1, v + 8);
+        /* SR: the block's Philox words first (the fast and the exact path
+        ** take the same), independent of the amax chain below */
+        uint32_t w[4] = {0u, 0u, 0u, 0u};
+        if (SR) nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, w);
         if (!SR) {
           /* RN fast path (see codes8_fast); a NaN-free block's amax is the same */
           a = amax16_nan(q0, q1);
@@ -1240,8 +1272,6 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           sf = e4m3_rn(__fmul_rn(a, p.rm));     /* no clamp, as for RN */
           const float enc = __uint_as_float(lds_u32(rencs + 4 * sf));
           if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
-            uint32_t w[4];
-            nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, w);
             const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
             const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
             o0 = signs8(q0, codes8_sr(v, enc, w0));
@@ -1250,17 +1280,14 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           }
         }
         if (!done) {
-          uint32_t w[4] = {0u, 0u, 0u, 0u};
-          a = 0.0f;
-#pragma unroll
-          for (int e = 0; e < 16; e++) a = fmaxf(a, fabsf(v[e]));
-          sf = e4m3_rn(fminf(__fmul_rn(a, p.rm), FLT_MAX));
-          if (SR) nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, w);
-          /* SR bytes 0..7 go with the low chunk, 8..15 with the high one */
-          const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
-          const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
-          o0 = enc8<SR>(v, renc[sf], w0, 0);
-          o1 = enc8<SR>(v + 8, renc[sf], w1, 0);
+          /* the exact path; SR bytes 0..7 go with the low chunk, 8..15 with
+          ** the high one */
+          const exact_out e = exact16<SR>(q0, q1, p.rm, p.rsdec,
+                                          swap ? make_uint4(w[2], w[3], w[0], w[1])
+                                               : make_uint4(w[0], w[1], w[2], w[3]));
+          o0 = e.lo;
+          o1 = e.hi;
+          sf = e.sf;
         }
         stg_v2(rdb + (ro + ii * 16 * K), swap ? make_uint2(o1, o0) : make_uint2(o0, o1));
         stg_u8(rsb + (rsco + ii * 32 * rsld), sf);
@@ -1346,6 +1373,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             float v[16], a = 0.0f;
             /* SR: the block's Philox counter (spec §5.2), fast and exact path */
             const uint64_t cblk = SR ? cctr + ((uint64_t)(kh + cc) * (M / 16) + m0 / 16) : 0;
+            uint32_t wr[4] = {0u, 0u, 0u, 0u};
+            if (SR) nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
 #pragma unroll
             for (int r = 0; r < 16; r++)
               v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
@@ -1370,8 +1399,6 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
               const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));
               const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
               if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
-                uint32_t wr[4];
-                nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
                 stg_v2(cdb + (co + cc * (M / 2)),
                        make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
                                   col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2))));
@@ -1380,15 +1407,16 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
               }
               a = 0.0f;
             }
-#pragma unroll
-            for (int r = 0; r < 16; r++) a = fmaxf(a, fabsf(v[r]));
-            /* the exact path (NaN, Inf, saturation) */
-            const unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
-            uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
-            if (SR) nvfp4i_philox_block_words(p.seed, cblk, NVFP4I_SR_COLUMNWISE, wr);
-            enc_n<SR, 16>(v, cenc[sf], wr, out);
-            stg_v2(cdb + (co + cc * (M / 2)), make_uint2(out[0], out[1]));
-            stg_u8(csb + (cso_t + cc * csld), sf);
+            /* the exact path, the column's halves gathered into words */
+            const uint32_t sel = cc ? 0x7632u : 0x5410u;
+            const exact_out e = exact16<SR>(
+                make_uint4(prmt(src[0], src[1], sel), prmt(src[2], src[3], sel),
+                           prmt(src[4], src[5], sel), prmt(src[6], src[7], sel)),
+                make_uint4(prmt(src[8], src[9], sel), prmt(src[10], src[11], sel),
+                           prmt(src[12], src[13], sel), prmt(src[14], src[15], sel)),
+                p.cm, p.csdec, make_uint4(wr[0], wr[1], wr[2], wr[3]));
+            stg_v2(cdb + (co + cc * (M / 2)), make_uint2(e.lo, e.hi));
+            stg_u8(csb + (cso_t + cc * csld), e.sf);
           }
         }
       }
