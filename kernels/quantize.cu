@@ -1060,7 +1060,8 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 ** address per tile and the kernel ran at 0.50 of the copy bound instead of
 ** 0.62 ([32768, 8192] RNE); with the offsets kept (opaque), 3 CTAs per SM
 ** (80 registers) still ran at 0.57 against 0.64 for 2 (QFAST_MINB
-** overrides, for measuring). */
+** overrides, for measuring).  With the 128-row tiles three stages still
+** lose: RNE 0.763 / 0.633 against 0.79-0.80 / 0.67 (2026-11-30). */
 #ifndef QFAST_MINB
 #define QFAST_MINB 2
 #endif
@@ -1084,7 +1085,8 @@ static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 ** "Measured"): gathering the stores in shared memory helps this build and
 ** slows the encoding kernel, whose added instructions cost more.  ncu
 ** (README) later showed the cost is the L2's write requests, which the
-** 128-row tiles cut by a third. */
+** 128-row tiles cut by a third.  With those tiles (2026-11-30) -DEXP_MEMONLY
+** runs at 0.845 / 0.670 and the encoding kernel at 0.79-0.81 / 0.65-0.68. */
 
 template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT>
 __global__ void __launch_bounds__(256, QFAST_MINB)
