@@ -560,7 +560,8 @@ static __device__ __forceinline__ void enc_n (const float *v, float enc,
 ** sign-replicating selectors): se holds 0x00/0xFF bytes for elements 0, 2,
 ** 4, 6 of the 8, so for 1, 3, 5, 7; element 2k's sign is bit 8k+3 of the
 ** packed word, element 2k+1's bit 8k+7.  Blocks that fail the bound take
-** the exact path (enc8<false>); the result is the same bytes either way. */
+** the exact path (exact16, through enc8<false>); the result is the same bytes
+** either way. */
 static __device__ __forceinline__ uint32_t prmt (uint32_t a, uint32_t b, uint32_t c) {
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -1011,8 +1012,9 @@ static __device__ __forceinline__ void fix_block (const qparams &p, uint32_t k, 
 /* The exact path of qfast_kernel's blocks (NaN, Inf, saturation: those
 ** failing the fast paths' bounds): the 16 bf16 in words b0, b1 (element 2i
 ** the low half of word i), the scale byte with the FLT_MAX clamp from
-** mul = the global encode scale, the multiplier enc_of(sf, sdec) (the value
-** of the kernel's tables), SR bytes 0..15 from the words w (enc_n).  Out of
+** mul = the direction's m of qparams (fl(S_enc * inv6)), the multiplier
+** enc_of(sf, sdec) (the value of the kernel's tables), SR bytes 0..15 from
+** the words w (as enc_n).  Out of
 ** line: inlined for each of a tile's 8 blocks it made the kernel's code so
 ** large that the fast path, spread between the copies, stalled on
 ** instruction fetch.  Returns the two code words and the scale byte. */
@@ -1372,7 +1374,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             cmax = fmaxf(cmax, wm);
           }
           else {
-            float v[16], a = 0.0f;
+            float v[16];
             /* SR: the block's Philox counter (spec §5.2), fast and exact path */
             const uint64_t cblk = SR ? cctr + ((uint64_t)(kh + cc) * (M / 16) + m0 / 16) : 0;
             uint32_t wr[4] = {0u, 0u, 0u, 0u};
@@ -1383,31 +1385,27 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             if (!SR) {
               /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
               ** (cc = 1) of the words */
-              a = wm;
-              const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));   /* as rowwise */
+              const unsigned sf = e4m3_rn(__fmul_rn(wm, p.cm));   /* as rowwise */
               const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
-              if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
+              if (__fmul_rn(wm, enc) < FAST_RN_BOUND) {
                 stg_v2(cdb + (co + cc * (M / 2)),
                        make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
                                   col_signs8(src + 8, cc, codes8_fast(v + 8, enc))));
                 stg_u8(csb + (cso_t + cc * csld), sf);
                 continue;
               }
-              a = 0.0f;
             }
             if (SR) {
               /* SR fast path (see codes8_sr), signs as above */
-              a = wm;
-              const unsigned sf = e4m3_rn(__fmul_rn(a, p.cm));
+              const unsigned sf = e4m3_rn(__fmul_rn(wm, p.cm));
               const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
-              if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
+              if (__fmul_rn(wm, enc) < FAST_SR_BOUND) {
                 stg_v2(cdb + (co + cc * (M / 2)),
                        make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
                                   col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2))));
                 stg_u8(csb + (cso_t + cc * csld), sf);
                 continue;
               }
-              a = 0.0f;
             }
             /* the exact path, the column's halves gathered into words */
             const uint32_t sel = cc ? 0x7632u : 0x5410u;
