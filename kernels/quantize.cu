@@ -1174,6 +1174,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   uint8_t *const rsb = (uint8_t *)opaque64((size_t)(p.rscale + rrow * rsld + rb));
   uint8_t *const cdb = (uint8_t *)opaque64((size_t)(p.cdata + (size_t)(2 * pc) * (M / 2) + 8 * j));
   uint8_t *const csb = (uint8_t *)opaque64((size_t)(p.cscale + (size_t)(2 * pc) * csld + j));
+  /* the strides from a thread's output of one block to the next it writes
+  ** in the tile: 32 rows (rowwise data and scales), one column */
+  const size_t rstep = (size_t)16 * K, sstep = (size_t)32 * rsld, cstep = M / 2;
   /* SR: the Philox counters (spec §5.2: offset + the block's index) less
   ** the tile's part: row block rb of row rrow, column block j of column
   ** 2pc; per tile m0*(K/16) + k0/16, k0*(M/16) + m0/16 are added */
@@ -1229,6 +1232,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 
     if (!AMAX_ONLY && p.row) {
       const uint32_t ro = m0 * (K / 2) + k0 / 2, rsco = m0 * rsld + k0 / 16;
+      uint8_t *const rdt = rdb + ro, *const rst = rsb + rsco;    /* the tile's */
 #pragma unroll
       for (int ii = 0; ii < 2 * NH; ii++) {
         /* SR: the block's Philox counter (spec §5.2), fast and exact path */
@@ -1242,8 +1246,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #ifdef EXP_MEMONLY
         if (!RHT) {               /* timing only (see EXP_MEMONLY above) */
 #ifndef EXP_NOROWST
-          stg_v2(rdb + (ro + ii * 16 * K), make_uint2(q0.x ^ q0.y ^ q0.z ^ q0.w, q1.x ^ q1.y ^ q1.z ^ q1.w));
-          stg_u8(rsb + (rsco + ii * 32 * rsld), q0.x ^ q1.w);
+          stg_v2(rdt + ii * rstep, make_uint2(q0.x ^ q0.y ^ q0.z ^ q0.w, q1.x ^ q1.y ^ q1.z ^ q1.w));
+          stg_u8(rst + ii * sstep, q0.x ^ q1.w);
 #else
           if ((q0.x ^ q1.w) == 0x12345678u) stg_u8(rsb + rsco, 1u);
 #endif
@@ -1293,8 +1297,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           o1 = e.hi;
           sf = e.sf;
         }
-        stg_v2(rdb + (ro + ii * 16 * K), swap ? make_uint2(o1, o0) : make_uint2(o0, o1));
-        stg_u8(rsb + (rsco + ii * 32 * rsld), sf);
+        stg_v2(rdt + ii * rstep, swap ? make_uint2(o1, o0) : make_uint2(o0, o1));
+        stg_u8(rst + ii * sstep, sf);
       }
     }
 
@@ -1307,6 +1311,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         const uint32_t mb = m0 / 16 + j;
         /* column kh + 2pc's output row (the next column's is M/2 further) */
         [[maybe_unused]] const uint32_t co = kh * (M / 2) + m0 / 2, cso_t = kh * csld + m0 / 16;
+        /* the tile's outputs of the thread's first column */
+        [[maybe_unused]] uint8_t *const cdt = cdb + co, *const cst = csb + cso_t;
 #pragma unroll
         for (int r = 0; r < 16; r++)      /* rows 16j.. */
           wd[r] = lds_u32(cso[h] + st * (4 * fstage) + r * (4 * frow));
@@ -1318,8 +1324,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
           for (int cc = 0; cc < 2; cc++) {
 #ifndef EXP_NOCOLST
-            stg_v2(cdb + (co + cc * (M / 2)), make_uint2(x0 + cc, x1));
-            stg_u8(csb + (cso_t + cc * csld), x0 >> (8 * cc));
+            stg_v2(cdt + cc * cstep, make_uint2(x0 + cc, x1));
+            stg_u8(cst + cc * (size_t)csld, x0 >> (8 * cc));
 #else
             if ((x0 ^ x1) == 0x12345678u + cc) stg_u8(csb + cso_t, 1u);
 #endif
@@ -1388,10 +1394,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
               const unsigned sf = e4m3_rn(__fmul_rn(wm, p.cm));   /* as rowwise */
               const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
               if (__fmul_rn(wm, enc) < FAST_RN_BOUND) {
-                stg_v2(cdb + (co + cc * (M / 2)),
+                stg_v2(cdt + cc * cstep,
                        make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
                                   col_signs8(src + 8, cc, codes8_fast(v + 8, enc))));
-                stg_u8(csb + (cso_t + cc * csld), sf);
+                stg_u8(cst + cc * (size_t)csld, sf);
                 continue;
               }
             }
@@ -1400,10 +1406,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
               const unsigned sf = e4m3_rn(__fmul_rn(wm, p.cm));
               const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
               if (__fmul_rn(wm, enc) < FAST_SR_BOUND) {
-                stg_v2(cdb + (co + cc * (M / 2)),
+                stg_v2(cdt + cc * cstep,
                        make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
                                   col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2))));
-                stg_u8(csb + (cso_t + cc * csld), sf);
+                stg_u8(cst + cc * (size_t)csld, sf);
                 continue;
               }
             }
@@ -1415,8 +1421,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
                 make_uint4(prmt(src[8], src[9], sel), prmt(src[10], src[11], sel),
                            prmt(src[12], src[13], sel), prmt(src[14], src[15], sel)),
                 p.cm, p.csdec, make_uint4(wr[0], wr[1], wr[2], wr[3]));
-            stg_v2(cdb + (co + cc * (M / 2)), make_uint2(e.lo, e.hi));
-            stg_u8(csb + (cso_t + cc * csld), e.sf);
+            stg_v2(cdt + cc * cstep, make_uint2(e.lo, e.hi));
+            stg_u8(cst + cc * (size_t)csld, e.sf);
           }
         }
       }
