@@ -1239,10 +1239,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         const uint64_t rblk = SR ? rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16) : 0;
         const uint4 q0 = lds_v4(rso[ii][0] + st * (4 * fstage));
         const uint4 q1 = lds_v4(rso[ii][1] + st * (4 * fstage));
-        float v[16], a = 0.0f;
+        float v[16];
         uint32_t o0, o1;
-        unsigned sf;
-        bool done = false;
 #ifdef EXP_MEMONLY
         if (!RHT) {               /* timing only (see EXP_MEMONLY above) */
 #ifndef EXP_NOROWST
@@ -1260,36 +1258,23 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         ** take the same), independent of the amax chain below */
         uint32_t w[4] = {0u, 0u, 0u, 0u};
         if (SR) nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, w);
-        if (!SR) {
-          /* RN fast path (see codes8_fast); a NaN-free block's amax is the same */
-          a = amax16_nan(q0, q1);
-          /* no FLT_MAX clamp: a NaN block gets the NaN byte, whose enc fails
-          ** the bound below, and an Inf block fails it anyway */
-          sf = e4m3_rn(__fmul_rn(a, p.rm));
-          const float enc = __uint_as_float(lds_u32(rencs + 4 * sf));
-          if (__fmul_rn(a, enc) < FAST_RN_BOUND) {
-            o0 = signs8(q0, codes8_fast(v, enc));
-            o1 = signs8(q1, codes8_fast(v + 8, enc));
-            done = true;
-          }
+        /* the fast paths (RN: see codes8_fast; SR: see codes8_sr, y's sign is
+        ** v's (enc > 0), taken from the words): the amax (NaN propagating; a
+        ** NaN-free block's amax is the same), its scale with no FLT_MAX clamp
+        ** (a NaN block gets the NaN byte, whose enc fails the bound, and an
+        ** Inf block fails it anyway) */
+        const float a = amax16_nan(q0, q1);
+        unsigned sf = e4m3_rn(__fmul_rn(a, p.rm));
+        const float enc = __uint_as_float(lds_u32(rencs + 4 * sf));
+        if (__fmul_rn(a, enc) < (SR ? FAST_SR_BOUND : FAST_RN_BOUND)) {
+          /* SR bytes 0..7 go with the low chunk, 8..15 with the high one */
+          const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
+          const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
+          o0 = signs8(q0, SR ? codes8_sr(v, enc, w0) : codes8_fast(v, enc));
+          o1 = signs8(q1, SR ? codes8_sr(v + 8, enc, w1) : codes8_fast(v + 8, enc));
         }
         else {
-          /* SR fast path (see codes8_sr); y's sign is v's (enc > 0), taken
-          ** from the words; a NaN amax fails the bound */
-          a = amax16_nan(q0, q1);
-          sf = e4m3_rn(__fmul_rn(a, p.rm));     /* no clamp, as for RN */
-          const float enc = __uint_as_float(lds_u32(rencs + 4 * sf));
-          if (__fmul_rn(a, enc) < FAST_SR_BOUND) {
-            const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
-            const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
-            o0 = signs8(q0, codes8_sr(v, enc, w0));
-            o1 = signs8(q1, codes8_sr(v + 8, enc, w1));
-            done = true;
-          }
-        }
-        if (!done) {
-          /* the exact path; SR bytes 0..7 go with the low chunk, 8..15 with
-          ** the high one */
+          /* the exact path, the SR bytes as above */
           const exact_out e = exact16<SR>(q0, q1, p.rm, p.rsdec,
                                           swap ? make_uint4(w[2], w[3], w[0], w[1])
                                                : make_uint4(w[0], w[1], w[2], w[3]));
@@ -1388,30 +1373,17 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #pragma unroll
             for (int r = 0; r < 16; r++)
               v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
-            if (!SR) {
-              /* RN fast path; the signs of column cc are bytes 1 (cc = 0) or 3
-              ** (cc = 1) of the words */
-              const unsigned sf = e4m3_rn(__fmul_rn(wm, p.cm));   /* as rowwise */
-              const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
-              if (__fmul_rn(wm, enc) < FAST_RN_BOUND) {
-                stg_v2(cdt + cc * cstep,
-                       make_uint2(col_signs8(src, cc, codes8_fast(v, enc)),
-                                  col_signs8(src + 8, cc, codes8_fast(v + 8, enc))));
-                stg_u8(cst + cc * (size_t)csld, sf);
-                continue;
-              }
-            }
-            if (SR) {
-              /* SR fast path (see codes8_sr), signs as above */
-              const unsigned sf = e4m3_rn(__fmul_rn(wm, p.cm));
-              const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
-              if (__fmul_rn(wm, enc) < FAST_SR_BOUND) {
-                stg_v2(cdt + cc * cstep,
-                       make_uint2(col_signs8(src, cc, codes8_sr(v, enc, wr)),
-                                  col_signs8(src + 8, cc, codes8_sr(v + 8, enc, wr + 2))));
-                stg_u8(cst + cc * (size_t)csld, sf);
-                continue;
-              }
+            /* the fast paths as rowwise; the signs of column cc are bytes 1
+            ** (cc = 0) or 3 (cc = 1) of the words */
+            const unsigned sf = e4m3_rn(__fmul_rn(wm, p.cm));
+            const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
+            if (__fmul_rn(wm, enc) < (SR ? FAST_SR_BOUND : FAST_RN_BOUND)) {
+              stg_v2(cdt + cc * cstep,
+                     make_uint2(col_signs8(src, cc, SR ? codes8_sr(v, enc, wr) : codes8_fast(v, enc)),
+                                col_signs8(src + 8, cc, SR ? codes8_sr(v + 8, enc, wr + 2)
+                                                           : codes8_fast(v + 8, enc))));
+              stg_u8(cst + cc * (size_t)csld, sf);
+              continue;
             }
             /* the exact path, the column's halves gathered into words */
             const uint32_t sel = cc ? 0x7632u : 0x5410u;

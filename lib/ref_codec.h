@@ -63,7 +63,7 @@ static inline NVFP4I_HD uint8_t nvfp4i_e2m1_encode (float y) {
 
 
 /* The round-to-nearest-even code by two fp32 roundings, for the CUDA fast
-** path (kernels/quantize.cu, rn_grid): for a = |y| in [0, 6.5) returns
+** path (kernels/quantize.cu, codes8_fast): for a = |y| in [0, 6.5) returns
 ** NVFP4I_RN_GRID_BASE + nvfp4i_e2m1_encode(a).  Each term adds a constant
 ** that leaves one rounding step per grid point, RNE (ties to the even
 ** integer, as E2M1 ties to the even code):

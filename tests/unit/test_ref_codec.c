@@ -1,8 +1,8 @@
 /*
 ** test_ref_codec.c -- lib/ref_codec.[ch]: E2M1 (RNE exhaustive over bf16,
-** stochastic rounding, the CUDA fast path's integer form of it), E4M3 (all 256 bytes, every tie point, saturation),
-** S_enc edge cases, bf16 rounding of doubles and the exact 16-point RHT
-** (spec/nvfp4-numerics.md §1-§5, §8).
+** stochastic rounding, the CUDA fast path's forms of both), E4M3 (all 256
+** bytes, every tie point, saturation), S_enc edge cases, bf16 rounding of
+** doubles and the exact 16-point RHT (spec/nvfp4-numerics.md §1-§5, §8).
 */
 #include <stdarg.h>
 #include <stddef.h>
