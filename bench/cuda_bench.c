@@ -327,8 +327,16 @@ int main (int argc, char **argv) {
   const int at = !strcmp(what, "quant-at");
   int64_t M = 0, K = 0;
   if (at) {
-    if (argc < 4 || (M = atoll(argv[2])) <= 0 || (K = atoll(argv[3])) <= 0 || K % 16 != 0) {
-      fprintf(stderr, "usage: cuda_bench quant-at M K [iterations] (M, K > 0, K a multiple of 16)\n");
+    /* checked before any GPU work: a bad shape costs nothing */
+    if (argc < 4) {
+      fprintf(stderr, "usage: cuda_bench quant-at M K [iterations]\n");
+      return 2;
+    }
+    M = atoll(argv[2]);
+    K = atoll(argv[3]);
+    if (M <= 0 || K <= 0 || K % 16 != 0) {
+      fprintf(stderr, "cuda_bench quant-at: [M, K] = [%s, %s]: M and K must be positive and K a multiple "
+              "of 16 (the block size)\n", argv[2], argv[3]);
       return 2;
     }
     if (argc > 4) iters = atoi(argv[4]);
