@@ -497,6 +497,29 @@ int main (void) {
       unsetenv("NVFP4_CUDA_RHT_DEFER_CAP");
     }
   }
+  {   /* the fast kernel's scale gather (kernels/quantize.cu, sg_copy),
+      ** forced on (test hook; on its own it is taken for large tensors
+      ** only): one group of 4 tiles per row and column of groups, several,
+      ** a scratch buffer grown between shapes; then with the grid capped
+      ** at 3 CTAs, so that CTAs take many tiles (and, with the gather off,
+      ** many 128-row tiles) */
+    int64_t u1[] = {512, 512}, u2[] = {1024, 1536}, u3[] = {2048, 1024};
+    int cap, on;
+    for (on = 1; on >= 0; on--)
+      for (cap = 0; cap < 2; cap++) {
+        if (on == 0 && cap == 0) continue;          /* the cases above */
+        setenv("NVFP4_CUDA_SCALE_GATHER", on ? "1" : "0", 1);
+        if (cap) setenv("NVFP4_CUDA_FAST_GRID", "3", 1);
+        for (oi = 0; oi < nopt; oi++) {
+          if (opts[oi].o.two_d || opts[oi].o.four_over_six || opts[oi].o.rht) continue;
+          one_case(nvfp4_shape_make(2, u1), NVFP4_BF16, F_NAN_NEGZERO, &opts[oi]);
+          one_case(nvfp4_shape_make(2, u2), NVFP4_BF16, F_RANDN, &opts[oi]);
+          one_case(nvfp4_shape_make(2, u3), NVFP4_BF16, F_WIDE, &opts[oi]);
+        }
+        unsetenv("NVFP4_CUDA_SCALE_GATHER");
+        unsetenv("NVFP4_CUDA_FAST_GRID");
+      }
+  }
   for (d = 0; d < 3; d++) {
     nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
     swap_case(3, sw1, dt); swap_case(4, sw2, dt); swap_case(2, sw3, dt);
