@@ -1111,6 +1111,9 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QFAST_MINB
 #define QFAST_MINB 2
 #endif
+#ifndef QFAST_MINB_RHT
+#define QFAST_MINB_RHT QFAST_MINB  /* the RHT kernels' (measuring: 3 spills ~100 bytes) */
+#endif
 #ifndef QSTAGES
 #define QSTAGES 2               /* 2 or 3 (-DQSTAGES=3 for measuring) */
 #endif
@@ -1140,7 +1143,7 @@ static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 ** sectors.  Hence the scale gather (scg_wanted). */
 
 template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG>
-__global__ void __launch_bounds__(256, QFAST_MINB)
+__global__ void __launch_bounds__(256, RHT ? QFAST_MINB_RHT : QFAST_MINB)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   static_assert(RHT || !AMAX_ONLY, "the amax-only pass is the RHT one");
   static_assert(FMT == 64 || (FMT == 128 && !RHT), "tiles of 64 rows, or 128 without the RHT");
