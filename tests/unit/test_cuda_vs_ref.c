@@ -497,12 +497,13 @@ int main (void) {
       unsetenv("NVFP4_CUDA_RHT_DEFER_CAP");
     }
   }
-  {   /* the fast kernel's scale gather (kernels/quantize.cu, sg_copy),
-      ** forced on (test hook; on its own it is taken for large tensors
-      ** only): one group of 4 tiles per row and column of groups, several,
-      ** a scratch buffer grown between shapes; then with the grid capped
-      ** at 3 CTAs, so that CTAs take many tiles (and, with the gather off,
-      ** many 128-row tiles) */
+  {   /* the scale gather (kernels/quantize.cu, scale_gather_kernel),
+      ** forced on (test hook; on its own it is taken for tensors of 2^27
+      ** elements and more): [512, 512] is one rowwise group per m-tile and
+      ** one columnwise group per k-tile, the larger shapes have several
+      ** and grow the stream's scratch; then with the grid capped at 3 CTAs,
+      ** so that CTAs take many tiles (and, with the gather off, many
+      ** 128-row tiles) */
     int64_t u1[] = {512, 512}, u2[] = {1024, 1536}, u3[] = {2048, 1024};
     int cap, on;
     for (on = 1; on >= 0; on--)
