@@ -17,8 +17,12 @@ typedef struct nvfp4i_cuda {
   void *blas;                  /* cublasHandle_t, created on first GEMM */
   float *amax_dev;             /* 2 floats of scratch for the amax pass */
   float *amax_host;            /* pinned, 2 floats */
-  void *work;                  /* scratch for GEMM operands (grown) */
-  size_t work_bytes;
+  /* the quantize kernels' workspace (kernels/quantize.cu, ctx_buffer):
+  ** the RHT fast path's deferred-block list, the scale gather's scratch */
+  void *rht_defer;
+  size_t rht_defer_bytes;
+  void *scale_gather;
+  size_t scale_gather_bytes;
 } nvfp4i_cuda;
 
 static inline nvfp4i_cuda *nvfp4i_cuda_of (nvfp4_ctx *ctx) {

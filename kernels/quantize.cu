@@ -40,7 +40,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <mutex>
 #include <type_traits>
 #include <cuda_bf16.h>
 #include "config.h"
@@ -1638,67 +1637,40 @@ static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
 }
 
 
-/* Device buffers kept per stream (a context's work is ordered on its
-** stream, so launches never share one concurrently): allocated on first
-** use with their first zero_bytes zeroed in stream order, grown when a
-** launch needs more; a full table evicts an entry round robin (cudaFree
-** waits for the work that may still use it). */
-#define CACHE_STREAMS 8
-
-struct stream_cache {
-  std::mutex mu;
-  struct { cudaStream_t s; int dev; void *b; size_t cap; } tab[CACHE_STREAMS];
-  unsigned next_evict;
-};
-
-static nvfp4_status stream_buffer (nvfp4_ctx *ctx, stream_cache *sc, size_t bytes,
-                                   size_t zero_bytes, void **out) {
-  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
-  std::lock_guard<std::mutex> lock(sc->mu);
-  int i, slot = -1, dev = 0;
-  for (i = 0; i < CACHE_STREAMS && slot < 0; i++)
-    if (sc->tab[i].b != NULL && sc->tab[i].s == c->stream && sc->tab[i].dev == c->device) {
-      if (sc->tab[i].cap >= bytes) {
-        *out = sc->tab[i].b;
-        return NVFP4_OK;
-      }
-      slot = i;                           /* too small: replaced */
-    }
-  for (i = 0; i < CACHE_STREAMS && slot < 0; i++)
-    if (sc->tab[i].b == NULL) slot = i;
-  if (slot < 0) slot = (int)(sc->next_evict++ % CACHE_STREAMS);
-  if (sc->tab[slot].b != NULL) {
-    CU_CHECK(ctx, cudaGetDevice(&dev));
-    CU_CHECK(ctx, cudaSetDevice(sc->tab[slot].dev));
-    cudaFree(sc->tab[slot].b);
-    sc->tab[slot].b = NULL;
-    CU_CHECK(ctx, cudaSetDevice(dev));
-  }
-  CU_CHECK(ctx, cudaMalloc(&sc->tab[slot].b, bytes));
-  if (zero_bytes > 0) CU_CHECK(ctx, cudaMemsetAsync(sc->tab[slot].b, 0, zero_bytes, c->stream));
-  sc->tab[slot].s = c->stream;
-  sc->tab[slot].dev = c->device;
-  sc->tab[slot].cap = bytes;
-  *out = sc->tab[slot].b;
+/* A buffer the context owns (style.md: the ctx owns its workspace; freed
+** by cuda_fini) for the quantize kernels, *buf of *cap bytes: allocated in
+** stream order on first use, with its first zero_bytes zeroed, and replaced
+** by a larger one when a launch needs more (the old one freed in stream
+** order, after the work queued before that may still use it). */
+static nvfp4_status ctx_buffer (nvfp4_ctx *ctx, void **buf, size_t *cap, size_t bytes,
+                                size_t zero_bytes) {
+  cudaStream_t s = nvfp4i_stream(ctx);
+  if (*buf != NULL && *cap >= bytes) return NVFP4_OK;
+  if (*buf != NULL) CU_CHECK(ctx, cudaFreeAsync(*buf, s));
+  *buf = NULL;
+  *cap = 0;
+  CU_CHECK(ctx, cudaMallocAsync(buf, bytes, s));
+  *cap = bytes;
+  if (zero_bytes > 0) CU_CHECK(ctx, cudaMemsetAsync(*buf, 0, zero_bytes, s));
   return NVFP4_OK;
 }
 
 
-/* The deferred list of the RHT fast path, one per stream, zeroed once (the
-** follow-up kernel resets it after each launch). */
+/* The deferred list of the RHT fast path, the context's own, zeroed once
+** (the follow-up kernel resets it after each launch). */
 #define SLOW_CAP (1u << 18)
 
 static nvfp4_status slow_list_for (nvfp4_ctx *ctx, qparams *p) {
-  static stream_cache sc;
+  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
   const char *env = getenv("NVFP4_CUDA_RHT_DEFER_CAP");
-  void *b = NULL;
   /* test hook: a smaller cap forces the follow-up's scan of all blocks */
   p->slcap = SLOW_CAP;
   if (env != NULL && *env != '\0' && strtoull(env, NULL, 10) < SLOW_CAP)
     p->slcap = strtoull(env, NULL, 10);
-  nvfp4_status st = stream_buffer(ctx, &sc, offsetof(slow_list, e) + (size_t)SLOW_CAP * sizeof(uint64_t),
-                                  offsetof(slow_list, e), &b);
-  p->sl = (slow_list *)b;
+  nvfp4_status st = ctx_buffer(ctx, &c->rht_defer, &c->rht_defer_bytes,
+                               offsetof(slow_list, e) + (size_t)SLOW_CAP * sizeof(uint64_t),
+                               offsetof(slow_list, e));
+  p->sl = (slow_list *)c->rht_defer;
   return st;
 }
 
@@ -1723,12 +1695,12 @@ static bool scg_wanted (const qparams &p, bool sr) {
   return !sr && (uint64_t)p.M * (uint64_t)p.K >= (1ull << 27);
 }
 
-/* The stream's scratch for the scale gather: 2048 bytes per 128x128 tile. */
+/* The context's scratch for the scale gather: 2048 bytes per 128x128 tile. */
 static nvfp4_status scg_buffer_for (nvfp4_ctx *ctx, qparams *p) {
-  static stream_cache sc;
-  void *b = NULL;
-  nvfp4_status st = stream_buffer(ctx, &sc, 2048 * (size_t)(p->M / 128) * (size_t)(p->K / 128), 0, &b);
-  p->sgs = (uint8_t *)b;
+  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
+  nvfp4_status st = ctx_buffer(ctx, &c->scale_gather, &c->scale_gather_bytes,
+                               2048 * (size_t)(p->M / 128) * (size_t)(p->K / 128), 0);
+  p->sgs = (uint8_t *)c->scale_gather;
   return st;
 }
 
