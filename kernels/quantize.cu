@@ -477,10 +477,10 @@ static __device__ __forceinline__ void block_max_to (float a, float *dst) {
 ** on tensor cores (rht_tc_warp); a block whose result there is not provably
 ** exact (rht_tc_exact: about 0.4% of randn blocks, and blocks with
 ** subnormal, huge, Inf or NaN inputs) is only recorded in the CTA's shared
-** list and redone exactly after the CTA's tiles (fix_list, out of line, so
-** the tile loop keeps its registers); past DCAP blocks per CTA, in the
-** stream's deferred list for rht_fix_kernel, launched right after (its
-** codes and scale, or its share of the amax).
+** list, with its inputs, and redone exactly after the CTA's tiles
+** (fix_list, out of line, so the tile loop keeps its registers); past DCAP
+** blocks per CTA, in the context's deferred list for rht_fix_kernel,
+** launched right after (its codes and scale, or its share of the amax).
 **
 ** Element encode, RN (= nvfp4i_e2m1_encode, see e2m1_rn): y = fl(v*enc) is
 ** a GPU product, so a NaN y is the canonical positive NaN: fminf drops it,
@@ -911,6 +911,10 @@ static __device__ __forceinline__ uint32_t lds_u32 (uint32_t a) {
   return v;
 }
 
+static __device__ __forceinline__ void sts_v2 (uint32_t a, uint32_t x, uint32_t y) {
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};" :: "r"(a), "r"(x), "r"(y) : "memory");
+}
+
 
 /* Shared-memory tile: FMT rows of 64 words (128 bf16) at a stride of ROW
 ** words, 16-byte chunk c of row r at word 4c XOR 8*(r/16 % 4) (64 rows) or
@@ -943,12 +947,16 @@ static __device__ __forceinline__ uint32_t sh_word (uint32_t r, uint32_t w) {
 ** cores add such terms exactly (checked by tests/unit/test_cuda_vs_ref).
 ** Other blocks go to the deferred list (rht_fix_kernel).  The results
 ** are rounded once to bf16 (cvt.rn.bf16x2) and stored in the warp's own
-** region of ybuf: row r of m-block j, word q (columns 2q, 2q+1 of the 16)
-** at r*YROW + 8j + q (no bank conflicts for the fragment stores nor for the
-** columnwise reads). */
-#define YROW 36
+** region of ybuf (YWARP words, 64-byte aligned), in the order the
+** columnwise reads want them: slot p = 8j + q (m-block j, word q of the
+** rows: columns 2q, 2q+1 of the 16) holds 16 words, row r at position
+** 2(r % 8) + r / 8, its 16-byte chunks XOR-ed with s(p) = 2((q >> 1) & 1)
+** ^ j.  So a lane stores its fragment's rows g, g + 8 with one 8-byte
+** store per (m-block, n-block) and reads its 16 rows with four 16-byte
+** loads, none with a bank conflict (8 STS.64 and 4 LDS.128 where one word
+** per access took 16 STS and 16 LDS). */
 #define DCAP 256
-#define YWARP (16 * YROW)
+#define YWARP 512
 
 /* bf16 A[c][r] (low half) and A[c][r+1] for sign mask 'mask'. */
 static __device__ __forceinline__ uint32_t rht_a_pair (unsigned mask, int c, int r) {
@@ -989,13 +997,14 @@ static __device__ __forceinline__ uint32_t bf16x2_rn (float lo, float hi) {
   return *(uint32_t *)&b;
 }
 
-/* The warp's RHT into yw (its ybuf region): lm = the shared address of this
+/* The warp's RHT into its ybuf region: lm = the shared address of this
 ** lane's ldmatrix row in m-block 0 of the stage, without the XOR of the
-** chunk (see sh_word); w = the warp.  D fragment: d[0], d[1] = output row g,
-** columns 2t, 2t+1; d[2], d[3] = row g + 8. */
+** chunk (see sh_word); w = the warp; ys = the shared address where this
+** lane's rows g, g + 8 of m-block 0, n-block 0 go (rht_ys), the others at
+** ys ^ 16 jj (the chunk) + 512 jj + 256 nb.  D fragment: d[0], d[1] =
+** output row g, columns 2t, 2t+1; d[2], d[3] = row g + 8. */
 static __device__ __forceinline__ void rht_tc_warp (uint32_t lm, uint32_t w, const uint32_t *a,
-                                                    uint32_t *yw, int lane) {
-  const int g = lane >> 2, t = lane & 3;
+                                                    uint32_t ys) {
   /* all loads, then all products, then the stores: the four blocks' latencies
   ** overlap (one block after another left the warp stalled ~4x as long) */
   uint32_t b[4][4];
@@ -1011,10 +1020,20 @@ static __device__ __forceinline__ void rht_tc_warp (uint32_t lm, uint32_t w, con
 #pragma unroll
   for (int jj = 0; jj < 4; jj++)
 #pragma unroll
-    for (int nb = 0; nb < 2; nb++) {
-      yw[g * YROW + 8 * jj + 4 * nb + t] = bf16x2_rn(d[jj][nb][0], d[jj][nb][1]);
-      yw[(g + 8) * YROW + 8 * jj + 4 * nb + t] = bf16x2_rn(d[jj][nb][2], d[jj][nb][3]);
-    }
+    for (int nb = 0; nb < 2; nb++)
+      sts_v2((ys ^ (16u * jj)) + 512u * jj + 256u * nb,
+             bf16x2_rn(d[jj][nb][0], d[jj][nb][1]), bf16x2_rn(d[jj][nb][2], d[jj][nb][3]));
+}
+
+/* The ybuf addresses of lane `lane` in the warp's region at byte address yb
+** (64-byte aligned): the fragment stores' base (rht_tc_warp) and, in
+** *yr, the columnwise reads' (chunk c of slot 8j + q at *yr ^ 16c, rows
+** 2c, 2c + 8, 2c + 1, 2c + 9). */
+static __device__ __forceinline__ uint32_t rht_ys (uint32_t yb, int lane, uint32_t *yr) {
+  const uint32_t g = (uint32_t)lane >> 2, t = (uint32_t)lane & 3u;   /* fragment: groupID, thread */
+  const uint32_t q = g, j = t;                                         /* reader: pair, m-block */
+  *yr = yb + 4u * ((8u * j + q) * 16u + 4u * ((2u * ((q >> 1) & 1u)) ^ j));
+  return yb + 4u * (t * 16u + 4u * ((g >> 1) ^ (2u * (t >> 1))) + 2u * (g & 1u));
 }
 
 
@@ -1082,15 +1101,19 @@ static __device__ __noinline__ exact_out exact16 (uint4 b0, uint4 b1, float mul,
 
 
 /* The CTA's deferred blocks dl[0..n) by its threads (out of line: the tile
-** loop keeps its registers); returns cmax with AMAX_ONLY's share.  p by
-** value: a reference made the kernel copy its parameters to local memory
-** and the tile loop read them from there. */
+** loop keeps its registers), their inputs from dv (the 16 bf16 of entry i
+** in dv[2i], dv[2i + 1], element r in half r % 2 of word r / 2: kept when
+** the block was deferred, where re-reading them from global memory, 16
+** strided loads per block, held the CTA's tail ~1 us); returns cmax with
+** AMAX_ONLY's share.  p by value: a reference made the kernel copy its
+** parameters to local memory and the tile loop read them from there. */
 template <bool SR, bool AMAX_ONLY>
-static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl, unsigned n,
-                                               float cmax) {
+static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl, const uint4 *dv,
+                                               unsigned n, float cmax) {
   for (unsigned i = threadIdx.x; i < n; i += blockDim.x) {
     float v[16];
-    load_col16(p, dl[i].x, dl[i].y, v);
+    unpack8(dv[2 * i], v);
+    unpack8(dv[2 * i + 1], v + 8);
     fix_block<SR, AMAX_ONLY>(p, dl[i].x, dl[i].y, v, &cmax);
   }
   return cmax;
@@ -1154,15 +1177,17 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   constexpr uint32_t QP = FMT == 128 ? QPANEL128 : QPANEL;   /* the walk's panel */
   /* dynamic (three stages or the RHT's would pass the 48 KB of static
   ** shared memory): QSTAGES stages, then for the RHT the warps' ybuf regions
-  ** (8 * YWARP words) */
+  ** (8 * YWARP words, from the first 64-byte boundary) */
   extern __shared__ __align__(16) uint32_t dsm[];
   uint32_t *const sh = dsm, *const ybuf = dsm + QSTAGES * fstage;
   __shared__ float renc[256], cenc[256];
-  /* RHT: the CTA's deferred blocks {k, mb}, worked on after its tiles (a
+  /* RHT: the CTA's deferred blocks {k, mb} and their inputs (dv, see
+  ** fix_list), worked on after its tiles (a
   ** global atomic per block in the tile loop held the warp, and with it
   ** the CTA at the next barrier, for microseconds); past DCAP, the
-  ** stream's list for rht_fix_kernel */
+  ** context's list for rht_fix_kernel */
   __shared__ uint2 dl[RHT ? DCAP : 1];
+  __shared__ uint4 dv[RHT ? 2 * DCAP : 1];
   __shared__ unsigned dn;
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const uint32_t K = (uint32_t)p.K;
@@ -1212,9 +1237,13 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   ** each m-block, chunk 2 warp + q/2 of matrix q = lane/8; the XOR with the
   ** m-block is added per block) and its ybuf region */
   uint32_t rha[4] = {0u, 0u, 0u, 0u}, lm = 0;
-  uint32_t *yw = ybuf + (RHT ? warp * YWARP : 0);
+  uint32_t ys = 0, yr = 0;
   if (RHT) {
     const uint32_t q = (uint32_t)lane >> 3;
+    const uint32_t yb = (((uint32_t)__cvta_generic_to_shared(ybuf) + 63u) & ~63u) +
+                        4u * YWARP * (uint32_t)warp;
+    ys = opaque(rht_ys(yb, lane, &yr));
+    yr = opaque(yr);
     rht_a_frag(p.mask, lane, rha);
     lm = opaque(sbase + 4 * ((8 * (q & 1) + (lane & 7)) * FROW_RHT) + 16 * (q >> 1));
   }
@@ -1277,7 +1306,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     ** before the next tile's copies are issued, whose address registers the
     ** compiler otherwise reuses for the ldmatrix results (a wait on the
     ** copies' issue) */
-    if (RHT && (AMAX_ONLY || p.col)) rht_tc_warp(lm + st * (4 * fstage), (uint32_t)warp, rha, yw, lane);
+    if (RHT && (AMAX_ONLY || p.col)) rht_tc_warp(lm + st * (4 * fstage), (uint32_t)warp, rha, ys);
     ltile += gridDim.x;
     if (ltile < ntiles) {
       walk_advance<QP>(&walk, gridDim.x, ntk);
@@ -1393,7 +1422,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         if (RHT) {
           __syncwarp();
 #pragma unroll
-          for (int r = 0; r < 16; r++) yd[r] = yw[r * YROW + 8 * j + (lane >> 2)];
+          for (uint32_t c = 0; c < 4; c++) {
+            const uint4 y4 = lds_v4(yr ^ (16u * c));
+            yd[2 * c] = y4.x; yd[2 * c + 8] = y4.y; yd[2 * c + 1] = y4.z; yd[2 * c + 9] = y4.w;
+          }
           tc = rht_tc_ok2(wd, &xmax);
           /* rarely: a column failing the quick test (a zero, a wide span, ...)
           ** is checked exactly; the inexact ones go to the deferred list (their
@@ -1414,7 +1446,14 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
                   for (int r = 0; r < 16; r++) pmax = fmaxf(pmax, fabsf(v[r]));
                 }
                 const unsigned di = atomicAdd(&dn, 1u);
-                if (di < DCAP) dl[di] = make_uint2(kh + 2 * pc + cc, mb);
+                if (di < DCAP) {
+                  const uint32_t sel = cc ? 0x7632u : 0x5410u;
+                  dl[di] = make_uint2(kh + 2 * pc + cc, mb);
+                  dv[2 * di] = make_uint4(prmt(wd[0], wd[1], sel), prmt(wd[2], wd[3], sel),
+                                          prmt(wd[4], wd[5], sel), prmt(wd[6], wd[7], sel));
+                  dv[2 * di + 1] = make_uint4(prmt(wd[8], wd[9], sel), prmt(wd[10], wd[11], sel),
+                                              prmt(wd[12], wd[13], sel), prmt(wd[14], wd[15], sel));
+                }
                 else slow_defer(p.sl, p.slcap, (uint64_t)(kh + 2 * pc + cc) * (M / 16) + mb);
               }
             }
@@ -1482,7 +1521,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   if (RHT) {
     __syncthreads();
     const unsigned n = min(dn, (unsigned)DCAP);
-    if ((unsigned)t < n) cmax = fix_list<SR, AMAX_ONLY>(p, dl, n, cmax);
+    if ((unsigned)t < n) cmax = fix_list<SR, AMAX_ONLY>(p, dl, dv, n, cmax);
   }
   if (AMAX_ONLY) {
     block_max_to(cmax, amax_dst);
@@ -1574,7 +1613,7 @@ static bool fast_ok (const nvfp4_tensor *x, int64_t M, int64_t K, int two_d) {
 ** static (see qfast_kernel). */
 template <bool RHT, uint32_t FMT>
 static constexpr size_t fast_dyn (void) {
-  return (QSTAGES * FMT * (RHT ? FROW_RHT : 64) + (RHT ? 8 * YWARP : 0)) * sizeof(uint32_t);
+  return (QSTAGES * FMT * (RHT ? FROW_RHT : 64) + (RHT ? 8 * YWARP + 16 : 0)) * sizeof(uint32_t);
 }
 
 /* The CTAs the fast kernel's instance keeps resident on the device (its

@@ -480,7 +480,7 @@ int main (void) {
     for (oi = 0; oi < nopt; oi++) one_case(nvfp4_shape_make(2, big3), NVFP4_BF16, F_TIES, &opts[oi]);
   }
   {   /* RHT blocks outside the tensor-core RHT's exact range on fast-path
-      ** shapes: the CTAs' lists of kernels/quantize.cu, the stream's list
+      ** shapes: the CTAs' lists of kernels/quantize.cu, the context's list
       ** past them (F_SPREAD: 512 per CTA) and its follow-up kernel (amax and
       ** cast); then with the list capped at 16 entries (test hook), so the
       ** follow-up scans every block instead */
