@@ -595,13 +595,23 @@ static __device__ __forceinline__ float fmax_nan (float a, float b) {
 
 #define FAST_RN_BOUND 6.5f
 
-/* The 8 magnitude codes of |v[0..8)| * enc (a < 6.5), packed as enc8. */
+/* The 8 magnitude codes of |v[0..8)| * enc (a < 6.5), packed as enc8:
+** sum g_i 16^i less the grids' base, summed as a tree (pairs, quads, the
+** word: 7 multiply-adds three deep, where acc * 16 + g_i was seven deep).
+** -DEXP_CHAIN_PACK (measuring) gives the chain. */
 static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float enc) {
+  uint32_t g[8];
+#pragma unroll
+  for (int i = 0; i < 8; i++) g[i] = nvfp4i_e2m1_rn_grid(__fmul_rn(fabsf(v[i]), enc));
+#ifdef EXP_CHAIN_PACK
   uint32_t acc = 0;
 #pragma unroll
-  for (int i = 7; i >= 0; i--) {
-    acc = acc * 16u + nvfp4i_e2m1_rn_grid(__fmul_rn(fabsf(v[i]), enc));
-  }
+  for (int i = 7; i >= 0; i--) acc = acc * 16u + g[i];
+#else
+  const uint32_t p0 = g[1] * 16u + g[0], p1 = g[3] * 16u + g[2];
+  const uint32_t p2 = g[5] * 16u + g[4], p3 = g[7] * 16u + g[6];
+  const uint32_t acc = (p3 * 256u + p2) * 65536u + (p1 * 256u + p0);
+#endif
   return acc - NVFP4I_RN_GRID_BASE * 0x11111111u;
 }
 
