@@ -826,8 +826,11 @@ static __device__ __forceinline__ uint32_t hmax_abs16 (const uint32_t *w) {
 /* Bit cc set when column cc of the pair in words w (pre-RHT inputs) may take
 ** the tensor-core RHT (see rht_tc_warp): max|x| at most 0x7D7F (biased
 ** exponent 250, finite), min|x| at least 0x0A00 (exponent 20, no zero), and
-** the exponents at most 12 apart; *xmax: the packed max|x|. */
-static __device__ __forceinline__ unsigned rht_tc_ok2 (const uint32_t *w, uint32_t *xmax) {
+** the exponents at most 12 apart; *xmax, *xmin: the packed max|x| and
+** min|x| (NaN ignored).  A column without a zero passes exactly when
+** rht_tc_exact does (that one ignores zeros). */
+static __device__ __forceinline__ unsigned rht_tc_ok2 (const uint32_t *w, uint32_t *xmax,
+                                                       uint32_t *xmin) {
   uint32_t m8[8];
 #pragma unroll
   for (int r = 0; r < 8; r++) m8[r] = hmin_abs2(w[r], w[r + 8]);
@@ -842,6 +845,7 @@ static __device__ __forceinline__ unsigned rht_tc_ok2 (const uint32_t *w, uint32
     if (a <= 0x7D7Fu && b >= 0x0A00u && (a >> 7) - (b >> 7) <= 12u) ok |= 1u << cc;
   }
   *xmax = mx;
+  *xmin = mn;
   return ok;
 }
 
@@ -1428,7 +1432,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         /* RHT: the warp's blocks from the tensor cores (above) into yd; tc:
         ** the columns whose result is exact there (the others deferred) */
         unsigned tc = 0;
-        uint32_t xmax = 0;
+        uint32_t xmax = 0, xmin = 0;
         if (RHT) {
           __syncwarp();
 #pragma unroll
@@ -1436,25 +1440,34 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
             const uint4 y4 = lds_v4(yr ^ (16u * c));
             yd[2 * c] = y4.x; yd[2 * c + 8] = y4.y; yd[2 * c + 1] = y4.z; yd[2 * c + 9] = y4.w;
           }
-          tc = rht_tc_ok2(wd, &xmax);
-          /* rarely: a column failing the quick test (a zero, a wide span, ...)
-          ** is checked exactly; the inexact ones go to the deferred list (their
-          ** pre-RHT amax here), none is worked on inline (one lane doing it
-          ** holds its warp and the others at the next barrier) */
+          tc = rht_tc_ok2(wd, &xmax, &xmin);
+          /* rarely: a column failing the quick test goes to the deferred
+          ** list (its pre-RHT amax here), unless it has a zero: then the
+          ** exact test, which ignores zeros, may pass it (without a zero it
+          ** fails what the quick one fails; not running it shortened the path
+          ** a warp takes on ~14% of randn tiles while the others wait at the
+          ** next barrier).  None is worked on inline (one lane doing it holds
+          ** its warp and the others at the next barrier). */
           if (tc != 3u) {
 #pragma unroll
             for (int cc = 0; cc < 2; cc++) {
               if ((tc >> cc) & 1u) continue;
-              float v[16];
+              const bool zero = ((xmin >> (16 * cc)) & 0x7fffu) == 0u;
+              if (zero || AMAX_ONLY) {
+                float v[16];
 #pragma unroll
-              for (int r = 0; r < 16; r++)
-                v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
-              if (rht_tc_exact(v)) tc |= 1u << cc;
-              else {
+                for (int r = 0; r < 16; r++)
+                  v[r] = __uint_as_float(cc ? wd[r] & 0xffff0000u : wd[r] << 16);
+                if (zero && rht_tc_exact(v)) {
+                  tc |= 1u << cc;
+                  continue;
+                }
                 if (AMAX_ONLY) {             /* the plain amax, NaN ignored */
 #pragma unroll
                   for (int r = 0; r < 16; r++) pmax = fmaxf(pmax, fabsf(v[r]));
                 }
+              }
+              {
                 const unsigned di = atomicAdd(&dn, 1u);
                 if (di < DCAP) {
                   const uint32_t sel = cc ? 0x7632u : 0x5410u;
