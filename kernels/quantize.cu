@@ -1153,6 +1153,14 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QSTAGES
 #define QSTAGES 2               /* 2 or 3 (-DQSTAGES=3 for measuring) */
 #endif
+/* QPAIR: the row blocks' and the columns' scales formed by pairs before
+** their encodes (the tile loop; QPN).  Measured on the H200 against
+** QPAIR=0 in one run: SR 0.623 / 0.665 of the copy against 0.608 / 0.649,
+** RNE and RHT within noise, RHT + SR 2-3% slower (so it keeps single
+** blocks). */
+#ifndef QPAIR
+#define QPAIR 1
+#endif
 static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 
 /* -DEXP_MEMONLY (timing only, wrong bytes): the RN/SR fast kernels keep
@@ -1187,6 +1195,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   /* NJ m-blocks per tile; a thread's NH column pairs and 2 NH row blocks;
   ** NI 16-byte copies per thread and tile */
   constexpr uint32_t NJ = FMT / 16, NH = FMT / 64, NI = FMT / 16;
+  /* blocks whose scales are formed together (QPAIR; not for RHT + SR, where
+  ** the pairs' registers spilled and it ran 2-3% slower) */
+  constexpr int QPN = QPAIR && !(SR && RHT) ? 2 : 1;
   constexpr uint32_t frow = RHT ? FROW_RHT : 64, fstage = FMT * frow;
   constexpr uint32_t QP = FMT == 128 ? QPANEL128 : QPANEL;   /* the walk's panel */
   /* dynamic (three stages or the RHT's would pass the 48 KB of static
@@ -1339,57 +1350,78 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         if constexpr (SCG) stg_u8(sgr + sgt + 256 * ii, v);
         else stg_u8(rst + ii * sstep, v);
       };
+      /* the row blocks by pairs: first both blocks' loads, Philox words,
+      ** amaxes and scales (two independent chains, whose latencies overlap),
+      ** then each block's encode (QPAIR=0, measuring: one block after the
+      ** other) */
 #pragma unroll
-      for (int ii = 0; ii < 2 * NH; ii++) {
-        /* SR: the block's Philox counter (spec §5.2), fast and exact path */
-        const uint64_t rblk = SR ? rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16) : 0;
-        const uint4 q0 = lds_v4(rso[ii][0] + st * (4 * fstage));
-        const uint4 q1 = lds_v4(rso[ii][1] + st * (4 * fstage));
-        float v[16];
-        uint32_t o0, o1;
+      for (int ip = 0; ip < 2 * NH; ip += QPN) {
+        uint4 qq[QPN][2];
+        uint32_t ww[QPN][4];
+        float aa[QPN], ee[QPN];
+        unsigned ss[QPN];
+#pragma unroll
+        for (int k = 0; k < QPN; k++) {
+          const int ii = ip + k;
+          /* SR: the block's Philox counter (spec §5.2), fast and exact path */
+          const uint64_t rblk = SR ? rctr + ((uint64_t)(m0 + 32 * ii) * (K / 16) + k0 / 16) : 0;
+          qq[k][0] = lds_v4(rso[ii][0] + st * (4 * fstage));
+          qq[k][1] = lds_v4(rso[ii][1] + st * (4 * fstage));
+          /* SR: the block's Philox words first (the fast and the exact path
+          ** take the same), independent of the amax chain below */
+#pragma unroll
+          for (int e = 0; e < 4; e++) ww[k][e] = 0u;
+          if (SR) nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, ww[k]);
+          /* the fast paths (RN: see codes8_fast; SR: see codes8_sr, y's sign is
+          ** v's (enc > 0), taken from the words): the amax (NaN propagating; a
+          ** NaN-free block's amax is the same), its scale with no FLT_MAX clamp
+          ** (a NaN block gets the NaN byte, whose enc fails the bound, and an
+          ** Inf block fails it anyway) */
+          aa[k] = amax16_nan(qq[k][0], qq[k][1]);
+          ss[k] = e4m3_rn(__fmul_rn(aa[k], p.rm));
+          ee[k] = __uint_as_float(lds_u32(rencs + 4 * ss[k]));
+        }
+#pragma unroll
+        for (int k = 0; k < QPN; k++) {
+          const int ii = ip + k;
+          const uint4 q0 = qq[k][0], q1 = qq[k][1];
+          const uint32_t *const w = ww[k];
+          const float a = aa[k], enc = ee[k];
+          unsigned sf = ss[k];
+          float v[16];
+          uint32_t o0, o1;
 #ifdef EXP_MEMONLY
-        if (!RHT) {               /* timing only (see EXP_MEMONLY above) */
+          if (!RHT) {               /* timing only (see EXP_MEMONLY above) */
 #ifndef EXP_NOROWST
-          stg_v2(rdt + ii * rstep, make_uint2(q0.x ^ q0.y ^ q0.z ^ q0.w, q1.x ^ q1.y ^ q1.z ^ q1.w));
-          rscale_st(ii, q0.x ^ q1.w);
+            stg_v2(rdt + ii * rstep, make_uint2(q0.x ^ q0.y ^ q0.z ^ q0.w, q1.x ^ q1.y ^ q1.z ^ q1.w));
+            rscale_st(ii, q0.x ^ q1.w);
 #else
-          if ((q0.x ^ q1.w) == 0x12345678u) stg_u8(rsb + rsco, 1u);
+            if ((q0.x ^ q1.w) == 0x12345678u) stg_u8(rsb + rsco, 1u);
 #endif
-          continue;
-        }
+            continue;
+          }
 #endif
-        unpack8(q0, v);
-        unpack8(q1, v + 8);
-        /* SR: the block's Philox words first (the fast and the exact path
-        ** take the same), independent of the amax chain below */
-        uint32_t w[4] = {0u, 0u, 0u, 0u};
-        if (SR) nvfp4i_philox_block_words(p.seed, rblk, NVFP4I_SR_ROWWISE, w);
-        /* the fast paths (RN: see codes8_fast; SR: see codes8_sr, y's sign is
-        ** v's (enc > 0), taken from the words): the amax (NaN propagating; a
-        ** NaN-free block's amax is the same), its scale with no FLT_MAX clamp
-        ** (a NaN block gets the NaN byte, whose enc fails the bound, and an
-        ** Inf block fails it anyway) */
-        const float a = amax16_nan(q0, q1);
-        unsigned sf = e4m3_rn(__fmul_rn(a, p.rm));
-        const float enc = __uint_as_float(lds_u32(rencs + 4 * sf));
-        if (__fmul_rn(a, enc) < (SR ? FAST_SR_BOUND : FAST_RN_BOUND)) {
-          /* SR bytes 0..7 go with the low chunk, 8..15 with the high one */
-          const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
-          const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
-          o0 = signs8(q0, SR ? codes8_sr(v, enc, w0) : codes8_fast(v, enc));
-          o1 = signs8(q1, SR ? codes8_sr(v + 8, enc, w1) : codes8_fast(v + 8, enc));
+          unpack8(q0, v);
+          unpack8(q1, v + 8);
+          if (__fmul_rn(a, enc) < (SR ? FAST_SR_BOUND : FAST_RN_BOUND)) {
+            /* SR bytes 0..7 go with the low chunk, 8..15 with the high one */
+            const uint32_t w0[2] = {swap ? w[2] : w[0], swap ? w[3] : w[1]};
+            const uint32_t w1[2] = {swap ? w[0] : w[2], swap ? w[1] : w[3]};
+            o0 = signs8(q0, SR ? codes8_sr(v, enc, w0) : codes8_fast(v, enc));
+            o1 = signs8(q1, SR ? codes8_sr(v + 8, enc, w1) : codes8_fast(v + 8, enc));
+          }
+          else {
+            /* the exact path, the SR bytes as above */
+            const exact_out e = exact16<SR>(q0, q1, p.rm, p.rsdec,
+                                            swap ? make_uint4(w[2], w[3], w[0], w[1])
+                                                 : make_uint4(w[0], w[1], w[2], w[3]));
+            o0 = e.lo;
+            o1 = e.hi;
+            sf = e.sf;
+          }
+          stg_v2(rdt + ii * rstep, swap ? make_uint2(o1, o0) : make_uint2(o0, o1));
+          rscale_st(ii, sf);
         }
-        else {
-          /* the exact path, the SR bytes as above */
-          const exact_out e = exact16<SR>(q0, q1, p.rm, p.rsdec,
-                                          swap ? make_uint4(w[2], w[3], w[0], w[1])
-                                               : make_uint4(w[0], w[1], w[2], w[3]));
-          o0 = e.lo;
-          o1 = e.hi;
-          sf = e.sf;
-        }
-        stg_v2(rdt + ii * rstep, swap ? make_uint2(o1, o0) : make_uint2(o0, o1));
-        rscale_st(ii, sf);
       }
     }
 
@@ -1486,6 +1518,17 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         const uint32_t *src = RHT ? yd : wd;
         /* both columns' max|.| (NaN propagating) at once, for the fast paths */
         const uint32_t wmax = hmax_abs16(src);
+        /* both columns' scales and multipliers before either encode (QPN;
+        ** see the rows) */
+        unsigned csf[2] = {0u, 0u};
+        float cen[2] = {0.0f, 0.0f};
+        if (!AMAX_ONLY && QPN == 2) {
+#pragma unroll
+          for (int cc = 0; cc < 2; cc++) {
+            csf[cc] = e4m3_rn(__fmul_rn(__uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16), p.cm));
+            cen[cc] = __uint_as_float(lds_u32(cencs + 4 * csf[cc]));
+          }
+        }
 #pragma unroll
         for (int cc = 0; cc < 2; cc++) {       /* columns kh + 2pc (low halves), +1 */
           const float wm = __uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16);
@@ -1505,8 +1548,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
               v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
             /* the fast paths as rowwise; the signs of column cc are bytes 1
             ** (cc = 0) or 3 (cc = 1) of the words */
-            const unsigned sf = e4m3_rn(__fmul_rn(wm, p.cm));
-            const float enc = __uint_as_float(lds_u32(cencs + 4 * sf));
+            const unsigned sf = QPN == 2 ? csf[cc] : e4m3_rn(__fmul_rn(wm, p.cm));
+            const float enc = QPN == 2 ? cen[cc] : __uint_as_float(lds_u32(cencs + 4 * sf));
             if (__fmul_rn(wm, enc) < (SR ? FAST_SR_BOUND : FAST_RN_BOUND)) {
               stg_v2(cdt + cc * cstep,
                      make_uint2(col_signs8(src, cc, SR ? codes8_sr(v, enc, wr) : codes8_fast(v, enc)),
