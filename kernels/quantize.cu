@@ -864,6 +864,17 @@ static __device__ __forceinline__ void stg_u8 (uint8_t *p, uint32_t v) {
   asm("st.global.u8 [%0], %1;" :: "l"(p), "r"(v));
 }
 
+/* ... with an L2 eviction policy (createpolicy) */
+static __device__ __forceinline__ void stg_u8_pol (uint8_t *p, uint32_t v, uint64_t pol) {
+  asm("st.global.L2::cache_hint.u8 [%0], %1, %2;" :: "l"(p), "r"(v), "l"(pol));
+}
+
+static __device__ __forceinline__ uint64_t l2_evict_last (void) {
+  uint64_t pol;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+}
+
 static __device__ __forceinline__ void stg_v2 (uint8_t *p, uint2 v) {
   asm("st.global.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(v.x), "r"(v.y));
 }
@@ -1161,6 +1172,9 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QPAIR
 #define QPAIR 1
 #endif
+#ifndef QSCG_EVICT_LAST
+#define QSCG_EVICT_LAST 1       /* the scale gather's scratch kept in the L2 (see scg_st) */
+#endif
 static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 
 /* -DEXP_MEMONLY (timing only, wrong bytes): the RN/SR fast kernels keep
@@ -1292,6 +1306,18 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   ** 2pc; per tile m0*(K/16) + k0/16, k0*(M/16) + m0/16 are added */
   const uint64_t rctr = SR ? opaque64(p.offset + (uint64_t)rrow * (K / 16) + rb) : 0;
   const uint64_t cctr = SR ? opaque64(p.offset + (uint64_t)(2 * pc) * (uint64_t)(p.M / 16) + j) : 0;
+  /* SCG: the scratch's stores, L2 evict-last: kept there for
+  ** scale_gather_kernel, which reads them right after (measured on the H200
+  ** against plain stores in one run: RNE 0.820-0.822 / 0.813-0.815 of the
+  ** copy at [32768, 8192], 0.806 / 0.782 at [8192, 32768], and with the
+  ** gather forced at [8192, 8192] 0.809 / 0.777; QSCG_EVICT_LAST=0 gives
+  ** plain stores, for measuring) */
+#if QSCG_EVICT_LAST
+  const uint64_t scg_pol = SCG ? l2_evict_last() : 0;
+  auto scg_st = [&] (uint8_t *a, uint32_t v) { stg_u8_pol(a, v, scg_pol); };
+#else
+  auto scg_st = [&] (uint8_t *a, uint32_t v) { stg_u8(a, v); };
+#endif
 #define QFAST_LOAD(stage, tm0, tk0) do {                                           \
     const char *src_ = (const char *)p.x + 2 * ((size_t)(tm0) * K + (tk0));          \
     _Pragma("unroll")                                                              \
@@ -1347,7 +1373,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
       [[maybe_unused]] uint8_t *const rdt = rdb + ro, *const rst = rsb + rsco;    /* the tile's */
       /* the scale byte of the thread's row block ii (SCG: to the scratch) */
       auto rscale_st = [&] (int ii, uint32_t v) {
-        if constexpr (SCG) stg_u8(sgr + sgt + 256 * ii, v);
+        if constexpr (SCG) scg_st(sgr + sgt + 256 * ii, v);
         else stg_u8(rst + ii * sstep, v);
       };
       /* the row blocks by pairs: first both blocks' loads, Philox words,
@@ -1438,7 +1464,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         [[maybe_unused]] uint8_t *const cdt = cdb + co, *const cst = csb + cso_t;
         /* the scale byte of column kh + 2 pc + cc (SCG: to the scratch) */
         [[maybe_unused]] auto cscale_st = [&] (int cc, uint32_t v) {
-          if constexpr (SCG) stg_u8(sgk + sgt + 512 * h + 256 * cc, v);
+          if constexpr (SCG) scg_st(sgk + sgt + 512 * h + 256 * cc, v);
           else stg_u8(cst + cc * (size_t)csld, v);
         };
 #pragma unroll
@@ -1784,20 +1810,26 @@ static nvfp4_status slow_list_for (nvfp4_ctx *ctx, qparams *p) {
 ** sg_copy_row) where the shape and the scale buffers allow it (M and K
 ** multiples of 512; scale rows and buffers aligned to 16 bytes), for RN
 ** (SR is bound by its instructions, and the second kernel only adds to
-** it), on tensors of at least 2^27 elements: there the outputs no longer
-** stay in the L2, and the scale sectors that four CTAs write in 8-byte
-** pieces cost L2 write requests and DRAM reads.  Measured on the H200
+** it), on tensors of at least 2^SCG_MIN_LOG2 elements: the scale sectors
+** that four CTAs write in 8-byte pieces cost L2 write requests and, where
+** the outputs no longer stay in the L2, DRAM reads.  Measured on the H200
 ** (README): RNE at [32768, 8192] 0.81 of the copy against 0.66 without
-** it, at [8192, 8192] 0.76-0.78 against 0.80.
+** it; at [8192, 8192] it lost (0.76-0.78 against 0.80) until the scratch
+** was kept in the L2 (scg_st), and since then it breaks even (0.804-0.809
+** against 0.803-0.805), so that shape keeps the direct stores.
 ** NVFP4_CUDA_SCALE_GATHER=1 / 0 forces it on (where the shape allows; SR
 ** too) / off (test hook and measuring). */
+#ifndef SCG_MIN_LOG2
+#define SCG_MIN_LOG2 27         /* above [8192, 8192] */
+#endif
+
 static bool scg_wanted (const qparams &p, bool sr) {
   const char *env = getenv("NVFP4_CUDA_SCALE_GATHER");
   if (QFMT != 128 || p.M % 512 != 0 || p.K % 512 != 0 || !(p.row || p.col)) return false;
   if (p.row && ((uintptr_t)p.rscale % 16 != 0 || p.rsld % 16 != 0)) return false;
   if (p.col && ((uintptr_t)p.cscale % 16 != 0 || p.csld % 16 != 0)) return false;
   if (env != NULL && *env != '\0') return *env != '0';
-  return !sr && (uint64_t)p.M * (uint64_t)p.K >= (1ull << 27);
+  return !sr && (uint64_t)p.M * (uint64_t)p.K >= (1ull << SCG_MIN_LOG2);
 }
 
 /* The context's scratch for the scale gather: 2048 bytes per 128x128 tile. */
