@@ -1311,7 +1311,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   ** against plain stores in one run: RNE 0.820-0.822 / 0.813-0.815 of the
   ** copy at [32768, 8192], 0.806 / 0.782 at [8192, 32768], and with the
   ** gather forced at [8192, 8192] 0.809 / 0.777; QSCG_EVICT_LAST=0 gives
-  ** plain stores, for measuring) */
+  ** plain stores, for measuring).  See cp_async16 for a ptxas fault with a
+  ** policy operand: here nvcc 13.0 gives both SCG kernels even descriptor
+  ** pairs (UR8, UR32), and both ran in the cross test's forced-gather cases. */
 #if QSCG_EVICT_LAST
   const uint64_t scg_pol = SCG ? l2_evict_last() : 0;
   auto scg_st = [&] (uint8_t *a, uint32_t v) { stg_u8_pol(a, v, scg_pol); };
