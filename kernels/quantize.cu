@@ -597,21 +597,15 @@ static __device__ __forceinline__ float fmax_nan (float a, float b) {
 
 /* The 8 magnitude codes of |v[0..8)| * enc (a < 6.5), packed as enc8:
 ** sum g_i 16^i less the grids' base, summed as a tree (pairs, quads, the
-** word: 7 multiply-adds three deep, where acc * 16 + g_i was seven deep).
-** -DEXP_CHAIN_PACK (measuring) gives the chain. */
+** word: 7 multiply-adds three deep, where acc * 16 + g_i was seven deep;
+** RHT +1% on the H200, README "Measured"). */
 static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float enc) {
   uint32_t g[8];
 #pragma unroll
   for (int i = 0; i < 8; i++) g[i] = nvfp4i_e2m1_rn_grid(__fmul_rn(fabsf(v[i]), enc));
-#ifdef EXP_CHAIN_PACK
-  uint32_t acc = 0;
-#pragma unroll
-  for (int i = 7; i >= 0; i--) acc = acc * 16u + g[i];
-#else
   const uint32_t p0 = g[1] * 16u + g[0], p1 = g[3] * 16u + g[2];
   const uint32_t p2 = g[5] * 16u + g[4], p3 = g[7] * 16u + g[6];
   const uint32_t acc = (p3 * 256u + p2) * 65536u + (p1 * 256u + p0);
-#endif
   return acc - NVFP4I_RN_GRID_BASE * 0x11111111u;
 }
 
@@ -1128,10 +1122,11 @@ static __device__ __noinline__ exact_out exact16 (uint4 b0, uint4 b1, float mul,
 /* The CTA's deferred blocks dl[0..n) by its threads (out of line: the tile
 ** loop keeps its registers), their inputs from dv (the 16 bf16 of entry i
 ** in dv[2i], dv[2i + 1], element r in half r % 2 of word r / 2: kept when
-** the block was deferred, where re-reading them from global memory, 16
-** strided loads per block, held the CTA's tail ~1 us); returns cmax with
-** AMAX_ONLY's share.  p by value: a reference made the kernel copy its
-** parameters to local memory and the tile loop read them from there. */
+** the block was deferred: re-reading them from global memory, 16 strided
+** loads per block, made the CTA's tail 9% of the kernel's ncu samples, now
+** 3%); returns cmax with AMAX_ONLY's share.  p by value: a reference made
+** the kernel copy its parameters to local memory and the tile loop read
+** them from there. */
 template <bool SR, bool AMAX_ONLY>
 static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl, const uint4 *dv,
                                                unsigned n, float cmax) {

@@ -501,7 +501,7 @@ int main (void) {
       ** forced on (test hook; on its own it is taken for tensors of 2^27
       ** elements and more): [512, 512] is one rowwise group per m-tile and
       ** one columnwise group per k-tile, the larger shapes have several
-      ** and grow the stream's scratch; then with the grid capped at 3 CTAs,
+      ** and grow the context's scratch; then with the grid capped at 3 CTAs,
       ** so that CTAs take many tiles (and, with the gather off, many
       ** 128-row tiles) */
     int64_t u1[] = {512, 512}, u2[] = {1024, 1536}, u3[] = {2048, 1024};
