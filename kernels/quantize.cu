@@ -858,6 +858,10 @@ static __device__ __forceinline__ void stg_u8 (uint8_t *p, uint32_t v) {
   asm("st.global.u8 [%0], %1;" :: "l"(p), "r"(v));
 }
 
+static __device__ __forceinline__ void stg_u32 (uint8_t *p, uint32_t v) {
+  asm("st.global.u32 [%0], %1;" :: "l"(p), "r"(v));
+}
+
 /* ... with an L2 eviction policy (createpolicy) */
 static __device__ __forceinline__ void stg_u8_pol (uint8_t *p, uint32_t v, uint64_t pol) {
   asm("st.global.L2::cache_hint.u8 [%0], %1, %2;" :: "l"(p), "r"(v), "l"(pol));
@@ -1170,6 +1174,13 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QSCG_EVICT_LAST
 #define QSCG_EVICT_LAST 1       /* the scale gather's scratch kept in the L2 (see scg_st) */
 #endif
+/* QSCG_ROWS_DIRECT: with the scale gather, a CTA takes its tiles in runs of
+** 4 along K (a 128 x 512 unit) and writes the unit's rowwise scale bytes
+** itself, 32 per row (whole sectors); only the columnwise ones go through
+** the scratch (see the tile loop and launch_fast).  0: both go through it. */
+#ifndef QSCG_ROWS_DIRECT
+#define QSCG_ROWS_DIRECT 1
+#endif
 static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 
 /* -DEXP_MEMONLY (timing only, wrong bytes): the RN/SR fast kernels keep
@@ -1238,7 +1249,22 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   const unsigned ntm = (unsigned)(p.M / FMT);
   const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&sh[0]);
   float cmax = 0.0f, pmax = 0.0f;
-  unsigned tile = blockIdx.x;
+  /* RD: the rowwise scales written directly, the tiles in units of 4 along
+  ** K (QSCG_ROWS_DIRECT): tile = 4 u + s for the CTA's units u = blockIdx.x,
+  ** blockIdx.x + grid, ...; the panel walk runs over the units */
+  constexpr bool RD = SCG && QSCG_ROWS_DIRECT;
+  const unsigned ntw = RD ? ntk / 4 : ntk;     /* the walk's row length */
+  unsigned tile = RD ? 4 * blockIdx.x : blockIdx.x;
+  /* the next tile of the CTA; true when it starts a new unit (the walk
+  ** advances) */
+  auto next_tile = [&] (unsigned *tt) -> bool {
+    if (RD && (*tt & 3u) != 3u) {
+      *tt += 1;
+      return false;
+    }
+    *tt += RD ? 4 * gridDim.x - 3 : gridDim.x;
+    return true;
+  };
 
   if (RHT && t == 0) dn = 0;              /* read after the first barrier */
   if (!AMAX_ONLY) {
@@ -1324,23 +1350,33 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   /* the copies run QSTAGES - 1 tiles ahead: walk and ltile follow the last
   ** tile whose copy was issued (or would be, past ntiles), cm/ck hold the
   ** corners of the tiles in the stages; one commit group per tile */
-  tile_walk walk = walk_start<QP>(tile, ntk);
+  tile_walk walk = walk_start<QP>(RD ? blockIdx.x : tile, ntw);
   unsigned ltile = tile;
   uint32_t cm[QSTAGES], ck[QSTAGES];
+  /* the corner of tile ltile (RD: the unit's, plus its 128-column step) */
+  auto coords = [&] (uint32_t *m0_, uint32_t *k0_) {
+    walk_coords<QP, FMT>(walk, ntm, m0_, k0_);
+    if (RD) *k0_ = *k0_ * 4 + (ltile & 3u) * FK;
+  };
 #pragma unroll
   for (int s_ = 0; s_ < QSTAGES; s_++) cm[s_] = ck[s_] = 0;
 #pragma unroll
   for (int s_ = 0; s_ < QSTAGES - 1; s_++) {
     if (s_ > 0) {
-      ltile += gridDim.x;
-      if (ltile < ntiles) walk_advance<QP>(&walk, gridDim.x, ntk);
+      const bool nu = next_tile(&ltile);
+      if (ltile < ntiles && nu) walk_advance<QP>(&walk, gridDim.x, ntw);
     }
     if (ltile < ntiles) {
-      walk_coords<QP, FMT>(walk, ntm, &cm[s_], &ck[s_]);
+      coords(&cm[s_], &ck[s_]);
       QFAST_LOAD(s_, cm[s_], ck[s_]);
     }
     cp_commit();
   }
+  /* RD: the thread's rowwise scale bytes of the unit, byte s of word ii for
+  ** its block rb of row rrow + 32 ii in the unit's tile s */
+  [[maybe_unused]] uint32_t racc[RD ? 2 * NH : 1];
+#pragma unroll
+  for (int ii = 0; ii < (RD ? 2 * NH : 1); ii++) racc[ii] = 0;
   /* one tile on shared stage ST (a constant: the stages' addresses are
   ** immediate offsets); false once the CTA's tiles are done */
   auto step = [&] (auto stage) -> bool {
@@ -1355,11 +1391,13 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     ** compiler otherwise reuses for the ldmatrix results (a wait on the
     ** copies' issue) */
     if (RHT && (AMAX_ONLY || p.col)) rht_tc_warp(lm + st * (4 * fstage), (uint32_t)warp, rha, ys);
-    ltile += gridDim.x;
-    if (ltile < ntiles) {
-      walk_advance<QP>(&walk, gridDim.x, ntk);
-      walk_coords<QP, FMT>(walk, ntm, &cm[ls], &ck[ls]);
-      QFAST_LOAD(ls, cm[ls], ck[ls]);
+    {
+      const bool nu = next_tile(&ltile);
+      if (ltile < ntiles) {
+        if (nu) walk_advance<QP>(&walk, gridDim.x, ntw);
+        coords(&cm[ls], &ck[ls]);
+        QFAST_LOAD(ls, cm[ls], ck[ls]);
+      }
     }
     cp_commit();
     /* SCG: the tile's scratch */
@@ -1369,8 +1407,10 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
       const uint32_t ro = m0 * (K / 2) + k0 / 2, rsco = m0 * rsld + k0 / 16;
       [[maybe_unused]] uint8_t *const rdt = rdb + ro, *const rst = rsb + rsco;    /* the tile's */
       /* the scale byte of the thread's row block ii (SCG: to the scratch) */
+      [[maybe_unused]] const uint32_t us = (k0 >> 7) & 3u;    /* RD: the tile in its unit */
       auto rscale_st = [&] (int ii, uint32_t v) {
-        if constexpr (SCG) scg_st(sgr + sgt + 256 * ii, v);
+        if constexpr (RD) racc[ii] = us == 0 ? (v & 0xffu) : racc[ii] | (v & 0xffu) << (8 * us);
+        else if constexpr (SCG) scg_st(sgr + sgt + 256 * ii, v);
         else stg_u8(rst + ii * sstep, v);
       };
       /* the row blocks by pairs: first both blocks' loads, Philox words,
@@ -1444,6 +1484,24 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           }
           stg_v2(rdt + ii * rstep, swap ? make_uint2(o1, o0) : make_uint2(o0, o1));
           rscale_st(ii, sf);
+        }
+      }
+      /* RD, the unit's last tile: its 32 scale bytes per row, byte 8 s + b
+      ** from lane b of the row's 8 (byte s of its word); lane L of them
+      ** stores bytes 4L..4L+3 (s = L/2 from lanes 4(L%2)..+3), so each
+      ** warp store writes whole sectors */
+      if constexpr (RD) {
+        if (us == 3u) {
+          const unsigned base = (unsigned)lane & ~7u, L = rb, sb = L >> 1;
+          const uint32_t sel = sb | ((4u + sb) << 4);
+          uint8_t *const ru = rsb - rb + (size_t)m0 * rsld + (k0 - 3 * FK) / 16 + 4 * L;
+#pragma unroll
+          for (int ii = 0; ii < 2 * NH; ii++) {
+            uint32_t v[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) v[i] = __shfl_sync(0xffffffffu, racc[ii], base + 4 * (L & 1u) + i);
+            stg_u32(ru + ii * sstep, prmt(prmt(v[0], v[1], sel), prmt(v[2], v[3], sel), 0x5410u));
+          }
         }
       }
     }
@@ -1595,7 +1653,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         }
       }
     }
-    tile += gridDim.x;
+    next_tile(&tile);
     return true;
   };
 #if QSTAGES == 2
@@ -1620,12 +1678,14 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 }
 
 
-/* The scale gather's copy (see sg_copy_row): CTA g < (M/128)(K/512)
-** copies rowwise group g (m-tile g / (ntk/4), k-group g % (ntk/4)), the
-** others columnwise group g' = g - (M/128)(K/512) (m-group g' / ntk,
-** k-tile g' % ntk); a direction the launch has not is skipped. */
-__global__ void __launch_bounds__(256) scale_gather_kernel (qparams p, unsigned ntk) {
-  const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4), g = blockIdx.x;
+/* The scale gather's copy (see sg_copy_row): group g = g0 + the CTA's
+** index; g < (M/128)(K/512) copies rowwise group g (m-tile g / (ntk/4),
+** k-group g % (ntk/4)), the others columnwise group g' = g - (M/128)(K/512)
+** (m-group g' / ntk, k-tile g' % ntk); a direction the launch has not is
+** skipped.  g0 = (M/128)(K/512) leaves out the rowwise groups (the fast
+** kernel wrote them: QSCG_ROWS_DIRECT). */
+__global__ void __launch_bounds__(256) scale_gather_kernel (qparams p, unsigned ntk, unsigned g0) {
+  const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4), g = g0 + blockIdx.x;
   if (g < ngr) {
     if (p.row) sg_copy_row(p, g / (ntk / 4), g % (ntk / 4), ntk, threadIdx.x);
   }
@@ -1736,6 +1796,7 @@ static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
   const unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FMT) * ntk;
   unsigned grid = fast_grid_cap(fast_resident<SR, RHT, AMAX_ONLY, FMT, SCG>());
   if (grid > ntiles) grid = ntiles;
+  if (SCG && QSCG_ROWS_DIRECT && grid > ntiles / 4) grid = ntiles / 4;   /* units of 4 tiles */
   qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG><<<grid, 256, fast_dyn<RHT, FMT>(), s>>>(p, ntiles, ntk, dst);
 }
 
@@ -1754,8 +1815,11 @@ static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
     if (QFMT == 128 && p.M % 128 == 0) {
       if (p.sgs != NULL) {
         const unsigned ntk = (unsigned)(p.K / FK);
+        const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4);   /* groups per direction */
         launch_fast_t<SR, RHT, AMAX_ONLY, 128, true>(p, dst, s);
-        scale_gather_kernel<<<2 * (unsigned)(p.M / 128) * (ntk / 4), 256, 0, s>>>(p, ntk);
+        /* QSCG_ROWS_DIRECT: the fast kernel wrote the rowwise scales */
+        scale_gather_kernel<<<QSCG_ROWS_DIRECT ? ngr : 2 * ngr, 256, 0, s>>>(p, ntk,
+                                                                              QSCG_ROWS_DIRECT ? ngr : 0);
       }
       else launch_fast_t<SR, RHT, AMAX_ONLY, QFMT, false>(p, dst, s);
       return;
