@@ -1181,6 +1181,13 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QSCG_ROWS_DIRECT
 #define QSCG_ROWS_DIRECT 1
 #endif
+/* QSCG_PDL (measuring): scale_gather_kernel launched as a programmatic
+** dependent of the fast kernel (which lets it launch at once), its CTAs
+** waiting in griddepcontrol.wait for the fast kernel's completion: the gap
+** between the two launches is hidden. */
+#ifndef QSCG_PDL
+#define QSCG_PDL 0
+#endif
 static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 
 /* -DEXP_MEMONLY (timing only, wrong bytes): the RN/SR fast kernels keep
@@ -1267,6 +1274,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   };
 
   if (RHT && t == 0) dn = 0;              /* read after the first barrier */
+#if QSCG_PDL
+  if (SCG) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   if (!AMAX_ONLY) {
     if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
     if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
@@ -1686,6 +1696,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 ** kernel wrote them: QSCG_ROWS_DIRECT). */
 __global__ void __launch_bounds__(256) scale_gather_kernel (qparams p, unsigned ntk, unsigned g0) {
   const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4), g = g0 + blockIdx.x;
+#if QSCG_PDL
+  asm volatile("griddepcontrol.wait;" ::: "memory");     /* the fast kernel complete, its stores seen */
+#endif
   if (g < ngr) {
     if (p.row) sg_copy_row(p, g / (ntk / 4), g % (ntk / 4), ntk, threadIdx.x);
   }
@@ -1818,8 +1831,22 @@ static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
         const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4);   /* groups per direction */
         launch_fast_t<SR, RHT, AMAX_ONLY, 128, true>(p, dst, s);
         /* QSCG_ROWS_DIRECT: the fast kernel wrote the rowwise scales */
-        scale_gather_kernel<<<QSCG_ROWS_DIRECT ? ngr : 2 * ngr, 256, 0, s>>>(p, ntk,
-                                                                              QSCG_ROWS_DIRECT ? ngr : 0);
+        const unsigned gg = QSCG_ROWS_DIRECT ? ngr : 2 * ngr, g0 = QSCG_ROWS_DIRECT ? ngr : 0;
+#if QSCG_PDL
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3(gg);
+        cfg.blockDim = dim3(256);
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = s;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        cudaLaunchKernelEx(&cfg, scale_gather_kernel, p, ntk, g0);
+#else
+        scale_gather_kernel<<<gg, 256, 0, s>>>(p, ntk, g0);
+#endif
       }
       else launch_fast_t<SR, RHT, AMAX_ONLY, QFMT, false>(p, dst, s);
       return;
