@@ -1181,12 +1181,20 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QSCG_ROWS_DIRECT
 #define QSCG_ROWS_DIRECT 1
 #endif
-/* QSCG_PDL (measuring): scale_gather_kernel launched as a programmatic
-** dependent of the fast kernel (which lets it launch at once), its CTAs
-** waiting in griddepcontrol.wait for the fast kernel's completion: the gap
-** between the two launches is hidden. */
+/* QSCG_PDL: scale_gather_kernel launched as a programmatic dependent of
+** the fast kernel (griddepcontrol.launch_dependents at the fast kernel's
+** start lets it launch at once), its CTAs waiting in griddepcontrol.wait
+** for the fast kernel's completion and its stores: the gap between the two
+** launches is hidden (measured: README "The scale gather").  Only where
+** the gather kernel was built for sm_90 or later (scg_pdl_ok); 0: a plain
+** launch after the fast kernel. */
 #ifndef QSCG_PDL
-#define QSCG_PDL 0
+#define QSCG_PDL 1
+#endif
+#if QSCG_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define QSCG_GRIDDEP 1          /* griddepcontrol exists (PTX ISA 7.8, sm_90) */
+#else
+#define QSCG_GRIDDEP 0
 #endif
 static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 
@@ -1274,7 +1282,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   };
 
   if (RHT && t == 0) dn = 0;              /* read after the first barrier */
-#if QSCG_PDL
+#if QSCG_GRIDDEP
   if (SCG) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   if (!AMAX_ONLY) {
@@ -1696,7 +1704,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 ** kernel wrote them: QSCG_ROWS_DIRECT). */
 __global__ void __launch_bounds__(256) scale_gather_kernel (qparams p, unsigned ntk, unsigned g0) {
   const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4), g = g0 + blockIdx.x;
-#if QSCG_PDL
+#if QSCG_GRIDDEP
   asm volatile("griddepcontrol.wait;" ::: "memory");     /* the fast kernel complete, its stores seen */
 #endif
   if (g < ngr) {
@@ -1822,6 +1830,20 @@ static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
 #define QFMT 128
 #endif
 
+/* Whether scale_gather_kernel may be a programmatic dependent launch: its
+** code (the binary's, or the PTX the driver compiled) has griddepcontrol.wait,
+** i.e. it was built for sm_90 or later (QSCG_GRIDDEP); without the wait the
+** gather could read the scratch before the fast kernel's stores.  Asked once
+** (a failure to ask stays the thread's last CUDA error: CU_LAUNCHED). */
+static bool scg_pdl_ok (void) {
+  static int ok = -1;
+  if (ok < 0) {
+    cudaFuncAttributes fa;
+    ok = cudaFuncGetAttributes(&fa, scale_gather_kernel) == cudaSuccess && fa.ptxVersion >= 90;
+  }
+  return ok == 1;
+}
+
 template <bool SR, bool RHT, bool AMAX_ONLY>
 static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
   if constexpr (!RHT) {
@@ -1829,24 +1851,27 @@ static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
       if (p.sgs != NULL) {
         const unsigned ntk = (unsigned)(p.K / FK);
         const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4);   /* groups per direction */
+        [[maybe_unused]] const bool pdl = QSCG_PDL && scg_pdl_ok();
         launch_fast_t<SR, RHT, AMAX_ONLY, 128, true>(p, dst, s);
         /* QSCG_ROWS_DIRECT: the fast kernel wrote the rowwise scales */
         const unsigned gg = QSCG_ROWS_DIRECT ? ngr : 2 * ngr, g0 = QSCG_ROWS_DIRECT ? ngr : 0;
 #if QSCG_PDL
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = dim3(gg);
-        cfg.blockDim = dim3(256);
-        cfg.dynamicSmemBytes = 0;
-        cfg.stream = s;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        cudaLaunchKernelEx(&cfg, scale_gather_kernel, p, ntk, g0);
-#else
-        scale_gather_kernel<<<gg, 256, 0, s>>>(p, ntk, g0);
+        if (pdl) {
+          cudaLaunchConfig_t cfg = {};
+          cudaLaunchAttribute at[1];
+          at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+          at[0].val.programmaticStreamSerializationAllowed = 1;
+          cfg.gridDim = dim3(gg);
+          cfg.blockDim = dim3(256);
+          cfg.dynamicSmemBytes = 0;
+          cfg.stream = s;
+          cfg.attrs = at;
+          cfg.numAttrs = 1;
+          (void)cudaLaunchKernelEx(&cfg, scale_gather_kernel, p, ntk, g0);  /* an error: CU_LAUNCHED */
+          return;
+        }
 #endif
+        scale_gather_kernel<<<gg, 256, 0, s>>>(p, ntk, g0);
       }
       else launch_fast_t<SR, RHT, AMAX_ONLY, QFMT, false>(p, dst, s);
       return;
@@ -1901,14 +1926,15 @@ static nvfp4_status slow_list_for (nvfp4_ctx *ctx, qparams *p) {
 ** it), on tensors of at least 2^SCG_MIN_LOG2 elements: the scale sectors
 ** that four CTAs write in 8-byte pieces cost L2 write requests and, where
 ** the outputs no longer stay in the L2, DRAM reads.  Measured on the H200
-** (README): RNE at [32768, 8192] 0.81 of the copy against 0.66 without
-** it; at [8192, 8192] it lost (0.76-0.78 against 0.80) until the scratch
-** was kept in the L2 (scg_st), and since then it breaks even (0.804-0.809
-** against 0.803-0.805), so that shape keeps the direct stores.
-** NVFP4_CUDA_SCALE_GATHER=1 / 0 forces it on (where the shape allows; SR
-** too) / off (test hook and measuring). */
+** (README): RNE at [32768, 8192] 0.85-0.86 of the copy against 0.66
+** without it; at [8192, 8192] it lost (0.76-0.78 against 0.80) until the
+** scratch was kept in the L2 (scg_st), broke even after that, and wins
+** (0.81-0.82 against 0.80-0.81) since the rowwise scales are written by
+** the fast kernel (QSCG_ROWS_DIRECT) and the copy is a programmatic
+** dependent launch (QSCG_PDL).  NVFP4_CUDA_SCALE_GATHER=1 / 0 forces it on
+** (where the shape allows; SR too) / off (test hook and measuring). */
 #ifndef SCG_MIN_LOG2
-#define SCG_MIN_LOG2 27         /* above [8192, 8192] */
+#define SCG_MIN_LOG2 26         /* [8192, 8192] and larger */
 #endif
 
 static bool scg_wanted (const qparams &p, bool sr) {

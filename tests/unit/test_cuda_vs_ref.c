@@ -498,7 +498,7 @@ int main (void) {
     }
   }
   {   /* the scale gather (kernels/quantize.cu, scale_gather_kernel),
-      ** forced on (test hook; on its own it is taken for tensors of 2^27
+      ** forced on (test hook; on its own it is taken for tensors of 2^26
       ** elements and more): [512, 512] is one rowwise group per m-tile and
       ** one columnwise group per k-tile, the larger shapes have several
       ** and grow the context's scratch; then with the grid capped at 3 CTAs,
