@@ -1186,15 +1186,29 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 ** start lets it launch at once), its CTAs waiting in griddepcontrol.wait
 ** for the fast kernel's completion and its stores: the gap between the two
 ** launches is hidden (measured: README "The scale gather").  Only where
-** the gather kernel was built for sm_90 or later (scg_pdl_ok); 0: a plain
+** the gather kernel was built for sm_90 or later (pdl_ok); 0: a plain
 ** launch after the fast kernel. */
 #ifndef QSCG_PDL
 #define QSCG_PDL 1
 #endif
-#if QSCG_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define QSCG_GRIDDEP 1          /* griddepcontrol exists (PTX ISA 7.8, sm_90) */
+/* QPDL_FAST: the fast kernel itself a programmatic dependent launch of the
+** work before it on the stream (its CTAs start as the previous kernel's
+** retire, set up their tables and offsets, and wait in griddepcontrol.wait
+** before their first global access). */
+#ifndef QPDL_FAST
+#define QPDL_FAST 0
+#endif
+/* QSCG_COLS_DIRECT (measuring): with the gather's walk, the columnwise
+** scale bytes stored directly too (8 per column and tile), no copy kernel. */
+#ifndef QSCG_COLS_DIRECT
+#define QSCG_COLS_DIRECT 0
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define QSCG_GRIDDEP QSCG_PDL   /* griddepcontrol exists (PTX ISA 7.8, sm_90) */
+#define QFAST_GRIDDEP QPDL_FAST
 #else
 #define QSCG_GRIDDEP 0
+#define QFAST_GRIDDEP 0
 #endif
 static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 
@@ -1378,6 +1392,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   };
 #pragma unroll
   for (int s_ = 0; s_ < QSTAGES; s_++) cm[s_] = ck[s_] = 0;
+#if QFAST_GRIDDEP
+  asm volatile("griddepcontrol.wait;" ::: "memory");     /* the work before: complete, its stores seen */
+#endif
 #pragma unroll
   for (int s_ = 0; s_ < QSTAGES - 1; s_++) {
     if (s_ > 0) {
@@ -1537,7 +1554,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         [[maybe_unused]] uint8_t *const cdt = cdb + co, *const cst = csb + cso_t;
         /* the scale byte of column kh + 2 pc + cc (SCG: to the scratch) */
         [[maybe_unused]] auto cscale_st = [&] (int cc, uint32_t v) {
-          if constexpr (SCG) scg_st(sgk + sgt + 512 * h + 256 * cc, v);
+          if constexpr (SCG && !QSCG_COLS_DIRECT) scg_st(sgk + sgt + 512 * h + 256 * cc, v);
           else stg_u8(cst + cc * (size_t)csld, v);
         };
 #pragma unroll
@@ -1812,13 +1829,47 @@ static unsigned fast_grid_cap (unsigned grid) {
   return n >= 1 && n < grid ? (unsigned)n : grid;
 }
 
+/* Whether this file's kernels may be programmatic dependent launches: their
+** code (the binary's, or the PTX the driver compiled) has griddepcontrol.wait,
+** i.e. it was built for sm_90 or later (QSCG_GRIDDEP, QFAST_GRIDDEP; every
+** kernel here is built for the same targets); without the wait a kernel
+** could read what the one before it has not yet stored.  Asked once (a
+** failure to ask stays the thread's last CUDA error: CU_LAUNCHED). */
+static bool pdl_ok (void) {
+  static int ok = -1;
+  if (ok < 0) {
+    cudaFuncAttributes fa;
+    ok = cudaFuncGetAttributes(&fa, scale_gather_kernel) == cudaSuccess && fa.ptxVersion >= 90;
+  }
+  return ok == 1;
+}
+
+/* kern<<<grid, 256, smem, s>>>(args...), as a programmatic dependent launch
+** when pdl (and pdl_ok). */
+template <typename... P, typename... A>
+static void launch_256 (void (*kern)(P...), unsigned grid, size_t smem, cudaStream_t s, bool pdl,
+                        A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = at;
+  cfg.numAttrs = pdl && pdl_ok() ? 1 : 0;
+  (void)cudaLaunchKernelEx(&cfg, kern, args...);      /* an error: CU_LAUNCHED */
+}
+
 template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG>
 static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
   const unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FMT) * ntk;
   unsigned grid = fast_grid_cap(fast_resident<SR, RHT, AMAX_ONLY, FMT, SCG>());
   if (grid > ntiles) grid = ntiles;
   if (SCG && QSCG_ROWS_DIRECT && grid > ntiles / 4) grid = ntiles / 4;   /* units of 4 tiles */
-  qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG><<<grid, 256, fast_dyn<RHT, FMT>(), s>>>(p, ntiles, ntk, dst);
+  launch_256(qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG>, grid, fast_dyn<RHT, FMT>(), s, QPDL_FAST != 0,
+             p, ntiles, ntk, dst);
 }
 
 /* Tiles of 128 rows where M allows it (without the RHT): a column's 8
@@ -1830,19 +1881,6 @@ static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
 #define QFMT 128
 #endif
 
-/* Whether scale_gather_kernel may be a programmatic dependent launch: its
-** code (the binary's, or the PTX the driver compiled) has griddepcontrol.wait,
-** i.e. it was built for sm_90 or later (QSCG_GRIDDEP); without the wait the
-** gather could read the scratch before the fast kernel's stores.  Asked once
-** (a failure to ask stays the thread's last CUDA error: CU_LAUNCHED). */
-static bool scg_pdl_ok (void) {
-  static int ok = -1;
-  if (ok < 0) {
-    cudaFuncAttributes fa;
-    ok = cudaFuncGetAttributes(&fa, scale_gather_kernel) == cudaSuccess && fa.ptxVersion >= 90;
-  }
-  return ok == 1;
-}
 
 template <bool SR, bool RHT, bool AMAX_ONLY>
 static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
@@ -1851,27 +1889,10 @@ static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
       if (p.sgs != NULL) {
         const unsigned ntk = (unsigned)(p.K / FK);
         const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4);   /* groups per direction */
-        [[maybe_unused]] const bool pdl = QSCG_PDL && scg_pdl_ok();
         launch_fast_t<SR, RHT, AMAX_ONLY, 128, true>(p, dst, s);
         /* QSCG_ROWS_DIRECT: the fast kernel wrote the rowwise scales */
         const unsigned gg = QSCG_ROWS_DIRECT ? ngr : 2 * ngr, g0 = QSCG_ROWS_DIRECT ? ngr : 0;
-#if QSCG_PDL
-        if (pdl) {
-          cudaLaunchConfig_t cfg = {};
-          cudaLaunchAttribute at[1];
-          at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-          at[0].val.programmaticStreamSerializationAllowed = 1;
-          cfg.gridDim = dim3(gg);
-          cfg.blockDim = dim3(256);
-          cfg.dynamicSmemBytes = 0;
-          cfg.stream = s;
-          cfg.attrs = at;
-          cfg.numAttrs = 1;
-          (void)cudaLaunchKernelEx(&cfg, scale_gather_kernel, p, ntk, g0);  /* an error: CU_LAUNCHED */
-          return;
-        }
-#endif
-        scale_gather_kernel<<<gg, 256, 0, s>>>(p, ntk, g0);
+        if (!QSCG_COLS_DIRECT) launch_256(scale_gather_kernel, gg, 0, s, QSCG_PDL != 0, p, ntk, g0);
       }
       else launch_fast_t<SR, RHT, AMAX_ONLY, QFMT, false>(p, dst, s);
       return;
