@@ -1869,12 +1869,14 @@ static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
   const unsigned nw = SCG && QSCG_ROWS_DIRECT ? ntiles / 4 : ntiles;
   unsigned grid = fast_grid_cap(fast_resident<SR, RHT, AMAX_ONLY, FMT, SCG>());
   if (grid > nw) grid = nw;
-  /* QGRID_BALANCE: the fewest CTAs that take the items in as many rounds
-  ** (ceil(nw / grid)) as the resident ones would, so that every CTA has the
-  ** same count or one less: [8192, 8192] RN has 1024 units for 264
-  ** resident CTAs, 4 rounds either way, and 256 CTAs ran it at 0.852 of
-  ** the copy against 0.832 (NVFP4_CUDA_FAST_GRID=256 on the H200) */
-  if (QGRID_BALANCE) {
+  /* QGRID_BALANCE (RN only): the fewest CTAs that take the items in as
+  ** many rounds (ceil(nw / grid)) as the resident ones would, so that every
+  ** CTA has the same count or one less: [8192, 8192] has 1024 units for 264
+  ** resident CTAs, 4 rounds either way.  Measured on the H200 against the
+  ** resident count, same run: RNE 0.846-0.849 / 0.871-0.877 of the copy
+  ** against 0.827-0.839 / 0.856-0.860; RHT lost (0.548-0.549 against
+  ** 0.559-0.564 at [8192, 8192]) and SR did not gain, so they keep it. */
+  if (QGRID_BALANCE && !SR && !RHT) {
     const unsigned rounds = (nw + grid - 1) / grid;
     grid = (nw + rounds - 1) / rounds;
   }
