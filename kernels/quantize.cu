@@ -31,9 +31,12 @@
 ** there is no RHT; qfast_kernel below) has its own mapping, described
 ** there; its RHT runs on tensor cores (mma.sync bf16, fp32 accumulation) for
 ** the blocks where that is provably exact, the rest exactly as the
-** reference (rht16) after the CTA's tiles.  On large tensors (RN) its
-** scale bytes take a detour through a tile-major scratch and a second
-** kernel (scale_gather_kernel), which writes them as whole sectors.
+** reference (rht16) after the CTA's tiles.  On large tensors (RN) a CTA
+** takes its tiles in units of 4 along K and writes their rowwise scale
+** bytes as whole sectors; the columnwise ones take a detour through a
+** tile-major scratch and a second kernel (scale_gather_kernel), which
+** writes them as whole sectors.  The fast kernel, and the gather after
+** it, are programmatic dependent launches where the build allows (pdl_ok).
 */
 #include <float.h>
 #include <stdint.h>
@@ -689,7 +692,9 @@ static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, 
 
 
 /* Tile t -> (m-tile, k-tile), grouped: panels of P m-tiles, walked column
-** by column within a panel (tile_walk: a CTA's tiles t, t + grid, ...).
+** by column within a panel (tile_walk: a CTA's tiles t, t + grid, ...;
+** with QSCG_ROWS_DIRECT the walk is over units of 4 k-tiles, a CTA taking
+** a unit's tiles one after another).
 ** The ~528 tiles in flight at once then form a block of about P x 528/P
 ** tiles, so every output row -- rowwise rows of rdata and columnwise rows of
 ** cdata alike -- receives ~1 KB of contiguous bytes at a time, instead of
@@ -883,7 +888,9 @@ static __device__ __forceinline__ void stg_v4 (uint8_t *p, uint4 v) {
 
 
 /* Scale gather (qfast_kernel<..., SCG>, then scale_gather_kernel): the
-** scale bytes of each 128x128 tile go first to a scratch buffer, tile-major
+** scale bytes of each 128x128 tile go first to a scratch buffer (with
+** QSCG_ROWS_DIRECT, on main, only the columnwise ones: the rowwise are
+** written by the fast kernel, see its RD), tile-major
 ** (qparams.sgs: 2048 bytes per tile (m-tile mt, k-tile kt) at (mt * ntk +
 ** kt) * 2048: rowwise row r, block b at r*8 + b; columnwise, column c = 64 h
 ** + 2 pc + cc of the tile at 1024 + 8 (64 h + 32 cc + pc) + m-block), where
@@ -1892,7 +1899,6 @@ static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
 #ifndef QFMT
 #define QFMT 128
 #endif
-
 
 template <bool SR, bool RHT, bool AMAX_ONLY>
 static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
