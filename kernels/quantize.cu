@@ -693,7 +693,7 @@ static __device__ __forceinline__ void slow_defer (slow_list *sl, uint64_t cap, 
 
 /* Tile t -> (m-tile, k-tile), grouped: panels of P m-tiles, walked column
 ** by column within a panel (tile_walk: a CTA's tiles t, t + grid, ...;
-** with QSCG_ROWS_DIRECT the walk is over units of 4 k-tiles, a CTA taking
+** with the scale gather the walk is over units of 4 k-tiles, a CTA taking
 ** a unit's tiles one after another).
 ** The ~528 tiles in flight at once then form a block of about P x 528/P
 ** tiles, so every output row -- rowwise rows of rdata and columnwise rows of
@@ -888,33 +888,24 @@ static __device__ __forceinline__ void stg_v4 (uint8_t *p, uint4 v) {
 
 
 /* Scale gather (qfast_kernel<..., SCG>, then scale_gather_kernel): the
-** scale bytes of each 128x128 tile go first to a scratch buffer (with
-** QSCG_ROWS_DIRECT, on main, only the columnwise ones: the rowwise are
-** written by the fast kernel, see its RD), tile-major
-** (qparams.sgs: 2048 bytes per tile (m-tile mt, k-tile kt) at (mt * ntk +
-** kt) * 2048: rowwise row r, block b at r*8 + b; columnwise, column c = 64 h
-** + 2 pc + cc of the tile at 1024 + 8 (64 h + 32 cc + pc) + m-block), where
-** every warp's store fills whole 32-byte sectors.  A second kernel copies
-** them to the scales' layout, whole sectors again: a rowwise group (4
-** k-tiles 4 kg.. of one m-tile) and a columnwise one (4 m-tiles 4 mg.. of
-** one k-tile) give every row, or column, 32 bytes. */
+** rowwise scale bytes are written by the fast kernel itself (4 k-tiles per
+** unit give every row 32 bytes), the columnwise ones of each 128x128 tile
+** go first to a scratch buffer, tile-major (qparams.sgs: 2048 bytes per
+** tile (m-tile mt, k-tile kt) at (mt * ntk + kt) * 2048, column c = 64 h +
+** 2 pc + cc of the tile at 1024 + 8 (64 h + 32 cc + pc) + m-block; the
+** first 1024 bytes of a tile's slot held its rowwise bytes once and are
+** unused: dropping them changes sgk's and sg_copy_col's addresses, left
+** for a session that can run the cross test on the GPU), where every warp's store fills whole 32-byte sectors.  A second
+** kernel copies them to the scales' layout, whole sectors again: a group of
+** 4 m-tiles 4 mg.. of one k-tile gives every column 32 bytes. */
 static __device__ __forceinline__ uint2 ldg_cs_v2 (const uint8_t *p) {
   uint2 v;
   asm volatile("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
 
-/* Thread t of 256: half t%2 of the sector of row (column slot) t/2 of a
-** group from the scratch to the scales. */
-static __device__ __forceinline__ void sg_copy_row (const qparams &p, unsigned mt, unsigned kg,
-                                                    unsigned ntk, int t) {
-  const unsigned r = (unsigned)t >> 1, h2 = (unsigned)t & 1u;
-  const uint8_t *src = p.sgs + (size_t)(mt * ntk + 4 * kg + 2 * h2) * 2048 + r * 8;
-  const uint2 a = ldg_cs_v2(src), b = ldg_cs_v2(src + 2048);
-  stg_v4(p.rscale + (size_t)(mt * 128 + r) * (size_t)p.rsld + kg * 32 + 16 * h2,
-         make_uint4(a.x, a.y, b.x, b.y));
-}
-
+/* Thread t of 256: half t%2 of the sector of column slot t/2 of group
+** (mg, kt) from the scratch to the scales. */
 static __device__ __forceinline__ void sg_copy_col (const qparams &p, unsigned mg, unsigned kt,
                                                     unsigned ntk, int t) {
   const unsigned r = (unsigned)t >> 1, h2 = (unsigned)t & 1u;
@@ -1181,13 +1172,6 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 #ifndef QSCG_EVICT_LAST
 #define QSCG_EVICT_LAST 1       /* the scale gather's scratch kept in the L2 (see scg_st) */
 #endif
-/* QSCG_ROWS_DIRECT: with the scale gather, a CTA takes its tiles in runs of
-** 4 along K (a 128 x 512 unit) and writes the unit's rowwise scale bytes
-** itself, 32 per row (whole sectors); only the columnwise ones go through
-** the scratch (see the tile loop and launch_fast).  0: both go through it. */
-#ifndef QSCG_ROWS_DIRECT
-#define QSCG_ROWS_DIRECT 1
-#endif
 /* QSCG_PDL: scale_gather_kernel launched as a programmatic dependent of
 ** the fast kernel (griddepcontrol.launch_dependents at the fast kernel's
 ** start lets it launch at once), its CTAs waiting in griddepcontrol.wait
@@ -1285,10 +1269,12 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   const unsigned ntm = (unsigned)(p.M / FMT);
   const uint32_t sbase = (uint32_t)__cvta_generic_to_shared(&sh[0]);
   float cmax = 0.0f, pmax = 0.0f;
-  /* RD: the rowwise scales written directly, the tiles in units of 4 along
-  ** K (QSCG_ROWS_DIRECT): tile = 4 u + s for the CTA's units u = blockIdx.x,
-  ** blockIdx.x + grid, ...; the panel walk runs over the units */
-  constexpr bool RD = SCG && QSCG_ROWS_DIRECT;
+  /* RD (the scale gather): the rowwise scales written directly, the tiles
+  ** in units of 4 along K (a 128 x 512 unit, 32 scale bytes per row):
+  ** tile = 4 u + s for the CTA's units u = blockIdx.x, blockIdx.x + grid,
+  ** ...; the panel walk runs over the units (measured against both
+  ** directions through the scratch: README "The scale gather") */
+  constexpr bool RD = SCG;
   const unsigned ntw = RD ? ntk / 4 : ntk;     /* the walk's row length */
   unsigned tile = RD ? 4 * blockIdx.x : blockIdx.x;
   /* the next tile of the CTA; true when it starts a new unit (the walk
@@ -1357,9 +1343,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   /* the strides from a thread's output of one block to the next it writes
   ** in the tile: 32 rows (rowwise data and scales), one column */
   const size_t rstep = (size_t)16 * K, sstep = (size_t)32 * rsld, cstep = M / 2;
-  /* SCG: the thread's scale bytes' places in a tile's scratch (see
-  ** sg_copy_row) */
-  uint8_t *const sgr = SCG ? (uint8_t *)opaque64((size_t)(p.sgs + rrow * 8 + rb)) : nullptr;
+  /* SCG: the thread's columnwise scale bytes' place in a tile's scratch
+  ** (see sg_copy_col) */
   uint8_t *const sgk = SCG ? (uint8_t *)opaque64((size_t)(p.sgs + 1024 + pc * 8 + j)) : nullptr;
   /* SR: the Philox counters (spec §5.2: offset + the block's index) less
   ** the tile's part: row block rb of row rrow, column block j of column
@@ -1448,11 +1433,11 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     if (!AMAX_ONLY && p.row) {
       const uint32_t ro = m0 * (K / 2) + k0 / 2, rsco = m0 * rsld + k0 / 16;
       [[maybe_unused]] uint8_t *const rdt = rdb + ro, *const rst = rsb + rsco;    /* the tile's */
-      /* the scale byte of the thread's row block ii (SCG: to the scratch) */
+      /* the scale byte of the thread's row block ii (RD: kept for the unit's
+      ** last tile) */
       [[maybe_unused]] const uint32_t us = (k0 >> 7) & 3u;    /* RD: the tile in its unit */
       auto rscale_st = [&] (int ii, uint32_t v) {
         if constexpr (RD) racc[ii] = us == 0 ? (v & 0xffu) : racc[ii] | (v & 0xffu) << (8 * us);
-        else if constexpr (SCG) scg_st(sgr + sgt + 256 * ii, v);
         else stg_u8(rst + ii * sstep, v);
       };
       /* the row blocks by pairs: first both blocks' loads, Philox words,
@@ -1720,21 +1705,15 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 }
 
 
-/* The scale gather's copy (see sg_copy_row): group g = g0 + the CTA's
-** index; g < (M/128)(K/512) copies rowwise group g (m-tile g / (ntk/4),
-** k-group g % (ntk/4)), the others columnwise group g' = g - (M/128)(K/512)
-** (m-group g' / ntk, k-tile g' % ntk); a direction the launch has not is
-** skipped.  g0 = (M/128)(K/512) leaves out the rowwise groups (the fast
-** kernel wrote them: QSCG_ROWS_DIRECT). */
-__global__ void __launch_bounds__(256) scale_gather_kernel (qparams p, unsigned ntk, unsigned g0) {
-  const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4), g = g0 + blockIdx.x;
+/* The scale gather's copy (see sg_copy_col): CTA g copies columnwise group
+** (m-group g / ntk, k-tile g % ntk), (M/512)(K/128) CTAs; launched only
+** for a columnwise copy. */
+__global__ void __launch_bounds__(256) scale_gather_kernel (qparams p, unsigned ntk) {
+  const unsigned g = blockIdx.x;
 #if QSCG_GRIDDEP
   asm volatile("griddepcontrol.wait;" ::: "memory");     /* the fast kernel complete, its stores seen */
 #endif
-  if (g < ngr) {
-    if (p.row) sg_copy_row(p, g / (ntk / 4), g % (ntk / 4), ntk, threadIdx.x);
-  }
-  else if (p.col) sg_copy_col(p, (g - ngr) / ntk, (g - ngr) % ntk, ntk, threadIdx.x);
+  sg_copy_col(p, g / ntk, g % ntk, ntk, threadIdx.x);
 }
 
 
@@ -1872,8 +1851,8 @@ static void launch_256 (void (*kern)(P...), unsigned grid, size_t smem, cudaStre
 template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG>
 static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
   const unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FMT) * ntk;
-  /* the CTAs' work items: tiles, or with QSCG_ROWS_DIRECT units of 4 */
-  const unsigned nw = SCG && QSCG_ROWS_DIRECT ? ntiles / 4 : ntiles;
+  /* the CTAs' work items: tiles, or with the scale gather units of 4 */
+  const unsigned nw = SCG ? ntiles / 4 : ntiles;
   unsigned grid = fast_grid_cap(fast_resident<SR, RHT, AMAX_ONLY, FMT, SCG>());
   if (grid > nw) grid = nw;
   /* QGRID_BALANCE (RN only): the fewest CTAs that take the items in as
@@ -1906,11 +1885,9 @@ static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
     if (QFMT == 128 && p.M % 128 == 0) {
       if (p.sgs != NULL) {
         const unsigned ntk = (unsigned)(p.K / FK);
-        const unsigned ngr = (unsigned)(p.M / 128) * (ntk / 4);   /* groups per direction */
         launch_fast_t<SR, RHT, AMAX_ONLY, 128, true>(p, dst, s);
-        /* QSCG_ROWS_DIRECT: the fast kernel wrote the rowwise scales */
-        const unsigned gg = QSCG_ROWS_DIRECT ? ngr : 2 * ngr, g0 = QSCG_ROWS_DIRECT ? ngr : 0;
-        launch_256(scale_gather_kernel, gg, 0, s, QSCG_PDL != 0, p, ntk, g0);
+        /* the columnwise groups (the fast kernel wrote the rowwise scales) */
+        if (p.col) launch_256(scale_gather_kernel, (unsigned)(p.M / 512) * ntk, 0, s, QSCG_PDL != 0, p, ntk);
       }
       else launch_fast_t<SR, RHT, AMAX_ONLY, QFMT, false>(p, dst, s);
       return;
@@ -1959,7 +1936,7 @@ static nvfp4_status slow_list_for (nvfp4_ctx *ctx, qparams *p) {
 
 
 /* The scale gather (qfast_kernel<..., SCG>, then scale_gather_kernel; see
-** sg_copy_row) where the shape and the scale buffers allow it (M and K
+** sg_copy_col) where the shape and the scale buffers allow it (M and K
 ** multiples of 512; scale rows and buffers aligned to 16 bytes), for RN
 ** (SR is bound by its instructions, and the second kernel only adds to
 ** it), on tensors of at least 2^SCG_MIN_LOG2 elements: the scale sectors
@@ -1969,7 +1946,7 @@ static nvfp4_status slow_list_for (nvfp4_ctx *ctx, qparams *p) {
 ** without it; at [8192, 8192] it lost (0.76-0.78 against 0.80) until the
 ** scratch was kept in the L2 (scg_st), broke even after that, and wins
 ** (0.81-0.82 against 0.80-0.81) since the rowwise scales are written by
-** the fast kernel (QSCG_ROWS_DIRECT) and the copy is a programmatic
+** the fast kernel (its RD) and the copy is a programmatic
 ** dependent launch (QSCG_PDL).  NVFP4_CUDA_SCALE_GATHER=1 / 0 forces it on
 ** (where the shape allows; SR too) / off (test hook and measuring). */
 #ifndef SCG_MIN_LOG2
@@ -1985,7 +1962,8 @@ static bool scg_wanted (const qparams &p, bool sr) {
   return !sr && (uint64_t)p.M * (uint64_t)p.K >= (1ull << SCG_MIN_LOG2);
 }
 
-/* The context's scratch for the scale gather: 2048 bytes per 128x128 tile. */
+/* The context's scratch for the scale gather: 2048 bytes per 128x128 tile
+** (the columnwise bytes in the upper half; see sg_copy_col). */
 static nvfp4_status scg_buffer_for (nvfp4_ctx *ctx, qparams *p) {
   nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
   nvfp4_status st = ctx_buffer(ctx, &c->scale_gather, &c->scale_gather_bytes,
