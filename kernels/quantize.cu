@@ -890,14 +890,12 @@ static __device__ __forceinline__ void stg_v4 (uint8_t *p, uint4 v) {
 /* Scale gather (qfast_kernel<..., SCG>, then scale_gather_kernel): the
 ** rowwise scale bytes are written by the fast kernel itself (4 k-tiles per
 ** unit give every row 32 bytes), the columnwise ones of each 128x128 tile
-** go first to a scratch buffer, tile-major (qparams.sgs: 2048 bytes per
-** tile (m-tile mt, k-tile kt) at (mt * ntk + kt) * 2048, column c = 64 h +
-** 2 pc + cc of the tile at 1024 + 8 (64 h + 32 cc + pc) + m-block; the
-** first 1024 bytes of a tile's slot held its rowwise bytes once and are
-** unused: dropping them changes sgk's and sg_copy_col's addresses, left
-** for a session that can run the cross test on the GPU), where every warp's store fills whole 32-byte sectors.  A second
-** kernel copies them to the scales' layout, whole sectors again: a group of
-** 4 m-tiles 4 mg.. of one k-tile gives every column 32 bytes. */
+** go first to a scratch buffer, tile-major (qparams.sgs: 1024 bytes per
+** tile (m-tile mt, k-tile kt) at (mt * ntk + kt) * 1024, column c = 64 h +
+** 2 pc + cc of the tile at 8 (64 h + 32 cc + pc) + m-block), where every
+** warp's store fills whole 32-byte sectors.  A second kernel copies them to
+** the scales' layout, whole sectors again: a group of 4 m-tiles 4 mg.. of
+** one k-tile gives every column 32 bytes. */
 static __device__ __forceinline__ uint2 ldg_cs_v2 (const uint8_t *p) {
   uint2 v;
   asm volatile("ld.global.cs.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
@@ -910,8 +908,8 @@ static __device__ __forceinline__ void sg_copy_col (const qparams &p, unsigned m
                                                     unsigned ntk, int t) {
   const unsigned r = (unsigned)t >> 1, h2 = (unsigned)t & 1u;
   const unsigned c = 64 * (r >> 6) + 2 * (r & 31u) + (r >> 5 & 1u);
-  const uint8_t *src = p.sgs + (size_t)((4 * mg + 2 * h2) * ntk + kt) * 2048 + 1024 + r * 8;
-  const uint2 a = ldg_cs_v2(src), b = ldg_cs_v2(src + (size_t)ntk * 2048);
+  const uint8_t *src = p.sgs + (size_t)((4 * mg + 2 * h2) * ntk + kt) * 1024 + r * 8;
+  const uint2 a = ldg_cs_v2(src), b = ldg_cs_v2(src + (size_t)ntk * 1024);
   stg_v4(p.cscale + (size_t)(kt * 128 + c) * (size_t)p.csld + mg * 32 + 16 * h2,
          make_uint4(a.x, a.y, b.x, b.y));
 }
@@ -1345,7 +1343,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   const size_t rstep = (size_t)16 * K, sstep = (size_t)32 * rsld, cstep = M / 2;
   /* SCG: the thread's columnwise scale bytes' place in a tile's scratch
   ** (see sg_copy_col) */
-  uint8_t *const sgk = SCG ? (uint8_t *)opaque64((size_t)(p.sgs + 1024 + pc * 8 + j)) : nullptr;
+  uint8_t *const sgk = SCG ? (uint8_t *)opaque64((size_t)(p.sgs + pc * 8 + j)) : nullptr;
   /* SR: the Philox counters (spec §5.2: offset + the block's index) less
   ** the tile's part: row block rb of row rrow, column block j of column
   ** 2pc; per tile m0*(K/16) + k0/16, k0*(M/16) + m0/16 are added */
@@ -1428,7 +1426,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
     }
     cp_commit();
     /* SCG: the tile's scratch */
-    [[maybe_unused]] const uint32_t sgt = SCG ? ((m0 >> 7) * ntk + (k0 >> 7)) * 2048 : 0;
+    [[maybe_unused]] const uint32_t sgt = SCG ? ((m0 >> 7) * ntk + (k0 >> 7)) * 1024 : 0;
 
     if (!AMAX_ONLY && p.row) {
       const uint32_t ro = m0 * (K / 2) + k0 / 2, rsco = m0 * rsld + k0 / 16;
@@ -1962,12 +1960,12 @@ static bool scg_wanted (const qparams &p, bool sr) {
   return !sr && (uint64_t)p.M * (uint64_t)p.K >= (1ull << SCG_MIN_LOG2);
 }
 
-/* The context's scratch for the scale gather: 2048 bytes per 128x128 tile
-** (the columnwise bytes in the upper half; see sg_copy_col). */
+/* The context's scratch for the scale gather: 1024 bytes per 128x128 tile
+** (its columnwise scale bytes; see sg_copy_col). */
 static nvfp4_status scg_buffer_for (nvfp4_ctx *ctx, qparams *p) {
   nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
   nvfp4_status st = ctx_buffer(ctx, &c->scale_gather, &c->scale_gather_bytes,
-                               2048 * (size_t)(p->M / 128) * (size_t)(p->K / 128), 0);
+                               1024 * (size_t)(p->M / 128) * (size_t)(p->K / 128), 0);
   p->sgs = (uint8_t *)c->scale_gather;
   return st;
 }
