@@ -48,8 +48,8 @@ static const char *const gemm_opts[] = {"bias", "dtype", NULL};
 
 static int mod_gemm (lua_State *L) {
   nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 3), *bias = NULL;
-  nvfp4_usage ua = (nvfp4_usage)luaL_checkoption(L, 2, NULL, usage_names);
-  nvfp4_usage ub = (nvfp4_usage)luaL_checkoption(L, 4, NULL, usage_names);
+  nvfp4_usage ua = (nvfp4_usage)nvfp4L_checkname(L, 2, NULL, usage_names, "usage");
+  nvfp4_usage ub = (nvfp4_usage)nvfp4L_checkname(L, 4, NULL, usage_names, "usage");
   nvfp4_dtype dt = NVFP4_F32;
   LTensor *p;
   nvfp4L_checkopts(L, 5, gemm_opts);
@@ -63,8 +63,8 @@ static int mod_gemm (lua_State *L) {
 
 static int mod_gemm_ref64 (lua_State *L) {
   nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 3);
-  nvfp4_usage ua = (nvfp4_usage)luaL_checkoption(L, 2, NULL, usage_names);
-  nvfp4_usage ub = (nvfp4_usage)luaL_checkoption(L, 4, NULL, usage_names);
+  nvfp4_usage ua = (nvfp4_usage)nvfp4L_checkname(L, 2, NULL, usage_names, "usage");
+  nvfp4_usage ub = (nvfp4_usage)nvfp4L_checkname(L, 4, NULL, usage_names, "usage");
   LTensor *p = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_gemm_ref64(nvfp4L_getctx(L), a, ua, b, ub, &p->t));
   return 1;
@@ -228,7 +228,7 @@ static int linear_operand (lua_State *L) {
   static const char *const names[] = {"fprop_input", "weight", "wgrad_input",
                                       "grad_output", NULL};
   nvfp4_linear *l = tolinear(L, 1);
-  int which = luaL_checkoption(L, 2, NULL, names);
+  int which = nvfp4L_checkname(L, 2, NULL, names, "operand");
   const nvfp4_tensor *t = NULL;
   nvfp4L_checkstatus(L, nvfp4_linear_operand_get(l, (nvfp4_linear_operand)which, &t));
   return pushclone(L, t);

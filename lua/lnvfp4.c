@@ -98,10 +98,27 @@ int nvfp4L_checkdim (lua_State *L, int arg, int ndim) {
 }
 
 
+int nvfp4L_checkname (lua_State *L, int arg, const char *def, const char *const names[],
+                      const char *what) {
+  const char *s = NULL;
+  int i;
+  if (def != NULL && lua_isnoneornil(L, arg)) s = def;
+  else if (lua_type(L, arg) == LUA_TSTRING) s = lua_tostring(L, arg);
+  for (i = 0; s != NULL && names[i] != NULL; i++)
+    if (strcmp(s, names[i]) == 0) return i;
+  lua_pushfstring(L, "%s must be one of", what);
+  for (i = 0; names[i] != NULL; i++)
+    lua_pushfstring(L, "%s%s '%s'", lua_tostring(L, -1), i > 0 ? "," : "", names[i]);
+  if (s != NULL) lua_pushfstring(L, "%s; got '%s'", lua_tostring(L, -1), s);
+  else lua_pushfstring(L, "%s; got %s", lua_tostring(L, -1), luaL_typename(L, arg));
+  return luaL_argerror(L, arg, lua_tostring(L, -1));
+}
+
+
 static const char *const dtype_names[] = {"fp32", "bf16", "u8", NULL};
 
 nvfp4_dtype nvfp4L_checkdtype (lua_State *L, int arg, const char *def) {
-  return (nvfp4_dtype)luaL_checkoption(L, arg, def, dtype_names);
+  return (nvfp4_dtype)nvfp4L_checkname(L, arg, def, dtype_names, "dtype");
 }
 
 
@@ -326,7 +343,7 @@ static const char *const rule_names[] = {"flat2d", "nd", NULL};
 /* nvfp4.cw_rule(name, local_shape) -> {in_shape_t=, rows=, packed_cols=,
 ** scale_width=}: the gather's columnwise bookkeeping under a rule. */
 static int mod_cw_rule (lua_State *L) {
-  nvfp4_cw_rule r = (nvfp4_cw_rule)luaL_checkoption(L, 1, NULL, rule_names);
+  nvfp4_cw_rule r = (nvfp4_cw_rule)nvfp4L_checkname(L, 1, NULL, rule_names, "rule");
   nvfp4_cw_bookkeeping b = nvfp4_cw_rule_apply(r, nvfp4L_checkshape(L, 2));
   lua_createtable(L, 0, 4);
   nvfp4L_pushshape(L, b.in_shape_t);
@@ -678,8 +695,13 @@ static int tensor_narrow (lua_State *L) {
   size_t n, outer = 1, inner = nvfp4_dtype_size(nvfp4_tensor_dtype(t)), r;
   const char *src;
   char *dst;
-  luaL_argcheck(L, start >= 1 && start <= s.dim[d] + 1, 3, "start is outside the dim");
-  luaL_argcheck(L, len >= 0 && start - 1 + len <= s.dim[d], 4, "length runs past the dim");
+  if (start < 1 || start > s.dim[d] + 1)
+    luaL_argerror(L, 3, lua_pushfstring(L, "start %I is outside 1..%I (dim %d has size %I)",
+                                        start, (lua_Integer)s.dim[d] + 1, d + 1,
+                                        (lua_Integer)s.dim[d]));
+  if (len < 0 || start - 1 + len > s.dim[d])
+    luaL_argerror(L, 4, lua_pushfstring(L, "start %I + length %I runs past dim %d of size %I",
+                                        start, len, d + 1, (lua_Integer)s.dim[d]));
   for (i = 0; i < d; i++) outer *= (size_t)s.dim[i];
   for (i = d + 1; i < s.ndim; i++) inner *= (size_t)s.dim[i];
   src = (const char *)tohost(L, 1, t, &n);
@@ -709,7 +731,7 @@ static int checkfp4 (lua_State *L, int arg, nvfp4_tensor *t) {
 /* t:buffer_shape(name) -> shape, or nil when that usage is absent. */
 static int tensor_buffer_shape (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
-  nvfp4_buffer b = (nvfp4_buffer)luaL_checkoption(L, 2, NULL, buffer_names);
+  nvfp4_buffer b = (nvfp4_buffer)nvfp4L_checkname(L, 2, NULL, buffer_names, "buffer");
   int has;
   checkfp4(L, 1, t);
   has = (b <= NVFP4_ROWWISE_SCALE) ? nvfp4_tensor_has_rowwise(t) : nvfp4_tensor_has_columnwise(t);
@@ -740,7 +762,7 @@ static int tensor_bytes (lua_State *L) {
     lua_pushlstring(L, (const char *)buf, n);
     return 1;
   }
-  b = (nvfp4_buffer)luaL_checkoption(L, 2, NULL, buffer_names);
+  b = (nvfp4_buffer)nvfp4L_checkname(L, 2, NULL, buffer_names, "buffer");
   n = (size_t)nvfp4_shape_numel(nvfp4_tensor_buffer_shape(t, b));
   buf = scratch(L, n);
   nvfp4L_checkstatus(L, nvfp4_tensor_buffer_read(t, b, buf, n));
@@ -759,7 +781,7 @@ static int tensor_amax (lua_State *L) {
   float a = 0;
   checkfp4(L, 1, t);
   if (lua_isnoneornil(L, 2)) col = nvfp4_tensor_has_rowwise(t) ? 0 : 1;
-  else col = luaL_checkoption(L, 2, NULL, dir_names);
+  else col = nvfp4L_checkname(L, 2, NULL, dir_names, "direction");
   nvfp4L_checkstatus(L, nvfp4_tensor_amax(t, col, &a));
   lua_pushnumber(L, a);
   return 1;

@@ -51,6 +51,11 @@ void          nvfp4L_pushshape (lua_State *L, nvfp4_shape s);
 nvfp4_shape   nvfp4L_checkshape (lua_State *L, int arg);
 /* A 1-based dim at arg (1..ndim) -> 0-based. */
 int           nvfp4L_checkdim (lua_State *L, int arg, int ndim);
+/* The index of the string at arg in the NULL-terminated names (def when
+** arg is none or nil and def is not NULL); otherwise raises "bad argument
+** #arg to 'f' (<what> must be one of 'a', 'b'; got 'x')". */
+int           nvfp4L_checkname (lua_State *L, int arg, const char *def,
+                                const char *const names[], const char *what);
 /* "fp32" | "bf16" | "u8" (FP4 only where allowed). */
 nvfp4_dtype   nvfp4L_checkdtype (lua_State *L, int arg, const char *def);
 

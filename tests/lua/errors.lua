@@ -43,8 +43,10 @@ checkerror("option 'rowwise/columnwise' apply to an fp4 tensor",
 checkerror("the gather runs along dim 1 only", function () return world:all_gather(x, 2) end)
 
 print("testing types and values")
-checkerror("bad argument #2 to 'zeros' (invalid option 'int8')",
+checkerror("bad argument #2 to 'zeros' (dtype must be one of 'fp32', 'bf16', 'u8'; got 'int8')",
            function () return nvfp4.zeros({4}, "int8") end)
+checkerror("bad argument #2 to 'randn' (dtype must be one of 'fp32', 'bf16', 'u8'; got number)",
+           function () return nvfp4.randn({4}, 16) end)
 checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integer, got -1)",
            function () return nvfp4.zeros({4, -1}) end)
 checkerror("bad argument #1 to 'shape' (shape dim 1 must be a non-negative integer, got string)",
@@ -55,9 +57,14 @@ checkerror("u8 value 256.0 is not an integer in 0..255",
 checkerror("bad argument #1 to 'quantize' (nvfp4.tensor expected, got table)",
            function () return nvfp4.quantize({1, 2}) end)
 checkerror("bad argument #1 to 'narrow' (dim 4 is outside 1..2)", function () return x:narrow(4, 1, 1) end)
+checkerror("bad argument #3 to 'narrow' (start 20 + length 20 runs past dim 1 of size 32)",
+           function () return x:narrow(1, 20, 20) end)
+checkerror("bad argument #2 to 'narrow' (start 66 is outside 1..65 (dim 2 has size 64))",
+           function () return x:narrow(2, 66, 0) end)
 checkerror("bad argument #1 to 'get' (index 33 is outside 1..32)", function () return x:get(33, 1) end)
 checkerror("get: a 2-D tensor needs 2 indices, got 1", function () return x:get(1) end)
-checkerror("bad argument #1 to 'buffer_shape' (invalid option 'scale')",
+checkerror("bad argument #1 to 'buffer_shape' (buffer must be one of 'rowwise_data', 'rowwise_scale_inv', "
+           .. "'columnwise_data', 'columnwise_scale_inv'; got 'scale')",
            function () return nvfp4.quantize(x):buffer_shape("scale") end)
 checkerror("calling 'amax' on bad self (needs an fp4 tensor, got bf16)", function () return x:amax() end)
 checkerror("bad argument #1 to 'split' (tp=3 must be in 1..1)", function () return world:split(3) end)
