@@ -9,7 +9,10 @@
 --
 -- Options come from nvfp4-lua's command line (before the script) or from
 -- the script's own arguments (after it): --list, --filter PATTERN,
--- --timeout S, --tap, --junit FILE, --verbose, --seed N.
+-- --timeout S, --tap, --junit FILE, --verbose, --seed N.  A script with
+-- options of its own takes them out of arg before sc.run(), which rejects
+-- any other argument that looks like an option (plain ones such as S=512
+-- stay in arg for the script).
 
 local nvfp4 = require "nvfp4"
 
@@ -48,6 +51,11 @@ local function getoptions ()
         if val == nil then error("option '--" .. name .. "' needs a value", 0) end
       end
       o[name] = val
+    elseif a:find("^%-%-?%a") then
+      -- a script takes its own options out of arg before sc.run(), so what
+      -- is left is a typo or an option for another script
+      error("unknown option '" .. a .. "' (the framework's: --list, --filter PATTERN, --timeout S, "
+            .. "--tap, --junit FILE, --verbose or -v, --seed N)", 0)
     else
       rest[#rest + 1] = a
     end
@@ -397,6 +405,24 @@ end
 -- Wrap the communicator's collectives (once per process) so that a rank
 -- inside one during a case gets the later deadline and a label naming the
 -- collective.  Outside a case (the framework's own verdicts) they are as is.
+-- A collective called through pcall raises without the caller's place and
+-- with "bad argument #n to '?'" counting self (Lua names neither a function
+-- called by pcall nor its caller's line): the message as a direct
+-- comm:name(..) call from the function `level` above the caller would give.
+local function relocate (e, name, level)
+  if type(e) ~= "string" or e:find("^[^\n]-:%d+: ") then return e end
+  e = e:gsub("^bad argument #(%d+) to '%?'", function (n)
+    n = tonumber(n) - 1
+    if n == 0 then return "calling '" .. name .. "' on bad self" end
+    return ("bad argument #%d to '%s'"):format(n, name)
+  end, 1)
+  local info = debug.getinfo(level + 1, "Sl")
+  if info and info.currentline and info.currentline > 0 then
+    e = info.short_src .. ":" .. info.currentline .. ": " .. e
+  end
+  return e
+end
+
 local guarded = false
 local function guardcollectives (world)
   if guarded then return end
@@ -409,12 +435,11 @@ local function guardcollectives (world)
     local f = methods[name]
     if f then
       methods[name] = function (...)
-        if deadline == nil or current == nil then return f(...) end
-        local label = current.label
-        arm(1, label .. " (waiting in comm:" .. name .. " for the other ranks)")
+        local label = deadline and current and current.label
+        if label then arm(1, label .. " (waiting in comm:" .. name .. " for the other ranks)") end
         local r = table.pack(pcall(f, ...))
-        if deadline then arm(0, label) end
-        if not r[1] then error(r[2], 0) end
+        if label and deadline then arm(0, label) end
+        if not r[1] then error(relocate(r[2], name, 2), 0) end
         return table.unpack(r, 2, r.n)
       end
     end
@@ -552,7 +577,10 @@ function M.run ()
       if verdict == FAIL then
         print(("FAIL  %s  (on rank%s %s)"):format(c.name, #ranks > 1 and "s" or "", rankslist(ranks)))
         print("      " .. msg:gsub("\n", "\n      "))
-        if o.verbose then print("      " .. detail:gsub("\n", "\n      ")) end
+        if o.verbose then      -- the traceback, without the message it repeats
+          local tb = detail:sub(1, #msg + 1) == msg .. "\n" and detail:sub(#msg + 2) or detail
+          print("      " .. tb:gsub("\n", "\n      "))
+        end
       elseif chatty then
         print(("%s  %s%s  (%.2f s)"):format(VERDICT[verdict], c.name,
               verdict == SKIP and (": " .. msg) or "", dt))

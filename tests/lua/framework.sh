@@ -24,6 +24,14 @@ check "the expected-error case passes" grep -q "PASS  expected error" "$tmp/run1
 check "grid cases are named with their parameters" grep -q "PASS  grid \[n=3\]" "$tmp/run1"
 check "the summary counts" grep -q "6 passed, 1 failed, 1 skipped (seed 7" "$tmp/run1"
 check "the run prints its seed" grep -q "seed 7 (replay: --seed 7)" "$tmp/run1"
+check "--verbose prints the failure's message once (the traceback does not repeat it)" \
+  test "$(count 'the answer: expected 42, got 41' "$tmp/run1")" -eq 1
+check "... and the traceback" grep -q "stack traceback:" "$tmp/run1"
+
+"$RS" "$srcdir/fw_cases.lua" --filtr grid >"$tmp/typo" 2>&1; rc=$?
+check "an option the framework does not know ends the run non-zero" test "$rc" -ne 0
+check "... naming it" grep -q "unknown option '--filtr' (the framework's: --list" "$tmp/typo"
+check "... before any case runs" test -z "$(grep '^PASS\|^FAIL' "$tmp/typo")"
 
 "$RS" "$srcdir/fw_cases.lua" --seed 7 >"$tmp/run2" 2>&1
 "$RS" "$srcdir/fw_cases.lua" --seed 8 >"$tmp/run3" 2>&1
