@@ -477,16 +477,26 @@ vcomm = world:split(world.size)
 local script = arg[0] or "scenarios/fuzz/layouts.lua"
 local np = world.size
 local rulearg = opts.rule ~= "flat2d" and (" --rule " .. opts.rule) or ""
+-- the command that ran this script, as typed: the program and its options
+-- before the script (e.g. _build/lua/nvfp4-lua --backend cuda)
+local prog = {}
+do
+  local i = 0
+  while arg[i - 1] ~= nil do i = i - 1 end
+  for j = i, -1 do prog[#prog + 1] = arg[j] end
+end
+prog = #prog > 0 and table.concat(prog, " ") or "nvfp4-lua"
 
 local function report (k, c0, msg0)
   local c, msg, steps, runs = c0, msg0, 0, 0
   if not opts["no-shrink"] then c, msg, steps, runs = shrink(c0, msg0) end
   local lines = {
-    ("FAIL  case %d (seed %d): %s"):format(k or 0, opts.seed, msg0),
+    k and ("FAIL  case %d (seed %d): %s"):format(k, opts.seed, msg0) or ("FAIL  the --replay case: %s"):format(msg0),
     ("      shrunk in %d steps (%d runs) to a minimal case that fails with: %s"):format(steps, runs, msg),
-    k and ("      replay:  mpirun -np %d nvfp4-lua %s --seed %d --case %d%s"):format(np, script, opts.seed, k, rulearg)
+    k and ("      replay:  mpirun -np %d %s %s --seed %d --case %d%s"):format(np, prog, script, opts.seed, k,
+                                                                            rulearg)
       or "",
-    ("      minimal: mpirun -np %d nvfp4-lua %s --replay '%s'"):format(np, script, show(c)),
+    ("      minimal: mpirun -np %d %s %s --replay '%s'"):format(np, prog, script, show(c)),
     "      as a Lua table: " .. show(c),
   }
   local text = table.concat(lines, "\n"):gsub("\n\n", "\n")
@@ -497,9 +507,14 @@ end
 local t0 = nvfp4.clock()
 local fails, n = {}, 0
 local replay_rule = opts.replay and opts.replay:match('rule%s*=%s*"(%w+)"')
-say("# %s: np=%d, backend %s, seed %d, rule %s, %s (replay: --seed %d)", script, np, nvfp4.backend(),
-    opts.seed, replay_rule or opts.rule, opts.replay and "one case" or opts.case and ("case " .. opts.case)
-    or opts.cases and (opts.cases .. " cases") or (opts.minutes .. " minutes"), opts.seed)
+if opts.replay then
+  say("# %s: np=%d, backend %s, rule %s, the case given by --replay", script, np, nvfp4.backend(),
+      replay_rule or opts.rule)
+else
+  say("# %s: np=%d, backend %s, seed %d, rule %s, %s (replay: --seed %d)", script, np, nvfp4.backend(),
+      opts.seed, opts.rule, opts.case and ("case " .. opts.case) or opts.cases and (opts.cases .. " cases")
+      or (opts.minutes .. " minutes"), opts.seed)
+end
 
 if opts.replay then
   local f = assert(load("return " .. opts.replay, "=--replay", "t", {}))
