@@ -54,7 +54,7 @@ static int mod_gemm (lua_State *L) {
   LTensor *p;
   nvfp4L_checkopts(L, 5, gemm_opts);
   if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_totensor(L, lua_gettop(L));
-  if (nvfp4L_getopt(L, 5, "dtype") != LUA_TNIL) dt = nvfp4L_checkdtype(L, lua_gettop(L), "fp32");
+  dt = nvfp4L_optdtype(L, 5, "dtype", NVFP4_F32);
   p = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_gemm(nvfp4L_getctx(L), a, ua, b, ub, bias, dt, &p->t));
   return 1;
@@ -101,16 +101,7 @@ static const char *const fo6_names[] = {"none", "weights", "activations", "all",
 /* A string option checked against names; def when absent. */
 static int optenum (lua_State *L, int arg, const char *key, const char *const names[],
                     int def) {
-  int i, t = nvfp4L_getopt(L, arg, key);
-  const char *s;
-  if (t == LUA_TNIL) { lua_pop(L, 1); return def; }
-  s = lua_tostring(L, -1);
-  for (i = 0; t == LUA_TSTRING && names[i] != NULL; i++)
-    if (strcmp(s, names[i]) == 0) { lua_pop(L, 1); return i; }
-  lua_pop(L, 1);
-  lua_pushfstring(L, "must be one of");
-  for (i = 0; names[i] != NULL; i++) lua_pushfstring(L, "%s '%s'", lua_tostring(L, -1), names[i]);
-  return nvfp4L_opterror(L, arg, key, lua_tostring(L, -1));
+  return nvfp4L_optname(L, arg, key, names, def);
 }
 
 
@@ -148,9 +139,7 @@ static int mod_linear (lua_State *L) {
   c.frozen_weight = nvfp4L_optbool(L, 1, "frozen_weight", 0);
   c.keep_operands = nvfp4L_optbool(L, 1, "keep_operands", 0);
   c.init_seed = (uint64_t)nvfp4L_optint(L, 1, "init_seed", 1);
-  if (nvfp4L_getopt(L, 1, "params_dtype") != LUA_TNIL)
-    c.params_dtype = nvfp4L_checkdtype(L, lua_gettop(L), "fp32");
-  lua_pop(L, 1);
+  c.params_dtype = nvfp4L_optdtype(L, 1, "params_dtype", c.params_dtype);
   p = (LLinear *)lua_newuserdatauv(L, sizeof(LLinear), 1);   /* closed first */
   p->l = NULL;
   luaL_setmetatable(L, LINEAR_T);

@@ -98,20 +98,31 @@ int nvfp4L_checkdim (lua_State *L, int arg, int ndim) {
 }
 
 
-int nvfp4L_checkname (lua_State *L, int arg, const char *def, const char *const names[],
-                      const char *what) {
-  const char *s = NULL;
+/* The index of the value at idx in names, or -1 after pushing "<what>
+** must be one of 'a', 'b'; got 'x'" (or "got <type>"; what may be NULL).
+** Nothing is pushed before idx is read: idx may be above the top (none). */
+static int findname (lua_State *L, int idx, const char *def, const char *const names[],
+                     const char *what) {
+  const char *s = NULL, *tn;
   int i;
-  if (def != NULL && lua_isnoneornil(L, arg)) s = def;
-  else if (lua_type(L, arg) == LUA_TSTRING) s = lua_tostring(L, arg);
+  idx = lua_absindex(L, idx);
+  tn = luaL_typename(L, idx);
+  if (def != NULL && lua_isnoneornil(L, idx)) s = def;
+  else if (lua_type(L, idx) == LUA_TSTRING) s = lua_tostring(L, idx);
   for (i = 0; s != NULL && names[i] != NULL; i++)
     if (strcmp(s, names[i]) == 0) return i;
-  lua_pushfstring(L, "%s must be one of", what);
+  lua_pushfstring(L, "%s%smust be one of", what ? what : "", what ? " " : "");
   for (i = 0; names[i] != NULL; i++)
     lua_pushfstring(L, "%s%s '%s'", lua_tostring(L, -1), i > 0 ? "," : "", names[i]);
   if (s != NULL) lua_pushfstring(L, "%s; got '%s'", lua_tostring(L, -1), s);
-  else lua_pushfstring(L, "%s; got %s", lua_tostring(L, -1), luaL_typename(L, arg));
-  return luaL_argerror(L, arg, lua_tostring(L, -1));
+  else lua_pushfstring(L, "%s; got %s", lua_tostring(L, -1), tn);
+  return -1;
+}
+
+int nvfp4L_checkname (lua_State *L, int arg, const char *def, const char *const names[],
+                      const char *what) {
+  const int i = findname(L, arg, def, names, what);
+  return i >= 0 ? i : luaL_argerror(L, arg, lua_tostring(L, -1));
 }
 
 
@@ -119,6 +130,19 @@ static const char *const dtype_names[] = {"fp32", "bf16", "u8", NULL};
 
 nvfp4_dtype nvfp4L_checkdtype (lua_State *L, int arg, const char *def) {
   return (nvfp4_dtype)nvfp4L_checkname(L, arg, def, dtype_names, "dtype");
+}
+
+int nvfp4L_optname (lua_State *L, int arg, const char *key, const char *const names[], int def) {
+  int i;
+  if (nvfp4L_getopt(L, arg, key) == LUA_TNIL) { lua_pop(L, 1); return def; }
+  i = findname(L, -1, NULL, names, NULL);
+  if (i < 0) return nvfp4L_opterror(L, arg, key, lua_tostring(L, -1));
+  lua_pop(L, 1);
+  return i;
+}
+
+nvfp4_dtype nvfp4L_optdtype (lua_State *L, int arg, const char *key, nvfp4_dtype def) {
+  return (nvfp4_dtype)nvfp4L_optname(L, arg, key, dtype_names, (int)def);
 }
 
 

@@ -82,9 +82,15 @@ checkerror("(invalid argument)", function () return nvfp4.quantize(nvfp4.zeros({
 checkerror("24", function () return nvfp4.quantize(nvfp4.zeros({4, 24})) end)
 checkerror("Input is not allocated", function () return nvfp4.swap_first_dims(nvfp4.zeros({2, 0, 4})) end)
 checkerror("reshape: [32, 64] cannot become [3, 64]", function () return x:reshape{3, 64} end)
+checkerror("bad argument #5 to 'gemm' (option 'dtype' must be one of 'fp32', 'bf16', 'u8'; got 'f16')",
+           function () return nvfp4.gemm(x, "rowwise", x, "rowwise", {dtype = "f16"}) end)
+checkerror("bad argument #2 to 'gemm' (usage must be one of 'rowwise', 'columnwise'; got 'row')",
+           function () return nvfp4.gemm(x, "row", x, "rowwise") end)
+checkerror("bad argument #1 to 'linear' (option 'params_dtype' must be one of 'fp32', 'bf16', 'u8'; got boolean)",
+           function () return nvfp4.linear{in_features = 64, out_features = 48, params_dtype = true} end)
 
 print("testing the Linear layer's 4over6 recipe option")
-checkerror("option 'four_over_six' must be one of 'none' 'weights' 'activations' 'all'",
+checkerror("option 'four_over_six' must be one of 'none', 'weights', 'activations', 'all'; got 'grads'",
            function () return nvfp4.linear{in_features = 64, out_features = 48, four_over_six = "grads"} end)
 local lin = nvfp4.linear{in_features = 64, out_features = 48, four_over_six = "activations"}
 checkerror("4over6 activations exclude the input's RHT",
