@@ -15,6 +15,11 @@
 #endif
 
 
+/* The text of a refused nvfp4_ctx_create that names a value (there is no
+** context to keep it in): one per thread, valid until that thread's next
+** nvfp4_ctx_create. */
+static _Thread_local char create_why[160];
+
 /* want AUTO: $NVFP4_BACKEND, then CUDA if built and usable, then CPU
 ** (BLIS_ARCH_TYPE-style override).  NULL with *why set: not possible. */
 static const nvfp4_backend_ops *pick_backend (nvfp4_backend want, const char **why) {
@@ -22,7 +27,11 @@ static const nvfp4_backend_ops *pick_backend (nvfp4_backend want, const char **w
   if (want == NVFP4_BACKEND_AUTO && env != NULL && *env != '\0') {
     if (strcmp(env, "cpu") == 0) want = NVFP4_BACKEND_CPU;
     else if (strcmp(env, "cuda") == 0) want = NVFP4_BACKEND_CUDA;
-    else { *why = "NVFP4_BACKEND must be 'cpu' or 'cuda'"; return NULL; }
+    else {
+      snprintf(create_why, sizeof create_why, "NVFP4_BACKEND='%.100s': must be 'cpu' or 'cuda'", env);
+      *why = create_why;
+      return NULL;
+    }
   }
   if (want == NVFP4_BACKEND_CPU) return &nvfp4i_cpu_ops;
 #ifdef HAVE_CUDA
@@ -43,6 +52,12 @@ nvfp4_status nvfp4_ctx_create (nvfp4_backend want, nvfp4_ctx **out,
   if (errmsg) *errmsg = "";
   if (out == NULL) return NVFP4_EINVAL;
   *out = NULL;
+  if (want != NVFP4_BACKEND_AUTO && want != NVFP4_BACKEND_CPU && want != NVFP4_BACKEND_CUDA) {
+    snprintf(create_why, sizeof create_why, "backend %d is not NVFP4_BACKEND_AUTO (0), "
+             "NVFP4_BACKEND_CPU (1) or NVFP4_BACKEND_CUDA (2)", (int)want);
+    if (errmsg) *errmsg = create_why;
+    return NVFP4_EINVAL;
+  }
   ops = pick_backend(want, &why);
   if (ops == NULL) {
     if (errmsg) *errmsg = why;

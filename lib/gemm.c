@@ -189,7 +189,7 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
           (long long)oa.cols, ub == NVFP4_ROWWISE ? "rowwise" : "columnwise",
           (long long)ob.rows, (long long)ob.cols);
   FAIL_IF(ctx, out_dt != NVFP4_F32 && out_dt != NVFP4_BF16, NVFP4_EINVAL,
-          "gemm: output dtype %s is not fp32 or bf16", nvfp4_dtype_name(out_dt));
+          "gemm: output dtype %s is not fp32 or bf16", NVFP4I_DTYPE(out_dt));
   if (bias != NULL) {
     CHECK(nvfp4i_check_tensor(ctx, bias, "gemm bias"));
     FAIL_IF(ctx, (bias->dtype != NVFP4_F32 && bias->dtype != NVFP4_BF16) ||

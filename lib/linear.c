@@ -125,7 +125,7 @@ static nvfp4_status check_config (nvfp4_ctx *ctx, const nvfp4_linear_config *c, 
           "16 * TP = %d (each rank's K/TP must be a multiple of 16)",
           (long long)c->in_features, 16 * tp);
   FAIL_IF(ctx, c->params_dtype != NVFP4_F32 && c->params_dtype != NVFP4_BF16, NVFP4_EINVAL,
-          "linear: params dtype %s is not fp32 or bf16", nvfp4_dtype_name(c->params_dtype));
+          "linear: params dtype %s is not fp32 or bf16", NVFP4I_DTYPE(c->params_dtype));
   FAIL_IF(ctx, r->kind != NVFP4_RECIPE_NVFP4 && r->kind != NVFP4_RECIPE_BF16 &&
           r->kind != NVFP4_RECIPE_FP32, NVFP4_EINVAL,
           "linear: recipe kind %d is not nvfp4, bf16 or fp32", (int)r->kind);

@@ -62,14 +62,18 @@ typedef enum nvfp4_backend {
   NVFP4_BACKEND_CUDA
 } nvfp4_backend;
 
-/* Errors: EINVAL for an unknown $NVFP4_BACKEND, ENOTSUP when CUDA is asked
-** for and not usable (the reason is in *errmsg if errmsg != NULL, a static
-** string), ENOMEM. */
+/* Errors: EINVAL for a want outside the enum or an unknown $NVFP4_BACKEND
+** (naming the value), ENOTSUP when CUDA is asked for and not usable, ENOMEM.
+** The reason is in *errmsg if errmsg != NULL: a string the library owns,
+** valid until this thread's next nvfp4_ctx_create. */
 nvfp4_status nvfp4_ctx_create  (nvfp4_backend want, nvfp4_ctx **out,
                                 const char **errmsg);
 void         nvfp4_ctx_destroy (nvfp4_ctx *ctx);         /* NULL: no-op */
 const char  *nvfp4_ctx_backend (const nvfp4_ctx *ctx);   /* "cpu" | "cuda" */
-const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);   /* "" if none */
+/* The message of the last failed call on ctx ("" before any failure); a
+** later successful call does not clear it, so read it when a call returns
+** an error status.  Owned by ctx, valid until its next failure. */
+const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);
 nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);         /* wait for queued work */
 /* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ..."). */
 const char  *nvfp4_version_string (void);
@@ -242,7 +246,9 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
                                        group before the cast (collective) */
 } nvfp4_qopts;
 
-/* Quantize a F32/BF16 tensor x of shape [d0, .., K].  Rowwise needs
+/* Quantize a F32/BF16 tensor x of shape [d0, .., K].  opts NULL (or all
+** zero) is the default: rowwise only, 1D blocks of 16, round to nearest even
+** (sr selects stochastic rounding), amax computed from x.  Rowwise needs
 ** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
 ** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR (2D
 ** 4over6 needs M % 16 == 0).  Scale padding is written as

@@ -168,6 +168,14 @@ NVFP4I_FUNC nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st,
 #define FAIL_IF(ctx, cond, st, ...)  \
   do { if (cond) return nvfp4i_fail((ctx), (st), __VA_ARGS__); } while (0)
 
+/* For messages about a dtype the caller passed: its name, or "<n> (not a
+** dtype)" for a value outside the enum (nvfp4_dtype_name gives "?").  C
+** only (a compound literal holds the text until the end of the block). */
+NVFP4I_FUNC const char *nvfp4i_dtype_desc (nvfp4_dtype dt, char buf[24]);
+#ifndef __cplusplus
+#define NVFP4I_DTYPE(dt) nvfp4i_dtype_desc((dt), (char[24]){0})
+#endif
+
 /* ---- tensors (lib/tensor.c) ------------------------------------------ */
 /* The E4M3 maximum of an FP4 tensor's global scale (spec §3.3). */
 static inline float nvfp4i_emax (const nvfp4_tensor *t) {

@@ -110,7 +110,7 @@ nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
           "dequantize: the tensor has no rowwise copy (only the rowwise copy "
           "can be dequantized, spec §10)");
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
-          "dequantize: output dtype %s is not fp32 or bf16", nvfp4_dtype_name(dt));
+          "dequantize: output dtype %s is not fp32 or bf16", NVFP4I_DTYPE(dt));
   CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, q->shape, dt, &y));
   if (nvfp4_shape_numel(q->shape) > 0 &&
       (st = ctx->ops->dequantize(ctx, q, y)) != NVFP4_OK) {

@@ -51,7 +51,7 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "%s: out is NULL", what);
   *out = NULL;
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
-          "%s: dtype %s is not fp32 or bf16", what, nvfp4_dtype_name(dt));
+          "%s: dtype %s is not fp32 or bf16", what, NVFP4I_DTYPE(dt));
   FAIL_IF(ctx, !normal && !(isfinite(lo) && isfinite(hi) && lo < hi),
           NVFP4_EINVAL, "%s: range [%g, %g) is empty or not finite", what, lo, hi);
   CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));

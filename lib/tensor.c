@@ -4,6 +4,7 @@
 ** hold rowwise and/or columnwise data + scale_inv buffers and two amaxes.
 */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include "nvfp4_int.h"
 
@@ -14,6 +15,13 @@ static const size_t dtype_size[] = {4, 2, 1, 0};
 
 const char *nvfp4_dtype_name (nvfp4_dtype dt) {
   return ((unsigned)dt <= NVFP4_FP4) ? dtype_name[dt] : "?";
+}
+
+
+const char *nvfp4i_dtype_desc (nvfp4_dtype dt, char buf[24]) {
+  if ((unsigned)dt <= NVFP4_FP4) return nvfp4_dtype_name(dt);
+  snprintf(buf, 24, "%d (not a dtype)", (int)dt);
+  return buf;
 }
 
 
@@ -200,6 +208,9 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   if (nbytes != t->data.nbytes || (nbytes > 0 && host == NULL)) {
     size_t need = t->data.nbytes;
     nvfp4_tensor_destroy(t);
+    if (host == NULL)
+      return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_from_host: host is NULL (%zu bytes to copy)",
+                         need);
     return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_from_host: %zu bytes given, "
                        "shape needs %zu", nbytes, need);
   }

@@ -1098,6 +1098,8 @@ static void test_dequantize_bad_inputs (void **state) {
   nvfp4_tensor_destroy(q);
   assert_int_equal(nvfp4_quantize(ctx, x, NULL, &q), NVFP4_OK);
   assert_err(nvfp4_dequantize(ctx, q, NVFP4_U8, &y), NVFP4_EINVAL, "u8");
+  assert_err(nvfp4_dequantize(ctx, q, (nvfp4_dtype)42, &y), NVFP4_EINVAL,
+             "output dtype 42 (not a dtype) is not fp32 or bf16");
   assert_err(nvfp4_dequantize(ctx, q, NVFP4_BF16, NULL), NVFP4_EINVAL, "out");
   assert_null(y);
   nvfp4_tensor_destroy(q);

@@ -39,7 +39,7 @@ static void test_ctx_backend_and_env (void **state) {
   setenv("NVFP4_BACKEND", "tpu", 1);
   assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_AUTO, &c, &why), NVFP4_EINVAL);
   assert_null(c);
-  assert_non_null(strstr(why, "NVFP4_BACKEND"));
+  assert_non_null(strstr(why, "NVFP4_BACKEND='tpu': must be 'cpu' or 'cuda'"));
   setenv("NVFP4_BACKEND", "cpu", 1);
   assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_AUTO, &c, &why), NVFP4_OK);
   assert_string_equal(nvfp4_ctx_backend(c), "cpu");
@@ -47,6 +47,10 @@ static void test_ctx_backend_and_env (void **state) {
   unsetenv("NVFP4_BACKEND");
   nvfp4_ctx_destroy(NULL);
   assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, NULL, NULL), NVFP4_EINVAL);
+  /* a value outside the enum is refused, not taken for AUTO */
+  assert_int_equal(nvfp4_ctx_create((nvfp4_backend)9, &c, &why), NVFP4_EINVAL);
+  assert_null(c);
+  assert_non_null(strstr(why, "backend 9 is not NVFP4_BACKEND_AUTO (0)"));
   assert_non_null(strstr(nvfp4_version_string(), NVFP4_VERSION));
 }
 
@@ -110,6 +114,10 @@ static void test_bad_inputs (void **state) {
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), NVFP4_F32, NULL), NVFP4_EINVAL);
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, in, 12, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "12 bytes"));
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, NULL, 16, &t), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "tensor_from_host: host is NULL (16 bytes to copy)"));
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), (nvfp4_dtype)42, &t), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "dtype 42"));
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, in, sizeof in, &ok), NVFP4_OK);
   assert_int_equal(nvfp4_tensor_to_host(ok, out, 8), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "holds 16"));
