@@ -169,6 +169,13 @@ nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
                                    size_t nbytes);
 /* A new tensor with the same shape, dtype, buffers and amaxes (deep copy). */
 nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out);
+/* A new plain tensor of t's shape with t's elements converted to dt: fp32 to
+** bf16 rounds to nearest even (NaN stays NaN, quiet), bf16 to fp32 is exact,
+** the same dtype copies.  On t's context (device work on CUDA).  Errors:
+** EINVAL when t is not fp32 or bf16 or dt is not fp32 or bf16 (naming it),
+** ENOMEM. */
+nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt,
+                                   nvfp4_tensor **out);
 /* Same storage, new logical shape with the same numel (a copy: tensors own
 ** their storage); for FP4 the rowwise data is reshaped, columnwise stays 2-D
 ** (its M is unchanged).  EINVAL when numel or K (for FP4) differs. */

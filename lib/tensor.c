@@ -281,6 +281,30 @@ fail:
 }
 
 
+nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt, nvfp4_tensor **out) {
+  nvfp4_ctx *ctx;
+  nvfp4_tensor *c;
+  nvfp4_status st;
+  size_t n;
+  if (t == NULL || out == NULL) return NVFP4_EINVAL;
+  ctx = t->ctx;
+  *out = NULL;
+  FAIL_IF(ctx, t->dtype != NVFP4_F32 && t->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "tensor_convert: the tensor is %s; only fp32 and bf16 tensors convert",
+          nvfp4_dtype_name(t->dtype));
+  FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
+          "tensor_convert: target dtype %s is not fp32 or bf16", NVFP4I_DTYPE(dt));
+  CHECK(nvfp4i_tensor_alloc_plain(ctx, t->shape, dt, &c));
+  n = (size_t)nvfp4_shape_numel(t->shape);
+  if (n > 0 && (st = ctx->ops->convert(ctx, c->data.p, dt, t->data.p, t->dtype, n)) != NVFP4_OK) {
+    nvfp4_tensor_destroy(c);
+    return st;
+  }
+  *out = c;
+  return NVFP4_OK;
+}
+
+
 nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
                                    nvfp4_tensor **out) {
   nvfp4_tensor *c;

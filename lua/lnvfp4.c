@@ -700,6 +700,16 @@ static int tensor_clone (lua_State *L) {
 }
 
 
+/* t:convert(dtype) -> a new fp32 or bf16 tensor (nvfp4_tensor_convert). */
+static int tensor_convert (lua_State *L) {
+  nvfp4_tensor *t = nvfp4L_totensor(L, 1);
+  nvfp4_dtype dt = nvfp4L_checkdtype(L, 2, NULL);
+  LTensor *p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_tensor_convert(t, dt, &p->t));
+  return 1;
+}
+
+
 static int tensor_reshape (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
   nvfp4_shape s = nvfp4L_checkshape(L, 2);
@@ -1095,6 +1105,7 @@ static const luaL_Reg tensor_meth[] = {
   {"get", tensor_get},
   {"tolist", tensor_tolist},
   {"clone", tensor_clone},
+  {"convert", tensor_convert},
   {"reshape", tensor_reshape},
   {"narrow", tensor_narrow},
   {"bytes", tensor_bytes},

@@ -88,6 +88,7 @@ local API = {
   {"nvfp4.linear", nvfp4.linear, {"opts"}, function () return {in_features = 32, out_features = 16} end},
   {"t:reshape", function (...) return plain():reshape(...) end, {"shape"}, function () return {32, 16} end},
   {"t:narrow", function (...) return plain():narrow(...) end, {"dim", "int", "int"}, function () return 1, 1, 8 end},
+  {"t:convert", function (...) return plain():convert(...) end, {"str"}, function () return "bf16" end},
   {"t:get", function (...) return plain():get(...) end, {"int", "int"}, function () return 1, 1 end},
   {"t:bytes", function (...) return fp4():bytes(...) end, {"str"}, function () return "rowwise_data" end},
   {"t:amax", function (...) return fp4():amax(...) end, {"str"}, function () return "columnwise" end},

@@ -57,6 +57,10 @@ checkerror("u8 value 256.0 is not an integer in 0..255",
 checkerror("bad argument #1 to 'quantize' (nvfp4.tensor expected, got table)",
            function () return nvfp4.quantize({1, 2}) end)
 checkerror("bad argument #1 to 'narrow' (dim 4 is outside 1..2)", function () return x:narrow(4, 1, 1) end)
+checkerror("bad argument #1 to 'convert' (dtype must be one of 'fp32', 'bf16', 'u8'; got 'f16')",
+           function () return x:convert("f16") end)
+checkerror("tensor_convert: target dtype u8 is not fp32 or bf16", function () return x:convert("u8") end)
+checkerror("tensor_convert: the tensor is fp4", function () return nvfp4.quantize(x):convert("bf16") end)
 checkerror("bad argument #3 to 'narrow' (start 20 + length 20 runs past dim 1 of size 32)",
            function () return x:narrow(1, 20, 20) end)
 checkerror("bad argument #2 to 'narrow' (start 66 is outside 1..65 (dim 2 has size 64))",

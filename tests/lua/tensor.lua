@@ -23,6 +23,15 @@ assert(b:dtype() == "bf16" and #b:bytes() == 6)
 assert(b:get(2) == 1.0 or b:get(2) == 1.0078125, b:get(2))   -- RNE to bf16 (ties to even: 1.0)
 assert(b:get(2) == 1.0, "1 + 2^-8 rounds to even (1.0) in bf16, got " .. b:get(2))
 assert(math.abs(b:get(3) - 3.140625) < 1e-9, b:get(3))
+-- t:convert: fp32 -> bf16 by RNE on the backend, the same bytes as building the bf16 tensor from
+-- the same numbers; bf16 -> fp32 exact
+local f32 = nvfp4.tensor({1.0, 1.00390625, 3.14159, 1.01171875})
+local cb = f32:convert("bf16")
+assert(cb:dtype() == "bf16" and cb:shape() == nvfp4.shape{4})
+assert(cb:bytes() == nvfp4.tensor({1.0, 1.00390625, 3.14159, 1.01171875}, "bf16"):bytes())
+assert(cb:get(4) == 1.015625, "1 + 3 * 2^-8 rounds to even (1 + 2^-6), got " .. cb:get(4))
+local back = cb:convert("fp32")
+assert(back:dtype() == "fp32" and back:get(2) == 1.0 and back:get(3) == 3.140625, back:get(3))
 local u = nvfp4.tensor({0, 255, 7}, "u8")
 assert(u:bytes() == "\0\255\7")
 

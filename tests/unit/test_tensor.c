@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <float.h>
 #include <cmocka.h>
 #include "nvfp4.h"
 
@@ -80,6 +81,51 @@ static void test_round_trip_f32_bf16 (void **state) {
   assert_memory_equal(h, ho, sizeof h);
   nvfp4_tensor_destroy(t);
   nvfp4_tensor_destroy(NULL);
+}
+
+
+/* nvfp4_tensor_convert: fp32 -> bf16 rounds to nearest even (ties both
+** ways, the largest float to Inf, NaN quiet, -0 kept), bf16 -> fp32 is
+** exact, and the wrong dtypes are refused by name. */
+static void test_convert (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  float in[8] = {1.0f, 0x1.01p+0f, 0x1.03p+0f, -2.5f, -0.0f, FLT_MAX, 0x1.fep-127f, 0.0f}, back[8];
+  /* 1 + 2^-8 ties down to 1, 1 + 3 2^-8 ties up to 1 + 2^-6; the subnormal rounds up */
+  const uint16_t want[8] = {0x3f80, 0x3f80, 0x3f82, 0xc020, 0x8000, 0x7f80, 0x0080, 0x0000};
+  uint16_t h[8];
+  uint32_t qnan = 0x7f800001u;               /* a signalling NaN */
+  nvfp4_tensor *f = NULL, *b = NULL, *g = NULL, *bad = (nvfp4_tensor *)0x1, *q = NULL;
+  int i;
+  memcpy(&in[7], &qnan, 4);
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 4), NVFP4_F32, in, sizeof in, &f), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_convert(f, NVFP4_BF16, &b), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_dtype(b), NVFP4_BF16);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(b), shape2(2, 4)));
+  assert_int_equal(nvfp4_tensor_to_host(b, h, sizeof h), NVFP4_OK);
+  for (i = 0; i < 7; i++) assert_int_equal(h[i], want[i]);
+  assert_int_equal(h[7] & 0x7fc0, 0x7fc0);   /* NaN, quiet */
+  assert_int_equal(nvfp4_tensor_convert(b, NVFP4_F32, &g), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(g, back, sizeof back), NVFP4_OK);
+  for (i = 0; i < 8; i++) {
+    uint32_t u;
+    memcpy(&u, &back[i], 4);
+    assert_int_equal(u, (uint32_t)h[i] << 16);   /* exact */
+  }
+  nvfp4_tensor_destroy(g);
+  assert_int_equal(nvfp4_tensor_convert(b, NVFP4_U8, &bad), NVFP4_EINVAL);
+  assert_null(bad);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "target dtype u8 is not fp32 or bf16"));
+  assert_int_equal(nvfp4_tensor_convert(b, (nvfp4_dtype)42, &bad), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "42 (not a dtype)"));
+  nvfp4_tensor_destroy(b);
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(16, 16), NVFP4_F32, &b), NVFP4_OK);
+  assert_int_equal(nvfp4_quantize(ctx, b, NULL, &q), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_convert(q, NVFP4_F32, &bad), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "the tensor is fp4"));
+  nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(b);
+  nvfp4_tensor_destroy(f);
+  assert_int_equal(nvfp4_tensor_convert(NULL, NVFP4_F32, &bad), NVFP4_EINVAL);
 }
 
 
@@ -207,6 +253,7 @@ int main (void) {
     cmocka_unit_test(test_status_strings),
     cmocka_unit_test_setup_teardown(test_ctx_backend_and_env, setup, teardown),
     cmocka_unit_test_setup_teardown(test_round_trip_f32_bf16, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_convert, setup, teardown),
     cmocka_unit_test_setup_teardown(test_create_zeroed_and_empty, setup, teardown),
     cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_fp4_from_host, setup, teardown),
