@@ -402,13 +402,11 @@ local function arm (graces, label)
                  d.timeout + graces * d.grace)
 end
 
--- Wrap the communicator's collectives (once per process) so that a rank
--- inside one during a case gets the later deadline and a label naming the
--- collective.  Outside a case (the framework's own verdicts) they are as is.
--- A collective called through pcall raises without the caller's place and
--- with "bad argument #n to '?'" counting self (Lua names neither a function
--- called by pcall nor its caller's line): the message as a direct
--- comm:name(..) call from the function `level` above the caller would give.
+-- The error e of collective `name` called through pcall, as a direct
+-- comm:name(..) call would have raised it: Lua gives a C function called by
+-- pcall neither its name nor its caller's line, and counts self among the
+-- arguments ("bad argument #3 to '?'").  The caller is the function `level`
+-- levels above relocate's own caller.
 local function relocate (e, name, level)
   if type(e) ~= "string" or e:find("^[^\n]-:%d+: ") then return e end
   e = e:gsub("^bad argument #(%d+) to '%?'", function (n)
@@ -423,6 +421,9 @@ local function relocate (e, name, level)
   return e
 end
 
+-- Wrap the communicator's collectives (once per process) so that a rank
+-- inside one during a case gets the later deadline and a label naming the
+-- collective; in and out of cases their errors read as unwrapped (relocate).
 local guarded = false
 local function guardcollectives (world)
   if guarded then return end
