@@ -98,13 +98,6 @@ static const char *const rule_names[] = {"flat2d", "nd", NULL};
 static const char *const fo6_names[] = {"none", "weights", "activations", "all", NULL};
 
 
-/* A string option checked against names; def when absent. */
-static int optenum (lua_State *L, int arg, const char *key, const char *const names[],
-                    int def) {
-  return nvfp4L_optname(L, arg, key, names, def);
-}
-
-
 /* nvfp4.linear{..}: every key optional except the two feature counts; the
 ** recipe switches default to TE's NVFP4 defaults (all on). */
 static int mod_linear (lua_State *L) {
@@ -121,9 +114,9 @@ static int mod_linear (lua_State *L) {
   c.in_features = nvfp4L_optint(L, 1, "in_features", 0);
   c.out_features = nvfp4L_optint(L, 1, "out_features", 0);
   c.bias = nvfp4L_optbool(L, 1, "bias", 0);
-  c.parallel = (nvfp4_parallel)optenum(L, 1, "parallel", parallel_names, 0);
+  c.parallel = (nvfp4_parallel)nvfp4L_optname(L, 1, "parallel", parallel_names, 0);
   c.sequence_parallel = nvfp4L_optbool(L, 1, "sequence_parallel", 0);
-  c.recipe.kind = (nvfp4_recipe_kind)optenum(L, 1, "recipe", recipe_names, 0);
+  c.recipe.kind = (nvfp4_recipe_kind)nvfp4L_optname(L, 1, "recipe", recipe_names, 0);
   c.recipe.no_input_rht = !nvfp4L_optbool(L, 1, "input_rht", 1);
   c.recipe.no_weight_2d = !nvfp4L_optbool(L, 1, "weight_2d", 1);
   c.recipe.no_grad_rht = !nvfp4L_optbool(L, 1, "grad_rht", 1);
@@ -131,11 +124,11 @@ static int mod_linear (lua_State *L) {
   c.recipe.no_amax_reduction = !nvfp4L_optbool(L, 1, "amax_reduction", 1);
   c.recipe.seed = (uint64_t)nvfp4L_optint(L, 1, "seed", 1);
   {
-    int f = optenum(L, 1, "four_over_six", fo6_names, 0);
+    int f = nvfp4L_optname(L, 1, "four_over_six", fo6_names, 0);
     c.recipe.four_over_six_weights = (f & 1) != 0;
     c.recipe.four_over_six_activations = (f & 2) != 0;
   }
-  c.gather_rule = (nvfp4_cw_rule)optenum(L, 1, "rule", rule_names, 0);
+  c.gather_rule = (nvfp4_cw_rule)nvfp4L_optname(L, 1, "rule", rule_names, 0);
   c.frozen_weight = nvfp4L_optbool(L, 1, "frozen_weight", 0);
   c.keep_operands = nvfp4L_optbool(L, 1, "keep_operands", 0);
   c.init_seed = (uint64_t)nvfp4L_optint(L, 1, "init_seed", 1);
