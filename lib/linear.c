@@ -17,6 +17,7 @@
 ** Baseline recipes (bf16, fp32) run the same flow with plain tensors and
 ** plain gathers.
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "nvfp4_int.h"
@@ -39,6 +40,7 @@ struct nvfp4_linear {
   nvfp4_tensor *fwd[MAXOWN];        /* owned by the last forward */
   nvfp4_tensor *bwd[MAXOWN];        /* owned by the last backward */
   const nvfp4_tensor *kept[NVFP4_LIN_NOPERANDS];
+  int bwd_failed;                   /* the last backward returned an error */
   uint64_t sr_offset;               /* advanced by every backward */
 };
 
@@ -238,10 +240,27 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
           "linear: operand %d is not one of 0..%d", (int)which, NVFP4_LIN_NOPERANDS - 1);
   FAIL_IF(l->ctx, !l->cfg.keep_operands, NVFP4_EUSAGE,
           "linear: operands are kept only with keep_operands set");
+  FAIL_IF(l->ctx, l->kept[which] == NULL && l->bwd_failed &&
+          (which == NVFP4_LIN_GRAD_OUTPUT || which == NVFP4_LIN_WGRAD_INPUT), NVFP4_EUSAGE,
+          "linear: no %s: the last backward failed before keeping it", names[which]);
   FAIL_IF(l->ctx, l->kept[which] == NULL, NVFP4_EUSAGE,
           "linear: no %s yet (run forward/backward first)", names[which]);
   *t = l->kept[which];
   return NVFP4_OK;
+}
+
+
+/* A backward GEMM's error st, its message prefixed with the GEMM and, where
+** grad_output was gathered along the sequence, the gather's rule (an odd
+** B under "nd" gets this far with a too-narrow columnwise scale). */
+static nvfp4_status gemm_context (nvfp4_linear *l, nvfp4_status st, const char *gemm,
+                                  int gathered) {
+  char why[NVFP4I_ERRLEN];
+  snprintf(why, sizeof why, "%s", nvfp4_last_error(l->ctx));
+  if (gathered)
+    return nvfp4i_fail(l->ctx, st, "linear backward: %s GEMM on grad_output gathered with rule %s: %s",
+                       gemm, nvfp4_cw_rule_name(l->cfg.gather_rule), why);
+  return nvfp4i_fail(l->ctx, st, "linear backward: %s GEMM: %s", gemm, why);
 }
 
 
@@ -447,6 +466,7 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   free_list(l->bwd);
   l->kept[NVFP4_LIN_GRAD_OUTPUT] = NULL;
   if (col && sp && dist) l->kept[NVFP4_LIN_WGRAD_INPUT] = NULL;
+  l->bwd_failed = 1;                     /* until it returns OK */
 
   /* grad_output quantizer (§2.1, §2.2): rowwise for dgrad, columnwise for
   ** wgrad; RHT and SR; amax reduced over TP for row+SP. */
@@ -488,8 +508,11 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   }
 
   /* dgrad: dY . W, then the column-parallel reduction */
-  CHECK_GOTO(nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_COLUMNWISE, gdy, NVFP4_ROWWISE, NULL,
-                            l->act_dt, bf, &dxf), st, fail);
+  if ((st = nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_COLUMNWISE, gdy, NVFP4_ROWWISE, NULL,
+                           l->act_dt, bf, &dxf)) != NVFP4_OK) {
+    st = gemm_context(l, st, "dgrad (dX = dY W)", row && sp && dist);
+    goto fail;
+  }
   if (col && dist) {
     if (sp) CHECK_GOTO(nvfp4_reduce_scatter(c->tp_group, dxf, &dxo), st, fail);
     else CHECK_GOTO(nvfp4_all_reduce_sum(c->tp_group, dxf, &dxo), st, fail);
@@ -515,8 +538,11 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
       nvfp4_handle_destroy(h);
       h = NULL;
     }
-    CHECK_GOTO(nvfp4i_gemm_ex(ctx, xw ? xw : l->x_wgrad, NVFP4_COLUMNWISE, gdy,
-                              NVFP4_COLUMNWISE, NULL, c->params_dtype, bf, &dwo), st, fail);
+    if ((st = nvfp4i_gemm_ex(ctx, xw ? xw : l->x_wgrad, NVFP4_COLUMNWISE, gdy,
+                             NVFP4_COLUMNWISE, NULL, c->params_dtype, bf, &dwo)) != NVFP4_OK) {
+      st = gemm_context(l, st, "wgrad (dW = dY^T X)", row && sp && dist);
+      goto fail;
+    }
   }
   if (l->b != NULL && db != NULL) CHECK_GOTO(bias_grad(l, dy, &dbo), st, fail);
 
@@ -535,6 +561,7 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   *dx = dxo;
   if (dw) *dw = dwo; else nvfp4_tensor_destroy(dwo);
   if (db) *db = dbo;
+  l->bwd_failed = 0;
   return NVFP4_OK;
 fail:
   nvfp4_handle_destroy(h);

@@ -12,11 +12,15 @@
 **     l:config() -> table
 */
 #include <string.h>
+#include <mpi.h>
 #include "lnvfp4.h"
 
 #define LINEAR_T  "nvfp4.linear"
 
-typedef struct LLinear { nvfp4_linear *l; } LLinear;   /* l == NULL: closed */
+typedef struct LLinear {
+  nvfp4_linear *l;              /* NULL: closed */
+  nvfp4_linear_config cfg;      /* as created (l:config()) */
+} LLinear;
 
 
 static const char *const usage_names[] = {"rowwise", "columnwise", NULL};
@@ -140,9 +144,61 @@ static int mod_linear (lua_State *L) {
     c.tp_group = nvfp4L_tocomm(L, lua_gettop(L));
     lua_setiuservalue(L, -2, 1);        /* the layer keeps its group alive */
   }
-  else
+  else {
+    /* without a group the layer is TP = 1; in a job of several ranks a
+    ** parallel layer without one is almost surely a forgotten group (the
+    ** gather it is there to test would not happen) */
+    int init = 0, size = 1;
     lua_pop(L, 1);
+    if (MPI_Initialized(&init) == MPI_SUCCESS && init) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (c.parallel != NVFP4_PARALLEL_NONE && size > 1)
+      nvfp4L_opterror(L, 1, "group", lua_pushfstring(L,
+                      "is needed with parallel = '%s' in a job of %d ranks (without it the layer "
+                      "runs as TP = 1 on each rank): pass group = world:split(TP)",
+                      parallel_names[c.parallel], size));
+  }
   nvfp4L_checkstatus(L, nvfp4_linear_create(nvfp4L_getctx(L), &c, &p->l));
+  p->cfg = c;
+  return 1;
+}
+
+
+/* l:config() -> a table of the layer's settings as created (the option
+** names of nvfp4.linear{..}, plus tp, the group's size). */
+static int linear_config (lua_State *L) {
+  LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
+  const nvfp4_linear_config *c = &p->cfg;
+  const nvfp4_recipe *r = &c->recipe;
+  tolinear(L, 1);                       /* raises when closed */
+  lua_createtable(L, 0, 22);
+#define SETI(k, v) (lua_pushinteger(L, (lua_Integer)(v)), lua_setfield(L, -2, k))
+#define SETB(k, v) (lua_pushboolean(L, (v) != 0), lua_setfield(L, -2, k))
+#define SETS(k, v) (lua_pushstring(L, v), lua_setfield(L, -2, k))
+  SETI("in_features", c->in_features);
+  SETI("out_features", c->out_features);
+  SETB("bias", c->bias);
+  SETS("parallel", parallel_names[c->parallel]);
+  SETB("sequence_parallel", c->sequence_parallel);
+  SETI("tp", c->tp_group ? nvfp4_comm_size(c->tp_group) : 1);
+  SETS("params_dtype", nvfp4_dtype_name(c->params_dtype));
+  SETS("recipe", recipe_names[r->kind]);
+  SETB("input_rht", !r->no_input_rht);
+  SETB("weight_2d", !r->no_weight_2d);
+  SETB("grad_rht", !r->no_grad_rht);
+  SETB("grad_sr", !r->no_grad_sr);
+  SETB("amax_reduction", !r->no_amax_reduction);
+  SETS("four_over_six", fo6_names[(r->four_over_six_weights ? 1 : 0) |
+                                  (r->four_over_six_activations ? 2 : 0)]);
+  SETS("rule", rule_names[c->gather_rule]);
+  SETB("frozen_weight", c->frozen_weight);
+  SETB("keep_operands", c->keep_operands);
+  SETI("seed", r->seed);
+  SETI("init_seed", c->init_seed);
+#undef SETI
+#undef SETB
+#undef SETS
+  if (lua_getiuservalue(L, 1, 1) != LUA_TNIL) lua_setfield(L, -2, "group");
+  else lua_pop(L, 1);
   return 1;
 }
 
@@ -225,6 +281,7 @@ static const luaL_Reg linear_meth[] = {
   {"set_weight", linear_set_weight},
   {"set_bias", linear_set_bias},
   {"operand", linear_operand},
+  {"config", linear_config},
   {"close", linear_gc},
   {NULL, NULL}
 };

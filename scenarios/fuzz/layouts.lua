@@ -280,7 +280,7 @@ local function linear_case (c, tp, chk)
   local Nl = c.parallel == "column" and N // T or N
   local xshape, yshape = cat({xS}, c.lead, {Kl}), cat({dyS}, c.lead, {Nl})
   local cfg = {in_features = K, out_features = N, bias = c.bias, parallel = c.parallel,
-               sequence_parallel = c.sp, group = T > 1 and tp or nil, input_rht = c.rht,
+               sequence_parallel = c.sp, group = tp, input_rht = c.rht,
                grad_rht = c.rht, grad_sr = c.grad_sr, weight_2d = c.weight_2d,
                amax_reduction = c.amax_reduction, four_over_six = c.fo6_recipe,
                seed = c.data, init_seed = c.data + 1}

@@ -144,11 +144,34 @@ sc.case("nd rule", {{"TP", {2, 4}}, {"B", {1, 2, 3, 4, 5}}}, function (p)
     local M = SL * p.TP * p.B
     sc.error(("invalid columnwise_scale_inv shape (expected (128,%d)"):format((M // 16 + 3) // 4 * 4),
              nd.backward, nd, dy)
+    sc.error("linear backward: wgrad (dW = dY^T X) GEMM on grad_output gathered with rule nd",
+             nd.backward, nd, dy)
   else
     local dx, dw = nd:backward(dy)
     sc.close(dx, dxf, 0, "nd with even B: dgrad as flat2d")
     sc.close(dw, dwf, 0, "nd with even B: wgrad as flat2d")
   end
+end)
+
+-- What a layer was built with (l:config()), and a parallel layer without its group: in a job of
+-- several ranks it would run as TP = 1 on each, without the gather a scenario means to test.
+sc.case("config and group", function ()
+  local tp <close> = world:split(world.size)
+  local l <close> = nvfp4.linear{in_features = K, out_features = N, parallel = "row", sequence_parallel = true,
+                                 group = tp, rule = "nd", grad_sr = false, keep_operands = true}
+  local c = l:config()
+  sc.eq(c.parallel, "row", "parallel")
+  sc.eq(c.sequence_parallel, true, "sequence_parallel")
+  sc.eq(c.tp, world.size, "tp")
+  sc.eq(c.rule, "nd", "rule")
+  sc.eq(c.grad_sr, false, "grad_sr")
+  sc.eq(c.grad_rht, true, "grad_rht (TE's default)")
+  sc.eq(c.in_features, K, "in_features")
+  sc.ok(c.group == tp, "the group itself")
+  sc.error("option 'group' is needed with parallel = 'row' in a job of " .. world.size .. " ranks",
+           nvfp4.linear, {in_features = K, out_features = N, parallel = "row", sequence_parallel = true})
+  local plain <close> = nvfp4.linear{in_features = K, out_features = N}   -- no parallel mode: no group needed
+  sc.eq(plain:config().tp, 1, "tp without a group")
 end)
 
 sc.run()

@@ -159,11 +159,19 @@ static void test_row_sp_odd_b_nd_caught_by_shape_check (void) {
   nvfp4_tensor *x, *y = NULL, *dy, *dx = NULL, *dw = NULL;
   x = randn(SHAPE3(S, B, H / mc_size), NVFP4_BF16, 3);
   dy = randn(SHAPE3(S / mc_size, B, H), NVFP4_BF16, 4 + mc_rank);
+  const nvfp4_tensor *g = (const nvfp4_tensor *)0x1;
   c.gather_rule = NVFP4_CW_ND;
+  c.keep_operands = 1;
   EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
   EXPECT_OK(nvfp4_linear_forward(l, x, &y));
   EXPECT_ST(nvfp4_linear_backward(l, dy, &dx, &dw, NULL), NVFP4_EINVAL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "invalid columnwise_scale_inv shape");
+  /* the message says which GEMM and which gather rule */
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx),
+                "linear backward: wgrad (dW = dY^T X) GEMM on grad_output gathered with rule nd: gemm:");
+  /* no gathered grad_output to look at, and the reason is the failed backward */
+  EXPECT_ST(nvfp4_linear_operand_get(l, NVFP4_LIN_GRAD_OUTPUT, &g), NVFP4_EUSAGE);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "no grad_output: the last backward failed before keeping it");
   nvfp4_linear_destroy(l);
   nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dy);
 }
