@@ -337,8 +337,13 @@ local function rankslist (ranks)
   return table.concat(ranks, ", ")
 end
 
+-- results: {name, case, verdict, ranks, message, detail, time, seed}.  The
+-- file is written whole to file .. ".tmp" and renamed, so a reader never sees
+-- half a file; sc.run writes it before each case too (the pending case as
+-- failed), so a job that a timeout, an os.exit or a crash ends leaves a file
+-- that says so.
 local function writejunit (file, script, results, seed, total)
-  local f, err = io.open(file, "w")
+  local f, err = io.open(file .. ".tmp", "w")
   if not f then error("--junit: " .. err, 0) end
   local nf, ns = 0, 0
   for _, r in ipairs(results) do
@@ -356,16 +361,19 @@ local function writejunit (file, script, results, seed, total)
   for _, r in ipairs(results) do
     f:write(('    <testcase classname="%s" name="%s" time="%.3f">\n')
             :format(xmlesc(script), xmlesc(r.name), r.time))
-    if #r.case.order > 0 then
-      f:write('      <properties>\n')
-      for _, k in ipairs(r.case.order) do
-        f:write(('        <property name="%s" value="%s"/>\n'):format(xmlesc(k), xmlesc(fmtvalue(r.case.params[k]))))
-      end
-      f:write('      </properties>\n')
+    f:write('      <properties>\n')
+    for _, k in ipairs(r.case.order) do
+      f:write(('        <property name="%s" value="%s"/>\n'):format(xmlesc(k), xmlesc(fmtvalue(r.case.params[k]))))
     end
+    f:write(('        <property name="case_seed" value="%d"/>\n'):format(r.seed))
+    if r.verdict == FAIL and #r.ranks > 0 then
+      f:write(('        <property name="ranks" value="%s"/>\n'):format(rankslist(r.ranks)))
+    end
+    f:write('      </properties>\n')
     if r.verdict == FAIL then
+      local where = #r.ranks > 0 and (" (on rank%s %s)"):format(#r.ranks > 1 and "s" or "", rankslist(r.ranks)) or ""
       f:write(('      <failure message="%s" type="failure">%s</failure>\n')
-              :format(xmlesc(r.message), xmlesc(r.detail)))
+              :format(xmlesc(r.message .. where), xmlesc(r.detail)))
     elseif r.verdict == SKIP then
       f:write(('      <skipped message="%s"/>\n'):format(xmlesc(r.message)))
     end
@@ -373,10 +381,22 @@ local function writejunit (file, script, results, seed, total)
   end
   f:write('  </testsuite>\n</testsuites>\n')
   f:close()
+  local ok, rerr = os.rename(file .. ".tmp", file)
+  if not ok then error("--junit: " .. rerr, 0) end
 end
 
 
 -- ---- running -------------------------------------------------------------
+
+--- sc.program(): the command that runs this script as it was typed, up to
+-- the script: the program and its options before the script (e.g.
+-- "_build/lua/nvfp4-lua --backend cuda"), for printing replay commands.
+function M.program ()
+  local i, words = 0, {}
+  while arg and arg[i - 1] ~= nil do i = i - 1 end
+  for j = i, -1 do words[#words + 1] = arg[j] end
+  return #words > 0 and table.concat(words, " ") or "nvfp4-lua"
+end
 
 local function handler (e)
   if getmetatable(e) == SKIPMARK then return e end
@@ -451,7 +471,12 @@ end
 -- report on rank 0, and set nvfp4-lua's exit status (1 on any failure).
 -- Returns true when no case failed.
 function M.run ()
-  local o = getoptions()
+  local okopt, o = pcall(getoptions)
+  if not okopt then       -- the same arguments on every rank: all stop here
+    if nvfp4.world().rank == 0 then io.stderr:write(("%s: %s\n"):format(scriptname(), tostring(o))) end
+    nvfp4.exit_status(2)
+    return false
+  end
   local world = nvfp4.world()
   local me = world.rank
   local out = (me == 0)
@@ -499,8 +524,8 @@ function M.run ()
     print(("1..%d"):format(#selected))
   end
   if out then
-    print(("# %s: %d cases, np=%d, backend %s, seed %d (replay: --seed %d)")
-          :format(script, #selected, world.size, nvfp4.backend(), seed, seed))
+    print(("# %s: %d case%s, np=%d, backend %s, seed %d (replay: --seed %d)")
+          :format(script, #selected, #selected == 1 and "" or "s", world.size, nvfp4.backend(), seed, seed))
     io.stdout:flush()
   end
 
@@ -511,10 +536,11 @@ function M.run ()
   os.exit = function (code, close)
     if current then
       io.stdout:flush()
-      io.stderr:write(("[rank %d] %s called os.exit(%s): the job ends\n")
-                      :format(me, current.label, tostring(code)))
-      io.stderr:flush()
+      local asked = tostring(code)
       if code == nil or code == true or code == 0 then code = 1 end
+      io.stderr:write(("[rank %d] %s called os.exit(%s): the job ends with status %s\n")
+                      :format(me, current.label, asked, tostring(code == false and 1 or code)))
+      io.stderr:flush()
     end
     return real_exit(code, close)
   end
@@ -523,6 +549,13 @@ function M.run ()
     for k, v in pairs(c.params) do p[k] = v end
     p.seed = caseseed(seed, c.name)
     local label = ("case '%s'"):format(c.name)
+    if out and o.junit then   -- provisional: what stays if the job ends inside this case
+      results[#results + 1] = {name = c.name, case = c, verdict = FAIL, ranks = {}, seed = p.seed, time = 0,
+                               message = "the job ended during this case (a timeout, an os.exit or a "
+                                         .. "crash on some rank: see the job's output)", detail = ""}
+      writejunit(o.junit, script, results, seed, clock() - t_all)
+      results[#results] = nil
+    end
     -- Staged deadlines (see guardcollectives), so that the rank to blame
     -- speaks first when a case does not end on every rank.
     current = {asserts = 0, log = {}, verbose = o.verbose, label = label}
@@ -558,16 +591,17 @@ function M.run ()
     nvfp4.watchdog(0)
     local dt = clock() - t0
     results[#results + 1] = {name = c.name, case = c, verdict = verdict, ranks = ranks,
-                             message = msg, detail = detail, time = dt}
+                             message = msg, detail = detail, time = dt, seed = p.seed}
     if verdict == FAIL then nfail = nfail + 1 elseif verdict == SKIP then nskip = nskip + 1 end
 
     if out and o.tap then
+      local tname = c.name:gsub("[\r\n]+", " "):gsub("#", "\\#")   -- one line; '#' starts a directive
       if verdict == PASS then
-        print(("ok %d - %s"):format(i, c.name))
+        print(("ok %d - %s"):format(i, tname))
       elseif verdict == SKIP then
-        print(("ok %d - %s # SKIP %s"):format(i, c.name, msg))
+        print(("ok %d - %s # SKIP %s"):format(i, tname, (msg:gsub("[\r\n]+", " "))))
       else
-        print(("not ok %d - %s"):format(i, c.name))
+        print(("not ok %d - %s"):format(i, tname))
         print("  ---")
         print("  message: " .. yamlstr(msg))
         print("  ranks: [" .. rankslist(ranks) .. "]")
@@ -578,6 +612,8 @@ function M.run ()
       if verdict == FAIL then
         print(("FAIL  %s  (on rank%s %s)"):format(c.name, #ranks > 1 and "s" or "", rankslist(ranks)))
         print("      " .. msg:gsub("\n", "\n      "))
+        print(("      replay: mpirun -np %d %s %s --seed %d --filter '%s'")
+              :format(world.size, M.program(), script, seed, c.name:gsub("'", "'\\''")))
         if o.verbose then      -- the traceback, without the message it repeats
           local tb = detail:sub(1, #msg + 1) == msg .. "\n" and detail:sub(#msg + 2) or detail
           print("      " .. tb:gsub("\n", "\n      "))

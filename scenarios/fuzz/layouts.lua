@@ -75,6 +75,7 @@ local function parseargs ()
     i = i + 1
   end
   if o.rule ~= "flat2d" and o.rule ~= "nd" then error("--rule must be flat2d or nd", 0) end
+  if nvfp4.options.tap then error("layouts.lua: no TAP output (its report: the lines it prints, --junit FILE)", 0) end
   if not o.minutes and not o.cases and not o.case and not o.replay then o.cases = 50 end
   nvfp4.seed = o.seed
   return o
@@ -477,15 +478,7 @@ vcomm = world:split(world.size)
 local script = arg[0] or "scenarios/fuzz/layouts.lua"
 local np = world.size
 local rulearg = opts.rule ~= "flat2d" and (" --rule " .. opts.rule) or ""
--- the command that ran this script, as typed: the program and its options
--- before the script (e.g. _build/lua/nvfp4-lua --backend cuda)
-local prog = {}
-do
-  local i = 0
-  while arg[i - 1] ~= nil do i = i - 1 end
-  for j = i, -1 do prog[#prog + 1] = arg[j] end
-end
-prog = #prog > 0 and table.concat(prog, " ") or "nvfp4-lua"
+local prog = sc.program()               -- as typed, e.g. _build/lua/nvfp4-lua --backend cuda
 
 local function report (k, c0, msg0)
   local c, msg, steps, runs = c0, msg0, 0, 0

@@ -28,8 +28,12 @@ check "--verbose prints the failure's message once (the traceback does not repea
   test "$(count 'the answer: expected 42, got 41' "$tmp/run1")" -eq 1
 check "... and the traceback" grep -q "stack traceback:" "$tmp/run1"
 
+check "a failure prints the command that replays it" \
+  grep -q "replay: mpirun -np 2 .*fw_cases.lua --seed 7 --filter 'fails on rank 1 only'" "$tmp/run1"
+
 "$RS" "$srcdir/fw_cases.lua" --filtr grid >"$tmp/typo" 2>&1; rc=$?
-check "an option the framework does not know ends the run non-zero" test "$rc" -ne 0
+check "an option the framework does not know ends the run with status 2" test "$rc" -eq 2
+check "... in one line, without a traceback" test -z "$(grep 'stack traceback' "$tmp/typo")"
 check "... naming it" grep -q "unknown option '--filtr' (the framework's: --list" "$tmp/typo"
 check "... before any case runs" test -z "$(grep '^PASS\|^FAIL' "$tmp/typo")"
 
@@ -53,6 +57,8 @@ check "TAP: skip directive" grep -q "^ok 6 - skipped # SKIP not today$" "$tmp/ta
 check "TAP: YAML block names the ranks" grep -q "^  ranks: \[1\]$" "$tmp/tap"
 check "JUnit: counts" grep -q 'tests="8" failures="1" errors="0" skipped="1"' "$tmp/j.xml"
 check "JUnit: grid parameters" grep -q '<property name="n" value="2"/>' "$tmp/j.xml"
+check "JUnit: each case's seed" test "$(count '<property name="case_seed"' "$tmp/j.xml")" -eq 8
+check "JUnit: a failure names its ranks" grep -q 'expected 42, got 41 (on rank 1)" type="failure"' "$tmp/j.xml"
 if command -v python3 >/dev/null 2>&1; then
   check "JUnit: well-formed XML" python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$tmp/j.xml"
 elif command -v xmllint >/dev/null 2>&1; then
@@ -79,7 +85,7 @@ check "... naming the rank, the place and the message" grep -q '^\[rank 0\] (com
 check "... without Open MPI's abort banner (no peers to stop)" test -z "$(grep MPI_ABORT "$tmp/alone")"
 
 start=$(date +%s)
-"$RS" "$srcdir/fw_timeout.lua" --timeout 1 >"$tmp/to" 2>&1; rc=$?
+"$RS" "$srcdir/fw_timeout.lua" --timeout 1 --junit "$tmp/jt.xml" >"$tmp/to" 2>&1; rc=$?
 took=$(( $(date +%s) - start ))
 cat "$tmp/to"
 check "a hung case ends the job non-zero" test "$rc" -ne 0
@@ -87,4 +93,7 @@ check "the timeout message names the case" grep -q "case 'hangs'.* timed out aft
 check "the failed rank says why it waited" grep -q "it failed on this rank: .*rank 1 gives up" "$tmp/to"
 check "the job ends soon after the timeout" test "$took" -lt 30
 check "no later case ran" test "$(count 'NEVER REACHED' "$tmp/to")" -eq 0
+check "JUnit after a timeout: the cases so far, the hung one failed" \
+  grep -q 'tests="2" failures="1"' "$tmp/jt.xml"
+check "... saying the job ended in it" grep -q "the job ended during this case" "$tmp/jt.xml"
 exit $failed
