@@ -415,11 +415,12 @@ end
 -- on it.  So the first "[rank r] ... timed out" names the rank that hung
 -- or failed, and the job still ends within timeout + 2 grace.
 local deadline = nil
+local bailout = nil              -- "Bail out!" under --tap: a hang ends the TAP stream properly
 
 local function arm (graces, label)
   local d = deadline
   nvfp4.watchdog(math.max(d.at + graces * d.grace - nvfp4.clock(), 0.001), label,
-                 d.timeout + graces * d.grace)
+                 d.timeout + graces * d.grace, bailout)
 end
 
 -- The error e of collective `name` called through pcall, as a direct
@@ -519,6 +520,7 @@ function M.run ()
   -- collective that a failed rank left half-done on the world
   local vcomm <close> = world:split(world.size)
   guardcollectives(world)
+  bailout = o.tap and "Bail out!" or nil
   if out and o.tap then
     print("TAP version 13")
     print(("1..%d"):format(#selected))

@@ -96,4 +96,7 @@ check "no later case ran" test "$(count 'NEVER REACHED' "$tmp/to")" -eq 0
 check "JUnit after a timeout: the cases so far, the hung one failed" \
   grep -q 'tests="2" failures="1"' "$tmp/jt.xml"
 check "... saying the job ended in it" grep -q "the job ended during this case" "$tmp/jt.xml"
+"$RS" "$srcdir/fw_timeout.lua" --timeout 1 --tap >"$tmp/totap" 2>/dev/null
+check "TAP after a timeout: a Bail out! line naming the rank and the case" \
+  grep -q "^Bail out! \[rank 1\] case 'hangs'.* timed out after 1 s" "$tmp/totap"
 exit $failed
