@@ -251,13 +251,13 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
 
 
 /* A backward GEMM's error st, its message prefixed with the GEMM and, where
-** grad_output was gathered along the sequence, the gather's rule (an odd
-** B under "nd" gets this far with a too-narrow columnwise scale). */
-static nvfp4_status gemm_context (nvfp4_linear *l, nvfp4_status st, const char *gemm,
-                                  int gathered) {
+** grad_output was gathered along the sequence (row + SP over TP > 1), the
+** gather's rule (an odd B under "nd" gets this far with a too-narrow
+** columnwise scale). */
+static nvfp4_status gemm_context (nvfp4_linear *l, nvfp4_status st, const char *gemm) {
   char why[NVFP4I_ERRLEN];
   snprintf(why, sizeof why, "%s", nvfp4_last_error(l->ctx));
-  if (gathered)
+  if (l->cfg.parallel == NVFP4_PARALLEL_ROW && l->cfg.sequence_parallel && l->tp > 1)
     return nvfp4i_fail(l->ctx, st, "linear backward: %s GEMM on grad_output gathered with rule %s: %s",
                        gemm, nvfp4_cw_rule_name(l->cfg.gather_rule), why);
   return nvfp4i_fail(l->ctx, st, "linear backward: %s GEMM: %s", gemm, why);
@@ -510,7 +510,7 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   /* dgrad: dY . W, then the column-parallel reduction */
   if ((st = nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_COLUMNWISE, gdy, NVFP4_ROWWISE, NULL,
                            l->act_dt, bf, &dxf)) != NVFP4_OK) {
-    st = gemm_context(l, st, "dgrad (dX = dY W)", row && sp && dist);
+    st = gemm_context(l, st, "dgrad (dX = dY W)");
     goto fail;
   }
   if (col && dist) {
@@ -540,7 +540,7 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
     }
     if ((st = nvfp4i_gemm_ex(ctx, xw ? xw : l->x_wgrad, NVFP4_COLUMNWISE, gdy,
                              NVFP4_COLUMNWISE, NULL, c->params_dtype, bf, &dwo)) != NVFP4_OK) {
-      st = gemm_context(l, st, "wgrad (dW = dY^T X)", row && sp && dist);
+      st = gemm_context(l, st, "wgrad (dW = dY^T X)");
       goto fail;
     }
   }

@@ -171,7 +171,8 @@ nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
 nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out);
 /* A new plain tensor of t's shape with t's elements converted to dt: fp32 to
 ** bf16 rounds to nearest even (NaN stays NaN, quiet), bf16 to fp32 is exact,
-** the same dtype copies.  On t's context (device work on CUDA).  Errors:
+** the same dtype copies (the bf16 rounding of spec §10's OType_rn and §8's
+** RHT outputs).  On t's context (device work on CUDA).  Errors:
 ** EINVAL when t is not fp32 or bf16 or dt is not fp32 or bf16 (naming it),
 ** ENOMEM. */
 nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt,

@@ -54,7 +54,7 @@ static int mod_gemm (lua_State *L) {
   nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 3), *bias = NULL;
   nvfp4_usage ua = (nvfp4_usage)nvfp4L_checkname(L, 2, NULL, usage_names, "usage");
   nvfp4_usage ub = (nvfp4_usage)nvfp4L_checkname(L, 4, NULL, usage_names, "usage");
-  nvfp4_dtype dt = NVFP4_F32;
+  nvfp4_dtype dt;
   LTensor *p;
   nvfp4L_checkopts(L, 5, gemm_opts);
   if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_totensor(L, lua_gettop(L));

@@ -472,13 +472,13 @@ end
 -- report on rank 0, and set nvfp4-lua's exit status (1 on any failure).
 -- Returns true when no case failed.
 function M.run ()
+  local world = nvfp4.world()
   local okopt, o = pcall(getoptions)
   if not okopt then       -- the same arguments on every rank: all stop here
-    if nvfp4.world().rank == 0 then io.stderr:write(("%s: %s\n"):format(scriptname(), tostring(o))) end
+    if world.rank == 0 then io.stderr:write(("%s: %s\n"):format(scriptname(), tostring(o))) end
     nvfp4.exit_status(2)
     return false
   end
-  local world = nvfp4.world()
   local me = world.rank
   local out = (me == 0)
   local tty = nvfp4.isatty(1)
