@@ -299,7 +299,8 @@ struct qparams {
   unsigned mask;
   uint64_t seed, offset;
   struct slow_list *sl;                 /* RHT fast path: deferred blocks */
-  uint8_t *sgs;                         /* scale gather: the scratch */
+  int scg;                              /* the scale gather's kernels (scg_wanted) */
+  uint8_t *sgs;                         /* its scratch (columnwise scales; NULL without them) */
   uint64_t slcap;
   int fo6, fo6_mse;                     /* 4over6 (generic kernel only) */
   float rsenc, csenc, ramax, camax, e6; /* its S_enc and amax per direction, 6*EMAX */
@@ -1871,8 +1872,8 @@ static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
 /* Tiles of 128 rows where M allows it (without the RHT): a column's 8
 ** scale bytes and 64 code bytes per tile go to L2 in one request each
 ** instead of two, which the L2 needs (its write requests bound the RN
-** kernel); QFMT=64 forces 64 rows, for measuring.  With p.sgs set
-** (scg_wanted, scg_buffer_for), the scale gather. */
+** kernel); QFMT=64 forces 64 rows, for measuring.  With p.scg set
+** (scg_wanted), the scale gather (its scratch: scg_buffer_for). */
 #ifndef QFMT
 #define QFMT 128
 #endif
@@ -1881,7 +1882,7 @@ template <bool SR, bool RHT, bool AMAX_ONLY>
 static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
   if constexpr (!RHT) {
     if (QFMT == 128 && p.M % 128 == 0) {
-      if (p.sgs != NULL) {
+      if (p.scg) {
         const unsigned ntk = (unsigned)(p.K / FK);
         launch_fast_t<SR, RHT, AMAX_ONLY, 128, true>(p, dst, s);
         /* the columnwise groups (the fast kernel wrote the rowwise scales) */
@@ -2008,6 +2009,7 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   p.mask = o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS;
   p.seed = o->sr_seed; p.offset = o->sr_offset;
   p.sl = NULL; p.slcap = 0;
+  p.scg = 0;
   p.sgs = NULL;
   p.fo6 = o->four_over_six; p.fo6_mse = o->four_over_six_mse;
   p.rsenc = gr.s_enc; p.csenc = gc.s_enc;
@@ -2018,7 +2020,11 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
       nvfp4_status st = slow_list_for(ctx, &p);
       if (st != NVFP4_OK) return st;
     }
-    if (!o->rht && scg_wanted(p, o->sr)) {
+    /* the scratch only for a columnwise copy: a rowwise-only quantize
+    ** takes the gather's kernel for its whole-sector rowwise scales (RD)
+    ** and launches no copy */
+    p.scg = !o->rht && scg_wanted(p, o->sr);
+    if (p.scg && p.col) {
       nvfp4_status st = scg_buffer_for(ctx, &p);
       if (st != NVFP4_OK) return st;
     }

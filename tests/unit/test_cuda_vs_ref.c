@@ -363,6 +363,20 @@ static void elementwise_case (int64_t rows, int64_t cols, nvfp4_dtype xdt, nvfp4
   OK(nvfp4_tensor_to_host(oc, rc, (size_t)n * oes));
   OK(nvfp4_tensor_to_host(og, rg, (size_t)n * oes));
   { char d[200]; snprintf(d, sizeof d, "%s convert", desc); same("converted", rc, rg, (size_t)n * oes, d); }
+  /* the same through the public nvfp4_tensor_convert (allocates its result
+  ** on the tensor's backend) */
+  {
+    nvfp4_tensor *pc = NULL, *pg = NULL;
+    char d[200];
+    OK(nvfp4_tensor_convert(xc, odt, &pc));
+    OK(nvfp4_tensor_convert(xg, odt, &pg));
+    OK(nvfp4_tensor_to_host(pc, rc, (size_t)n * oes));
+    OK(nvfp4_tensor_to_host(pg, rg, (size_t)n * oes));
+    snprintf(d, sizeof d, "%s nvfp4_tensor_convert", desc);
+    same("converted", rc, rg, (size_t)n * oes, d);
+    nvfp4_tensor_destroy(pc);
+    nvfp4_tensor_destroy(pg);
+  }
   /* x += bias (bias in odt), in place */
   OK(cpu->ops->bias_add(cpu, xc->data.p, xdt, bc->data.p, odt, rows, cols));
   OK(gpu->ops->bias_add(gpu, xg->data.p, xdt, bg->data.p, odt, rows, cols));
