@@ -602,7 +602,7 @@ static __device__ __forceinline__ float fmax_nan (float a, float b) {
 /* The 8 magnitude codes of |v[0..8)| * enc (a < 6.5), packed as enc8:
 ** sum g_i 16^i less the grids' base, summed as a tree (pairs, quads, the
 ** word: 7 multiply-adds three deep, where acc * 16 + g_i was seven deep;
-** RHT +1% on the H200, README "Measured"). */
+** RHT +1% on the H200, kernels/PERFORMANCE.md). */
 static __device__ __forceinline__ uint32_t codes8_fast (const float *v, float enc) {
   uint32_t g[8];
 #pragma unroll
@@ -1175,8 +1175,8 @@ static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl,
 ** the fast kernel (griddepcontrol.launch_dependents at the fast kernel's
 ** start lets it launch at once), its CTAs waiting in griddepcontrol.wait
 ** for the fast kernel's completion and its stores: the gap between the two
-** launches is hidden (measured: README "The scale gather").  Only where
-** the gather kernel was built for sm_90 or later (pdl_ok); 0: a plain
+** launches is hidden (measured: kernels/PERFORMANCE.md, "The scale
+** gather").  Only where the gather kernel was built for sm_90 or later (pdl_ok); 0: a plain
 ** launch after the fast kernel. */
 #ifndef QSCG_PDL
 #define QSCG_PDL 1
@@ -1213,10 +1213,10 @@ static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 ** 1.07 / 0.96, without the columnwise ones 1.15 / 1.14, loads only 1.52 /
 ** 1.64.  Most of the pattern's cost is the scale bytes' 4- and 8-byte
 ** stores: without them 0.97 / 0.88.  Branches exp/scale-store-probes,
-** exp/scale-stash and exp/col-super-tiles have the experiments (README,
-** "Measured"): gathering the stores in shared memory helps this build and
+** exp/scale-stash and exp/col-super-tiles have the experiments
+** (kernels/PERFORMANCE.md): gathering the stores in shared memory helps this build and
 ** slows the encoding kernel, whose added instructions cost more.  ncu
-** (README) later showed the cost is the L2's write requests, which the
+** (kernels/PERFORMANCE.md) later showed the cost is the L2's write requests, which the
 ** 128-row tiles cut by a third.  With those tiles (2026-11-30) -DEXP_MEMONLY
 ** runs at 0.845 / 0.670 and the encoding kernel at 0.79-0.81 / 0.65-0.68;
 ** the memory-only build without its scale stores 0.956 / 0.909, with them
@@ -1272,7 +1272,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   ** in units of 4 along K (a 128 x 512 unit, 32 scale bytes per row):
   ** tile = 4 u + s for the CTA's units u = blockIdx.x, blockIdx.x + grid,
   ** ...; the panel walk runs over the units (measured against both
-  ** directions through the scratch: README "The scale gather") */
+  ** directions through the scratch: kernels/PERFORMANCE.md) */
   constexpr bool RD = SCG;
   const unsigned ntw = RD ? ntk / 4 : ntk;     /* the walk's row length */
   unsigned tile = RD ? 4 * blockIdx.x : blockIdx.x;
@@ -1941,7 +1941,7 @@ static nvfp4_status slow_list_for (nvfp4_ctx *ctx, qparams *p) {
 ** it), on tensors of at least 2^SCG_MIN_LOG2 elements: the scale sectors
 ** that four CTAs write in 8-byte pieces cost L2 write requests and, where
 ** the outputs no longer stay in the L2, DRAM reads.  Measured on the H200
-** (README): RNE at [32768, 8192] 0.85-0.86 of the copy against 0.66
+** (kernels/PERFORMANCE.md): RNE at [32768, 8192] 0.85-0.86 of the copy against 0.66
 ** without it; at [8192, 8192] it lost (0.76-0.78 against 0.80) until the
 ** scratch was kept in the L2 (scg_st), broke even after that, and wins
 ** (0.81-0.82 against 0.80-0.81) since the rowwise scales are written by
