@@ -216,19 +216,30 @@ static nvfp4_shape shape_of (const nvfp4_tensor *x) {
 }
 
 
+/* The plain collectives' start: *out cleared, x checked here
+** (check_plain), then every rank told of every other's verdict and the
+** shapes and dtypes compared (nvfp4i_comm_check_same): a rank whose
+** arguments are bad fails with its own message, the others with
+** NVFP4_EPEER naming it, and none waits in a collective. */
+static nvfp4_status plain_begin (nvfp4_comm *c, const nvfp4_tensor *x, nvfp4_tensor **out,
+                                 const char *what, int sum) {
+  nvfp4_status st;
+  if (c == NULL) return NVFP4_EINVAL;
+  st = out == NULL ? nvfp4i_fail(c->ctx, NVFP4_EINVAL, "%s: out is NULL", what)
+                   : check_plain(c->ctx, x, what, sum);
+  if (out != NULL) *out = NULL;
+  return nvfp4i_comm_check_same(c, what, st, shape_of(x), x ? x->dtype : NVFP4_F32, 0);
+}
+
+
 nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
                                      nvfp4_tensor **out) {
   nvfp4_ctx *ctx;
   nvfp4_tensor *t = NULL;
   nvfp4_shape g;
   nvfp4_status st;
-  if (c == NULL) return NVFP4_EINVAL;
+  CHECK(plain_begin(c, x, out, "all_gather_plain", 0));
   ctx = c->ctx;
-  st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "all_gather_plain: out is NULL")
-                   : check_plain(ctx, x, "all_gather_plain", 0);
-  if (out != NULL) *out = NULL;
-  CHECK(nvfp4i_comm_check_same(c, "all_gather_plain", st, shape_of(x),
-                               x ? x->dtype : NVFP4_F32, 0));
   g = x->shape;
   g.dim[0] *= c->size;
   st = nvfp4i_tensor_alloc_plain_uninit(ctx, g, x->dtype, &t);  /* the gather writes every byte */
@@ -292,13 +303,8 @@ nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
   nvfp4_status st;
   size_t n, blk;
   char sb[128];
-  if (c == NULL) return NVFP4_EINVAL;
+  CHECK(plain_begin(c, x, out, "reduce_scatter", 1));
   ctx = c->ctx;
-  st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "reduce_scatter: out is NULL")
-                   : check_plain(ctx, x, "reduce_scatter", 1);
-  if (out != NULL) *out = NULL;
-  CHECK(nvfp4i_comm_check_same(c, "reduce_scatter", st, shape_of(x),
-                               x ? x->dtype : NVFP4_F32, 0));
   /* Shapes agree, so this fails the same way on every rank. */
   FAIL_IF(ctx, x->shape.dim[0] % c->size != 0, NVFP4_EINVAL,
           "reduce_scatter: dim 0 of %s is %lld, not a multiple of the "
@@ -336,13 +342,8 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
   nvfp4_shape g;
   nvfp4_status st;
   size_t n;
-  if (c == NULL) return NVFP4_EINVAL;
+  CHECK(plain_begin(c, x, out, "all_reduce_sum", 1));
   ctx = c->ctx;
-  st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "all_reduce_sum: out is NULL")
-                   : check_plain(ctx, x, "all_reduce_sum", 1);
-  if (out != NULL) *out = NULL;
-  CHECK(nvfp4i_comm_check_same(c, "all_reduce_sum", st, shape_of(x),
-                               x ? x->dtype : NVFP4_F32, 0));
   n = (size_t)nvfp4_shape_numel(x->shape);
   g = x->shape;
   g.dim[0] *= c->size;
