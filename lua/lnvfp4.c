@@ -247,9 +247,14 @@ nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
   o.two_d = nvfp4L_optbool(L, arg, "two_d", 0);
   o.sr_seed = (uint64_t)nvfp4L_optint(L, arg, "seed", runseed(L));
   o.sr_offset = (uint64_t)nvfp4L_optint(L, arg, "offset", 0);
-  if (!o.sr && (nvfp4L_getopt(L, arg, "seed") != LUA_TNIL))
-    nvfp4L_opterror(L, arg, "seed", "needs sr = true");
-  lua_pop(L, 1);
+  if (!o.sr) {          /* seed and offset are SR's (spec §5.2) */
+    static const char *const srk[] = {"seed", "offset"};
+    for (t = 0; t < 2; t++) {
+      const int given = nvfp4L_getopt(L, arg, srk[t]) != LUA_TNIL;
+      lua_pop(L, 1);
+      if (given) nvfp4L_opterror(L, arg, srk[t], "needs sr = true");
+    }
+  }
   if (o.rht_no_signs && !o.rht)
     nvfp4L_opterror(L, arg, "rht_signs", "needs rht = true");
   /* 4over6 (spec §9.1): error "mae" (default) or "mse"; emax 256 (default)

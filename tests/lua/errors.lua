@@ -20,6 +20,14 @@ checkerror("bad argument #2 to 'quantize' (option 'seed' must be an integer, got
            function () return nvfp4.quantize(x, {sr = true, seed = 1.5}) end)
 checkerror("bad argument #2 to 'quantize' (option 'seed' needs sr = true)",
            function () return nvfp4.quantize(x, {seed = 3}) end)
+checkerror("bad argument #2 to 'quantize' (option 'offset' needs sr = true)",
+           function () return nvfp4.quantize(x, {offset = 3}) end)
+-- with sr = true the options read after it are still checked (they were
+-- skipped: the binding popped the options table)
+checkerror("4over6 excludes stochastic rounding",
+           function () return nvfp4.quantize(x, {sr = true, four_over_six = true}) end)
+checkerror("bad argument #2 to 'quantize' (option 'emax' must be 256 or 448)",
+           function () return nvfp4.quantize(x, {sr = true, four_over_six = true, emax = 999}) end)
 checkerror("bad argument #2 to 'quantize' (option 'amax' must be a number or {rowwise, columnwise})",
            function () return nvfp4.quantize(x, {amax = "big"}) end)
 checkerror("bad argument #2 to 'quantize' (option 'amax_group' must be an nvfp4.comm)",
