@@ -43,7 +43,8 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns,
 
 
 nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm **out) {
-  if (ctx == NULL || out == NULL) return NVFP4_EINVAL;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(ctx, out, "comm_create_mpi");
   *out = NULL;
   FAIL_IF(ctx, mc == MPI_COMM_NULL, NVFP4_EINVAL, "comm_create_mpi: MPI_COMM_NULL");
   return comm_new(ctx, mc, 0, out);
@@ -81,7 +82,8 @@ void nvfp4_comm_destroy (nvfp4_comm *c) {
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
   MPI_Comm sub;
   nvfp4_status st;
-  if (c == NULL || out == NULL) return NVFP4_EINVAL;
+  if (c == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(c->ctx, out, "split");
   *out = NULL;
   FAIL_IF(c->ctx, tp < 1 || c->size % tp != 0, NVFP4_EINVAL,
           "split: tp=%d must be >= 1 and divide the communicator size %d",
@@ -104,7 +106,9 @@ nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c) {
 
 
 nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n) {
-  if (c == NULL || (v == NULL && n > 0) || n < 0) return NVFP4_EINVAL;
+  if (c == NULL) return NVFP4_EINVAL;
+  FAIL_IF(c->ctx, n < 0, NVFP4_EINVAL, "comm_all_reduce_max_f32: n=%d is negative", n);
+  FAIL_IF(c->ctx, v == NULL && n > 0, NVFP4_EINVAL, "comm_all_reduce_max_f32: v is NULL (n=%d)", n);
   /* MPI_MAX on floats propagates nothing special for NaN; amaxes ignore NaN
   ** upstream, so inputs here are finite or +Inf. */
   MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, MPI_MAX, c->mpi));
@@ -113,14 +117,17 @@ nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n) {
 
 
 nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n) {
-  if (c == NULL || (v == NULL && n > 0) || n < 0) return NVFP4_EINVAL;
+  if (c == NULL) return NVFP4_EINVAL;
+  FAIL_IF(c->ctx, n < 0, NVFP4_EINVAL, "comm_all_reduce_max_int: n=%d is negative", n);
+  FAIL_IF(c->ctx, v == NULL && n > 0, NVFP4_EINVAL, "comm_all_reduce_max_int: v is NULL (n=%d)", n);
   MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MAX, c->mpi));
   return NVFP4_OK;
 }
 
 
 nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out) {
-  if (c == NULL || out == NULL) return NVFP4_EINVAL;
+  if (c == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(c->ctx, out, "comm_all_gather_int");
   MPI_CHECK(c->ctx, MPI_Allgather(&v, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
   return NVFP4_OK;
 }

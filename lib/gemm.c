@@ -481,8 +481,10 @@ nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
   double sums[2] = {0, 0};
   nvfp4_status st;
   int64_t n, i;
-  if (x == NULL || ref == NULL || err == NULL) return NVFP4_EINVAL;
+  if (x == NULL) return NVFP4_EINVAL;
   ctx = x->ctx;
+  CHECK_ARG(ctx, ref, "rel_error");
+  CHECK_ARG(ctx, err, "rel_error");
   FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
           "rel_error: x has dtype %s (fp32 or bf16 expected)", nvfp4_dtype_name(x->dtype));
   FAIL_IF(ctx, ref->dtype != NVFP4_F32 && ref->dtype != NVFP4_BF16, NVFP4_EINVAL,

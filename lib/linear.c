@@ -234,7 +234,8 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
                                        const nvfp4_tensor **t) {
   static const char *const names[] = {"fprop input", "weight", "wgrad input",
                                       "grad_output"};
-  if (l == NULL || t == NULL) return NVFP4_EINVAL;
+  if (l == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(l->ctx, t, "linear_operand_get");
   *t = NULL;
   FAIL_IF(l->ctx, (unsigned)which >= NVFP4_LIN_NOPERANDS, NVFP4_EINVAL,
           "linear: operand %d is not one of 0..%d", (int)which, NVFP4_LIN_NOPERANDS - 1);

@@ -168,6 +168,12 @@ NVFP4I_FUNC nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st,
 #define FAIL_IF(ctx, cond, st, ...)  \
   do { if (cond) return nvfp4i_fail((ctx), (st), __VA_ARGS__); } while (0)
 
+/* A pointer argument that must not be NULL, where a context is known (a
+** NULL context or object that holds it gives a bare NVFP4_EINVAL): fails
+** with "<what>: <arg> is NULL" kept in the context. */
+#define CHECK_ARG(ctx, arg, what)  \
+  FAIL_IF(ctx, (arg) == NULL, NVFP4_EINVAL, "%s: %s is NULL", (what), #arg)
+
 /* For messages about a dtype the caller passed: its name, or "<n> (not a
 ** dtype)" for a value outside the enum (nvfp4_dtype_name gives "?").  C
 ** only (a compound literal holds the text until the end of the block). */

@@ -106,7 +106,9 @@ static nvfp4_status alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype 
   *out = NULL;
   CHECK(check_shape(ctx, shape, "tensor"));
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16 && dt != NVFP4_U8,
-          NVFP4_EINVAL, "tensor dtype %d is not fp32, bf16 or u8", (int)dt);
+          NVFP4_EINVAL, "tensor: dtype %s is not fp32, bf16 or u8%s", NVFP4I_DTYPE(dt),
+          dt == NVFP4_FP4 ? " (an fp4 tensor comes from nvfp4_quantize or "
+                            "nvfp4_tensor_fp4_from_host)" : "");
   t = nvfp4i_tensor_new(ctx);
   FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
   t->dtype = dt;
@@ -192,7 +194,8 @@ nvfp4_status nvfp4i_tensor_alloc_fp4_for_cast (nvfp4_ctx *ctx, nvfp4_shape shape
 
 nvfp4_status nvfp4_tensor_create (nvfp4_ctx *ctx, nvfp4_shape shape,
                                   nvfp4_dtype dt, nvfp4_tensor **out) {
-  if (ctx == NULL || out == NULL) return NVFP4_EINVAL;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(ctx, out, "tensor_create");
   return nvfp4i_tensor_alloc_plain(ctx, shape, dt, out);
 }
 
@@ -202,7 +205,8 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
                                      size_t nbytes, nvfp4_tensor **out) {
   nvfp4_tensor *t;
   nvfp4_status st;
-  if (ctx == NULL || out == NULL) return NVFP4_EINVAL;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(ctx, out, "tensor_from_host");
   *out = NULL;
   CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));
   if (nbytes != t->data.nbytes || (nbytes > 0 && host == NULL)) {
@@ -229,9 +233,10 @@ nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
   FAIL_IF(t->ctx, t->dtype == NVFP4_FP4, NVFP4_EINVAL,
           "tensor_to_host: an fp4 tensor has no plain elements (read a buffer "
           "or dequantize)");
-  FAIL_IF(t->ctx, nbytes != t->data.nbytes || (nbytes > 0 && host == NULL),
-          NVFP4_EINVAL, "tensor_to_host: %zu bytes asked, tensor holds %zu",
-          nbytes, t->data.nbytes);
+  FAIL_IF(t->ctx, nbytes != t->data.nbytes, NVFP4_EINVAL,
+          "tensor_to_host: %zu bytes asked, tensor holds %zu", nbytes, t->data.nbytes);
+  FAIL_IF(t->ctx, nbytes > 0 && host == NULL, NVFP4_EINVAL,
+          "tensor_to_host: host is NULL (%zu bytes to copy)", nbytes);
   if (nbytes == 0) return NVFP4_OK;
   return t->ctx->ops->to_host(t->ctx, host, t->data.p, nbytes);
 }
@@ -250,7 +255,8 @@ nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out) {
   nvfp4_ctx *ctx;
   nvfp4_tensor *c;
   nvfp4_status st = NVFP4_OK;
-  if (t == NULL || out == NULL) return NVFP4_EINVAL;
+  if (t == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(t->ctx, out, "tensor_clone");
   ctx = t->ctx;
   *out = NULL;
   c = nvfp4i_tensor_new(ctx);
@@ -286,7 +292,8 @@ nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt, nvfp4_
   nvfp4_tensor *c;
   nvfp4_status st;
   size_t n;
-  if (t == NULL || out == NULL) return NVFP4_EINVAL;
+  if (t == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(t->ctx, out, "tensor_convert");
   ctx = t->ctx;
   *out = NULL;
   FAIL_IF(ctx, t->dtype != NVFP4_F32 && t->dtype != NVFP4_BF16, NVFP4_EINVAL,
@@ -309,7 +316,8 @@ nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
                                    nvfp4_tensor **out) {
   nvfp4_tensor *c;
   char a[128], b[128];
-  if (t == NULL || out == NULL) return NVFP4_EINVAL;
+  if (t == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(t->ctx, out, "tensor_reshape");
   *out = NULL;
   CHECK(check_shape(t->ctx, shape, "reshape"));
   FAIL_IF(t->ctx, nvfp4_shape_numel(shape) != nvfp4_shape_numel(t->shape) ||
@@ -402,9 +410,10 @@ nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
   FAIL_IF(t->ctx, p == NULL, NVFP4_EUSAGE, "buffer_read: the tensor has no %s "
           "(%s tensor%s)", buffer_name[b], nvfp4_dtype_name(t->dtype),
           t->dtype == NVFP4_FP4 ? ", usage absent" : "");
-  FAIL_IF(t->ctx, nbytes != p->nbytes || (nbytes > 0 && host == NULL),
-          NVFP4_EINVAL, "buffer_read: %zu bytes asked, %s holds %zu", nbytes,
-          buffer_name[b], p->nbytes);
+  FAIL_IF(t->ctx, nbytes != p->nbytes, NVFP4_EINVAL,
+          "buffer_read: %zu bytes asked, %s holds %zu", nbytes, buffer_name[b], p->nbytes);
+  FAIL_IF(t->ctx, nbytes > 0 && host == NULL, NVFP4_EINVAL,
+          "buffer_read: host is NULL (%zu bytes of %s to copy)", nbytes, buffer_name[b]);
   if (nbytes == 0) return NVFP4_OK;
   return t->ctx->ops->to_host(t->ctx, host, p->p, nbytes);
 }
@@ -412,7 +421,8 @@ nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
 
 nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
                                 float *amax) {
-  if (t == NULL || amax == NULL) return NVFP4_EINVAL;
+  if (t == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(t->ctx, amax, "amax");
   FAIL_IF(t->ctx, t->dtype != NVFP4_FP4, NVFP4_EUSAGE,
           "amax: a %s tensor has no amax", nvfp4_dtype_name(t->dtype));
   FAIL_IF(t->ctx, columnwise ? !t->has_col : !t->has_row, NVFP4_EUSAGE,
@@ -439,7 +449,8 @@ nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   nvfp4_status st;
   int row, col;
   char msg[256];
-  if (ctx == NULL || out == NULL) return NVFP4_EINVAL;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(ctx, out, "tensor_fp4_from_host");
   *out = NULL;
   row = row_data != NULL || row_scale != NULL;
   col = col_data != NULL || col_scale != NULL;

@@ -210,6 +210,20 @@ static void test_errors (void) {
     EXPECT_ST(nvfp4_all_reduce_sum(world, x, &y), NVFP4_EINVAL);
     nvfp4_tensor_destroy(x);
   }
+  /* NULL outputs and counts refused before any transfer (here on every
+  ** rank), each with its reason */
+  {
+    EXPECT_ST(nvfp4_all_gather_plain(world, NULL, NULL), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "all_gather_plain: out is NULL");
+    EXPECT_ST(nvfp4_comm_split(world, 1, NULL), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "split: out is NULL");
+    EXPECT_ST(nvfp4_comm_all_reduce_max_f32(world, NULL, -1), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "comm_all_reduce_max_f32: n=-1 is negative");
+    EXPECT_ST(nvfp4_comm_all_reduce_max_int(world, NULL, 2), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "comm_all_reduce_max_int: v is NULL (n=2)");
+    EXPECT_ST(nvfp4_comm_all_gather_int(world, 1, NULL), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "comm_all_gather_int: out is NULL");
+  }
   /* and the comm still works afterwards */
   EXPECT_OK(nvfp4_comm_barrier(world));
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <float.h>
 #include <cmocka.h>
+#include "config.h"         /* PACKAGE_VERSION, from configure.ac's AC_INIT */
 #include "nvfp4.h"
 
 
@@ -53,6 +54,8 @@ static void test_ctx_backend_and_env (void **state) {
   assert_null(c);
   assert_non_null(strstr(why, "backend 9 is not NVFP4_BACKEND_AUTO (0)"));
   assert_non_null(strstr(nvfp4_version_string(), NVFP4_VERSION));
+  /* the header's version is the package's (two places to keep in step) */
+  assert_string_equal(NVFP4_VERSION, PACKAGE_VERSION);
 }
 
 
@@ -155,9 +158,15 @@ static void test_bad_inputs (void **state) {
   assert_int_equal(nvfp4_tensor_create(ctx, shape2((int64_t)1 << 31, (int64_t)1 << 31), NVFP4_F32, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "2^60"));          /* 2^62 * 4 bytes would wrap */
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), NVFP4_FP4, &t), NVFP4_EINVAL);
-  assert_non_null(strstr(nvfp4_last_error(ctx), "dtype"));
+  assert_non_null(strstr(nvfp4_last_error(ctx), "tensor: dtype fp4 is not fp32, bf16 or u8 (an fp4 "
+                                                "tensor comes from nvfp4_quantize"));
   assert_int_equal(nvfp4_tensor_create(NULL, shape2(2, 2), NVFP4_F32, &t), NVFP4_EINVAL);
+  /* a NULL output where the context is known: the reason replaces the last
+  ** one (it said fp4 above) */
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), NVFP4_F32, NULL), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_create: out is NULL");
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, in, 16, NULL), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_from_host: out is NULL");
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, in, 12, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "12 bytes"));
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, NULL, 16, &t), NVFP4_EINVAL);
@@ -167,6 +176,16 @@ static void test_bad_inputs (void **state) {
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, in, sizeof in, &ok), NVFP4_OK);
   assert_int_equal(nvfp4_tensor_to_host(ok, out, 8), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "holds 16"));
+  assert_int_equal(nvfp4_tensor_to_host(ok, NULL, 16), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_to_host: host is NULL (16 bytes to copy)");
+  assert_int_equal(nvfp4_tensor_clone(ok, NULL), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_clone: out is NULL");
+  assert_int_equal(nvfp4_tensor_convert(ok, NVFP4_BF16, NULL), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_convert: out is NULL");
+  assert_int_equal(nvfp4_tensor_reshape(ok, shape2(4, 1), NULL), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_reshape: out is NULL");
+  assert_int_equal(nvfp4_tensor_amax(ok, 0, NULL), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "amax: amax is NULL");
   assert_int_equal(nvfp4_tensor_reshape(ok, shape2(3, 2), &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "[2, 2] cannot become [3, 2]"));
   assert_int_equal(nvfp4_tensor_buffer_read(ok, NVFP4_ROWWISE_DATA, out, 4), NVFP4_EUSAGE);
@@ -200,6 +219,11 @@ static void test_fp4_from_host (void **state) {
   assert_memory_equal(back, scale, sizeof scale);
   assert_int_equal(nvfp4_tensor_buffer_read(q, NVFP4_ROWWISE_DATA, back, sizeof data), NVFP4_OK);
   assert_memory_equal(back, data, sizeof data);
+  assert_int_equal(nvfp4_tensor_buffer_read(q, NVFP4_ROWWISE_DATA, NULL, sizeof data), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "buffer_read: host is NULL (128 bytes of rowwise data to copy)");
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, NULL),
+                   NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_fp4_from_host: out is NULL");
   assert_int_equal(nvfp4_tensor_amax(q, 0, &a), NVFP4_OK);
   assert_true(a == 2688.0f);
   assert_int_equal(nvfp4_tensor_amax(q, 1, &a), NVFP4_EUSAGE);
