@@ -169,7 +169,7 @@ static __device__ __noinline__ f16 rht_slow (f16 in, int emax, int emin) {
   f16 res;
   float *out = res.v;
   int r;
-  if (emax - emin > 41) {
+  if (emax - emin > 41 && emax < 255) {   /* Inf or NaN: the fp64 butterfly (nvfp4i_rht16) */
     for (int c = 0; c < 16; c++)
       out[c] = __uint_as_float((uint32_t)nvfp4i_rht_wide(w, c) << 16);
     return res;

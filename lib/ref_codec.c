@@ -46,7 +46,12 @@ void nvfp4i_rht16 (const float v[16], unsigned sign_mask, uint16_t out[16]) {
       if (E > emax) emax = E;
     }
   }
-  if (emax - emin > 41) {                 /* fp64 might round: go wide */
+  /* an Inf or NaN input (exponent field 255) makes every output of the
+  ** transform Inf or NaN, as IEEE arithmetic and TE's tensor cores give it
+  ** (each output sums every input): the fp64 butterfly below says which
+  ** (NaN from a NaN, or from Infs of both signs in that output's sum); the
+  ** wide path would read the field as a number */
+  if (emax - emin > 41 && emax < 255) {   /* fp64 might round: go wide */
     for (r = 0; r < 16; r++) out[r] = nvfp4i_rht_wide(w, r);
     return;
   }

@@ -21,7 +21,7 @@ static inline NVFP4I_HD uint16_t nvfp4i_bf16_from_double_any (double d) {
   uint16_t sign = signbit(d) ? 0x8000u : 0u;
   double a = fabs(d), r;
   int ex, qe;
-  if (isnan(d)) return (uint16_t)(sign | 0x7fc0u);
+  if (isnan(d)) return 0x7fc0u;          /* one NaN: the sign of a NaN sum differs by machine */
   if (isinf(d)) return (uint16_t)(sign | 0x7f80u);
   if (a == 0.0) return sign;
   frexp(a, &ex);                         /* a = f * 2^ex, f in [0.5, 1) */

@@ -53,6 +53,24 @@ local s2 = nvfp4.quantize(x, {columnwise = true, sr = true, seed = 11})
 local s3 = nvfp4.quantize(x, {columnwise = true, sr = true, seed = 12})
 assert(nvfp4.equal(s1, s2), "SR replays from its seed")
 assert(not nvfp4.equal(s1, s3), "another SR seed, other bytes")
+-- RHT with an Inf or a NaN in a columnwise block (every output sums every input): the block's
+-- 16 outputs are Inf or NaN; the amax ignores NaN, and the NaN block's codes are 0x7 (+6). The
+-- other columns (ones, row 9 at 2^-100; no signs) give y_0 = 15/4, the rest +-1/4. The wide-integer
+-- path read such a block's exponent field 255 as 2^128 (amax 1.5 * 2^126, the other scales 0).
+do
+  local rows = {}
+  for r = 1, 16 do
+    rows[r] = {}
+    for c = 1, 16 do rows[r][c] = r == 9 and 0x1p-100 or 1.0 end   -- > 41 binades apart
+  end
+  rows[7][4] = 0 / 0
+  local qn = nvfp4.quantize(nvfp4.tensor(rows, "bf16"), {columnwise = true, rht = true, rht_signs = false})
+  assert(qn:amax("columnwise") == 3.75, "RHT amax with a NaN block: " .. qn:amax("columnwise"))
+  assert(qn:bytes("columnwise_data"):sub(25, 32) == string.rep("\x77", 8), "the NaN block's codes")
+  rows[7][4] = -math.huge
+  local qi = nvfp4.quantize(nvfp4.tensor(rows, "bf16"), {columnwise = true, rht = true, rht_signs = false})
+  assert(qi:amax("columnwise") == math.huge, "RHT amax with an Inf block: " .. qi:amax("columnwise"))
+end
 -- the options after sr = true are taken (a given amax was dropped, 4over6 too)
 local sa = nvfp4.quantize(x, {rowwise = true, columnwise = true, sr = true, seed = 11, amax = 100})
 assert(sa:amax() == 100 and sa:amax("columnwise") == 100, "SR with a given amax: " .. sa:amax())

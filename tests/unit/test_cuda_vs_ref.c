@@ -49,10 +49,10 @@ static uint16_t to_bf16 (float f) {
 
 
 enum { F_RANDN, F_TIES, F_ZEROS, F_TINY_BLOCKS, F_HUGE, F_NAN_NEGZERO, F_SUBNORMAL,
-       F_WIDE, F_SPAN, NFILL, F_SPREAD = NFILL, F_SPREAD_SPARSE, NFILL_ALL };
+       F_WIDE, F_SPAN, NFILL, F_SPREAD = NFILL, F_SPREAD_SPARSE, F_SPREAD_INF, NFILL_ALL };
 static const char *const fill_name[NFILL_ALL] = {
   "randn", "ties", "zeros", "tiny-blocks", "huge", "nan/-0/inf", "subnormal", "wide-range",
-  "span bounds", "spread 2^+-100", "sparse spread"
+  "span bounds", "spread 2^+-100", "sparse spread", "spread with Inf/NaN"
 };
 
 
@@ -105,6 +105,16 @@ static float fill_value (int kind, int64_t i, int64_t K) {
     /* a few columns only: a short deferred list among exact blocks */
     case F_SPREAD_SPARSE:
       return (i % K) % 97 == 5 && (i / K) % 16 == 3 ? x * 0x1p-30f : x;
+    /* F_SPREAD with an Inf (some columns, both signs in some blocks) or a
+    ** NaN in blocks that span > 41 binades: all 16 RHT outputs are Inf or
+    ** NaN (nvfp4i_rht16), not the wide path's finite reading of them */
+    case F_SPREAD_INF: {
+      int64_t r = i / K, c = i % K;
+      if (c % 5 == 1 && r % 16 == 6) return INFINITY;
+      if (c % 10 == 1 && r % 16 == 11) return -INFINITY;
+      if (c % 7 == 3 && r % 16 == 2) return NAN;
+      return x * ldexpf(1.0f, (r & 1) ? 100 : -100);
+    }
   }
   return x;
 }
@@ -507,6 +517,7 @@ int main (void) {
         one_case(nvfp4_shape_make(2, sh1), NVFP4_BF16, F_SPREAD, &opts[oi]);
         one_case(nvfp4_shape_make(2, sh2), NVFP4_BF16, F_SPREAD_SPARSE, &opts[oi]);
         one_case(nvfp4_shape_make(2, sh1), NVFP4_BF16, F_WIDE, &opts[oi]);
+        one_case(nvfp4_shape_make(2, sh1), NVFP4_BF16, F_SPREAD_INF, &opts[oi]);
       }
       unsetenv("NVFP4_CUDA_RHT_DEFER_CAP");
     }

@@ -444,6 +444,38 @@ static void test_rht_wide_span (void **state) {
 }
 
 
+/* Inf and NaN inputs: every output sums every input, so all 16 are Inf or
+** NaN, as IEEE sums give them (TE's tensor cores, torch's bf16 matmul): NaN
+** from a NaN, or where Infs of both signs meet in an output's sum; else
+** the Inf's sign times H[r][c] (times the sign mask's).  Other inputs far
+** below once sent the block to the wide path, which read the exponent
+** field 255 as 2^128 and gave finite outputs. */
+static void test_rht_inf_nan (void **state) {
+  float v[16];
+  uint16_t h[16];
+  int r, c;
+  for (r = 0; r < 16; r++) v[r] = r == 7 ? 0x1p-100f : 1.0f;   /* > 41 binades below 1 */
+  v[3] = INFINITY;
+  nvfp4i_rht16(v, 0, h);
+  for (c = 0; c < 16; c++) assert_int_equal(h[c], (__builtin_popcount(3 & c) & 1) ? 0xFF80 : 0x7F80);
+  nvfp4i_rht16(v, 1u << 3, h);                                  /* the sign mask flips it */
+  for (c = 0; c < 16; c++) assert_int_equal(h[c], (__builtin_popcount(3 & c) & 1) ? 0x7F80 : 0xFF80);
+  v[5] = -INFINITY;            /* +Inf H[3][c] - Inf H[5][c]: NaN where H[3][c] == H[5][c] */
+  nvfp4i_rht16(v, 0, h);
+  for (c = 0; c < 16; c++) {
+    const int s3 = __builtin_popcount(3 & c) & 1, s5 = __builtin_popcount(5 & c) & 1;
+    assert_int_equal(h[c], s3 == s5 ? 0x7FC0 : s3 ? 0xFF80 : 0x7F80);
+  }
+  v[5] = 1.0f;
+  v[9] = NAN;
+  nvfp4i_rht16(v, 0, h);
+  for (c = 0; c < 16; c++) assert_int_equal(h[c], 0x7FC0);
+  v[9] = -NAN;                 /* the same NaN whatever its sign */
+  nvfp4i_rht16(v, NVFP4_RHT_SIGNS, h);
+  for (c = 0; c < 16; c++) assert_int_equal(h[c], 0x7FC0);
+}
+
+
 int main (void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_e2m1_exhaustive_bf16),
@@ -462,6 +494,7 @@ int main (void) {
     cmocka_unit_test(test_rht_tv9),
     cmocka_unit_test(test_rht_orthogonal),
     cmocka_unit_test(test_rht_wide_span),
+    cmocka_unit_test(test_rht_inf_nan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
