@@ -78,7 +78,7 @@ check "--filter with a name fragment is plain text (one grid case)" grep -q "1 p
 "$RS" "$srcdir/fw_cases.lua" --filter "n=[13]" --verbose >"$tmp/fpat" 2>&1
 check "--filter falls back to a Lua pattern" grep -q "2 passed, 0 failed, 0 skipped" "$tmp/fpat"
 echo 'print("from stdin " .. require("nvfp4").backend())' | "$builddir/lua/nvfp4-lua" - >"$tmp/stdin" 2>&1
-check "nvfp4-lua - reads the script from standard input" grep -q "from stdin cpu" "$tmp/stdin"
+check "nvfp4-lua - reads the script from standard input" grep -Eq "^from stdin (cpu|cuda)$" "$tmp/stdin"
 "$builddir/lua/nvfp4-lua" -e 'error("boom")' /dev/null >"$tmp/alone" 2>&1; rc=$?
 check "an uncaught error on a single rank exits 1" test "$rc" -eq 1
 check "... naming the rank, the place and the message" grep -q '^\[rank 0\] (command line):1: boom' "$tmp/alone"
