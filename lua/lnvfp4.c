@@ -511,6 +511,27 @@ static int mod_tensor (lua_State *L) {
 }
 
 
+/* nvfp4.from_bytes(shape, dtype, bytes): a plain tensor from its raw bytes
+** (a string of numel * dtype size bytes, little-endian elements as t:bytes()
+** gives them), e.g. bf16 bit patterns that no Lua number rounds to. */
+static int mod_from_bytes (lua_State *L) {
+  nvfp4_shape s = nvfp4L_checkshape(L, 1);
+  nvfp4_dtype dt = nvfp4L_checkdtype(L, 2, NULL);
+  size_t n, need;
+  const char *b = luaL_checklstring(L, 3, &n);
+  luaL_argcheck(L, nvfp4_shape_numel(s) <= NVFP4_MAX_NUMEL, 1, "shape has more than 2^60 elements");
+  need = (size_t)nvfp4_shape_numel(s) * nvfp4_dtype_size(dt);
+  if (n != need) {
+    char sb[128];
+    return luaL_argerror(L, 3, lua_pushfstring(L, "%I bytes given, %s %s needs %I",
+                                               (lua_Integer)n, nvfp4_shape_format(s, sb, sizeof sb),
+                                               nvfp4_dtype_name(dt), (lua_Integer)need));
+  }
+  pushfromhost(L, s, dt, b);
+  return 1;
+}
+
+
 /* Shape from a table or an integer (a 1-D length). */
 static nvfp4_shape checkshapeorlen (lua_State *L, int arg) {
   if (lua_type(L, arg) == LUA_TNUMBER) {
@@ -1083,6 +1104,7 @@ static const luaL_Reg mod_funcs[] = {
   {"buffer_shapes", mod_buffer_shapes},
   {"cw_rule", mod_cw_rule},
   {"tensor", mod_tensor},
+  {"from_bytes", mod_from_bytes},
   {"zeros", mod_zeros},
   {"ones", mod_ones},
   {"arange", mod_arange},

@@ -70,6 +70,8 @@ local API = {
   {"nvfp4.buffer_shapes", nvfp4.buffer_shapes, {"shape"}},
   {"nvfp4.cw_rule", nvfp4.cw_rule, {"str", "shape"}, function () return "nd", {16, 3, 64} end},
   {"nvfp4.tensor", nvfp4.tensor, {"shape", "dtype"}, function () return {{1, 2}}, "fp32" end},
+  {"nvfp4.from_bytes", nvfp4.from_bytes, {"shape", "dtype", "string"},
+   function () return {2, 2}, "bf16", string.rep("\0", 8) end},
   {"nvfp4.zeros", nvfp4.zeros, {"shape", "dtype"}, function () return {16, 16}, "bf16" end},
   {"nvfp4.ones", nvfp4.ones, {"shape", "dtype"}, function () return {16, 16}, "bf16" end},
   {"nvfp4.arange", nvfp4.arange, {"shape", "dtype"}, function () return {16, 16}, "fp32" end},

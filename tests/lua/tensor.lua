@@ -34,6 +34,18 @@ local back = cb:convert("fp32")
 assert(back:dtype() == "fp32" and back:get(2) == 1.0 and back:get(3) == 3.140625, back:get(3))
 local u = nvfp4.tensor({0, 255, 7}, "u8")
 assert(u:bytes() == "\0\255\7")
+-- nvfp4.from_bytes: the inverse of t:bytes(), for bit patterns no Lua number gives (a NaN
+-- payload, -0, a bf16 subnormal)
+local raw = string.pack("<I2I2I2I2", 0x7FC1, 0x8000, 0x0001, 0x3F80)
+local fb = nvfp4.from_bytes({2, 2}, "bf16", raw)
+assert(fb:dtype() == "bf16" and fb:shape() == nvfp4.shape{2, 2} and fb:bytes() == raw)
+assert(fb:get(1, 1) ~= fb:get(1, 1) and 1 / fb:get(1, 2) == -math.huge)   -- NaN, -0
+assert(fb:get(2, 2) == 1.0 and fb:get(2, 1) == 2^-133, fb:get(2, 1))
+assert(nvfp4.from_bytes({3}, "fp32", t:narrow(2, 1, 1):reshape({2}):bytes() .. string.pack("<f", 7)):get(3) == 7)
+local okb, msgb = pcall(nvfp4.from_bytes, {2, 2}, "bf16", "abc")
+assert(not okb and msgb:find("3 bytes given, [2, 2] bf16 needs 8", 1, true), msgb)
+okb, msgb = pcall(nvfp4.from_bytes, {2}, "bf61", "abcd")
+assert(not okb and msgb:find("dtype must be one of", 1, true), msgb)
 
 print("testing zeros, ones, arange, reshape, narrow, clone")
 local z = nvfp4.zeros({2, 2, 4}, "bf16")
