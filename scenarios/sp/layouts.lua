@@ -46,7 +46,11 @@ local function check (p, opts)
   -- replicated tensors (column x, row dy without SP) are the same on the group's ranks
   local g = world.rank // p.TP
   local xrep, yrep = p.par == "column" and not sp, p.par == "row" and not sp
-  local x = nvfp4.randn(xs, "bf16", {seed = p.seed + (xrep and 100 * g or world.rank)})
+  -- p.amax_by_rank: each rank's x in (-(1 + rank), 1 + rank), so that the shards' amaxes surely
+  -- differ (randn shards share their bf16 maximum in about one case of fifty)
+  local x = p.amax_by_rank
+            and nvfp4.uniform(xs, "bf16", {seed = p.seed + world.rank, lo = -1 - world.rank, hi = 1 + world.rank})
+            or nvfp4.randn(xs, "bf16", {seed = p.seed + (xrep and 100 * g or world.rank)})
   local dy = nvfp4.randn(ys, "bf16", {seed = p.seed + 1000 + (yrep and 100 * g or world.rank)})
   local cfg = {in_features = K, out_features = N, parallel = p.par, sequence_parallel = sp,
                group = tp, init_seed = p.seed % 1000 + tp.rank, bias = true}
@@ -95,6 +99,7 @@ sc.case("recipe option off", {{"off", {"rht", "weight_2d", "grad_sr", "amax_redu
   elseif p.off == "amax_reduction" and p.par == "column" then
     -- each rank quantizes its input shard with its own amax; the NVFP4 gather refuses
     -- shards that do not share one global scale (TE would decode them silently wrong)
+    p.amax_by_rank = true
     sc.error("must share one global scale", check, p, {amax_reduction = false})
   else check(p, {[p.off] = p.off == "frozen_weight"}) end
 end)
