@@ -8,8 +8,8 @@
 **    value, which rule) is kept in the context: nvfp4_last_error(ctx).
 **    A NULL context, or a NULL object that holds it (the tensor, comm,
 **    handle or layer the call is on), gives a bare NVFP4_EINVAL: there is
-**    nowhere to keep a reason.  Nothing aborts and a failed call leaves its inputs untouched and frees
-**    whatever it had allocated.
+**    nowhere to keep a reason.  Nothing aborts and a failed call leaves
+**    its inputs untouched and frees whatever it had allocated.
 **  - outputs are new objects returned through the last (**out) argument;
 **    the caller owns them and frees them with the matching _destroy, which
 **    accepts NULL.  Nothing writes into a caller's object unless its name
