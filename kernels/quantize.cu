@@ -358,7 +358,7 @@ quantize_kernel (qparams p) {
   const int64_t KB = p.K / 16;
   float v[16];
 
-  if (p.row || (p.fo6 && p.two_d)) renc[t] = enc_of((unsigned)t, p.rsdec);
+  if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
   if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
 
   /* load: thread t owns row m0 + t/4, block (k0/16) + t%4 */
@@ -379,25 +379,31 @@ quantize_kernel (qparams p) {
   __syncthreads();
 
   /* 2D 4over6: every 16x16 tile's choice from its 16 row errors, summed in
-  ** TE's shuffle-tree order (r + r+8, then +4, +2, +1); rows past M are
-  ** never in a used tile (M % 16 == 0) */
+  ** TE's shuffle-tree order (r + r+8, then +4, +2, +1), per copy with its
+  ** own amax (fo6sf[0] rowwise, [1] columnwise; nvfp4i_ref_quantize); rows
+  ** past M are never in a used tile (M % 16 == 0) */
   __shared__ float fo6e[2][TILE][4];
-  __shared__ unsigned fo6sf[4][4];
+  __shared__ unsigned fo6sf[2][4][4];
   if (p.fo6 && p.two_d) {
-    unsigned sf[2];
-    fo6_candidates(tile_amax(bam, lr & ~15, lb), p.rsenc, sf);
-    for (int k = 0; k < 2; k++)
-      fo6e[k][lr][lb] = fo6_error(v, renc[sf[k]], sf[k], p.ramax, p.e6, p.fo6_mse);
-    __syncthreads();
-    if (t < 16) {
-      const int ti = t >> 2, b = t & 3;
-      float e[2][16];
+    for (int d = 0; d < 2; d++) {
+      if (d == 0 ? !p.row : !p.col) continue;          /* the same for the whole CTA */
+      const float senc = d ? p.csenc : p.rsenc, am = d ? p.camax : p.ramax;
+      const float *enct = d ? cenc : renc;
+      unsigned sf[2];
+      fo6_candidates(tile_amax(bam, lr & ~15, lb), senc, sf);
       for (int k = 0; k < 2; k++)
-        for (int r = 0; r < 16; r++) e[k][r] = fo6e[k][16 * ti + r][b];
-      fo6_candidates(tile_amax(bam, 16 * ti, b), p.rsenc, sf);
-      fo6sf[ti][b] = nvfp4i_fo6_tree_sum(e[0]) < nvfp4i_fo6_tree_sum(e[1]) ? sf[0] : sf[1];
+        fo6e[k][lr][lb] = fo6_error(v, enct[sf[k]], sf[k], am, p.e6, p.fo6_mse);
+      __syncthreads();
+      if (t < 16) {
+        const int ti = t >> 2, b = t & 3;
+        float e[2][16];
+        for (int k = 0; k < 2; k++)
+          for (int r = 0; r < 16; r++) e[k][r] = fo6e[k][16 * ti + r][b];
+        fo6_candidates(tile_amax(bam, 16 * ti, b), senc, sf);
+        fo6sf[d][ti][b] = nvfp4i_fo6_tree_sum(e[0]) < nvfp4i_fo6_tree_sum(e[1]) ? sf[0] : sf[1];
+      }
+      __syncthreads();
     }
-    __syncthreads();
   }
 
   if (p.row && valid) {
@@ -405,7 +411,7 @@ quantize_kernel (qparams p) {
     float s = fminf(__fmul_rn(ab, p.rm), FLT_MAX);
     unsigned sf = e4m3_rn(s);
     if (p.fo6)
-      sf = p.two_d ? fo6sf[lr >> 4][lb]
+      sf = p.two_d ? fo6sf[0][lr >> 4][lb]
                    : fo6_choose(v, a_b, p.rsenc, renc, p.ramax, p.e6, p.fo6_mse);
     uint2 d = encode16<SR>(v, renc[sf], p.seed, p.offset + (uint64_t)(m * KB + kb),
                            NVFP4I_SR_ROWWISE);
@@ -424,7 +430,7 @@ quantize_kernel (qparams p) {
       float s = fminf(__fmul_rn(ab, p.cm), FLT_MAX);
       unsigned sf = e4m3_rn(s);
       if (p.fo6)
-        sf = p.two_d ? fo6sf[j][c / 16]
+        sf = p.two_d ? fo6sf[1][j][c / 16]
                      : fo6_choose(v, ab, p.csenc, cenc, p.camax, p.e6, p.fo6_mse);
       uint2 d = encode16<SR>(v, cenc[sf], p.seed,
                              p.offset + (uint64_t)(k * (p.M / 16) + mb),

@@ -390,8 +390,9 @@ nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                   const nvfp4_qopts *o, nvfp4_tensor *q) {
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape);
   float *row = NULL, *tile = NULL, *tam = NULL, *rows16 = NULL;
-  uint8_t *tsf = NULL;
+  uint8_t *tsf = NULL, *tsf_col = NULL;
   const int fo6_2d = o->two_d && o->four_over_six;
+  const size_t ntiles = (size_t)(M / 16 * (K / 16));
   nvfp4_status st = NVFP4_OK;
   if (q->has_row && q->row_scale.nbytes) memset(q->row_scale.p, 0, q->row_scale.nbytes);
   if (q->has_col && q->col_scale.nbytes) memset(q->col_scale.p, 0, q->col_scale.nbytes);
@@ -401,7 +402,7 @@ nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   if (o->two_d) tam = (float *)malloc((size_t)((M + 15) / 16 * (K / 16)) * sizeof(float));
   if (fo6_2d) {
     rows16 = (float *)malloc((size_t)K * 16 * sizeof(float));
-    tsf = (uint8_t *)malloc((size_t)(M / 16 * (K / 16)) + 1);
+    tsf = (uint8_t *)malloc(2 * ntiles + 1);   /* rowwise, then columnwise */
   }
   if (row == NULL || (q->has_col && tile == NULL) || (o->two_d && tam == NULL) ||
       (fo6_2d && (rows16 == NULL || tsf == NULL))) {
@@ -411,11 +412,19 @@ nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   }
   if (tam) tile_amax(x, M, K, row, tam);
   if (fo6_2d) {
-    fo6 f = fo6_make(o, q, 0);      /* both copies share the tile's choice */
-    fo6_tile_scales(x, M, K, tam, &f, rows16, tsf);
+    /* each copy chooses its tiles' scales with its own amax, as the plain
+    ** 2D blocks do; with equal amaxes (always, unless a pair is given) the
+    ** choice is the same and is made once */
+    fo6 fr = fo6_make(o, q, 0), fc = fo6_make(o, q, 1);
+    tsf_col = tsf + ntiles;
+    if (q->has_row) fo6_tile_scales(x, M, K, tam, &fr, rows16, tsf);
+    if (q->has_col) {
+      if (q->has_row && nvfp4i_f32_bits(fr.amax) == nvfp4i_f32_bits(fc.amax)) tsf_col = tsf;
+      else fo6_tile_scales(x, M, K, tam, &fc, rows16, tsf_col);
+    }
   }
   if (q->has_row) quantize_rowwise(x, o, q, row, tam, tsf);
-  if (q->has_col) quantize_columnwise(x, o, q, row, tile, tam, tsf);
+  if (q->has_col) quantize_columnwise(x, o, q, row, tile, tam, tsf_col);
 done:
   free(tsf);
   free(rows16);

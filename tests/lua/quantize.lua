@@ -88,6 +88,23 @@ local f6 = nvfp4.quantize(tv10, {four_over_six = true, amax = 20})
 assert(f6:bytes("rowwise_scale_inv"):byte(1) == 0x6C)
 assert(f6:bytes("rowwise_data") == "\x56\x3D\x92\x41\x2C\xE0\xA4\x51")
 assert(nvfp4.dequantize(f6, "fp32"):get(1, 1) == 5.0 and nvfp4.dequantize(f6, "fp32"):get(1, 2) == 3.75)
+-- 2-D 4over6 with a given amax pair: each copy chooses its tiles' scales with its own amax, as
+-- the plain 2-D blocks do (the columnwise copy took the rowwise amax's choice)
+do
+  local x2 = nvfp4.randn({64, 64}, "bf16", {seed = 5})
+  local function q (row, col, amax)
+    return nvfp4.quantize(x2, {rowwise = row, columnwise = col, two_d = true, four_over_six = true,
+                               amax = amax})
+  end
+  local both, colonly, rowonly = q(true, true, {3, 40}), q(false, true, 40), q(true, false, 3)
+  for _, b in ipairs{"columnwise_data", "columnwise_scale_inv"} do
+    assert(both:bytes(b) == colonly:bytes(b), "2-D 4over6 " .. b .. " with its own amax")
+  end
+  for _, b in ipairs{"rowwise_data", "rowwise_scale_inv"} do
+    assert(both:bytes(b) == rowonly:bytes(b), "2-D 4over6 " .. b .. " with its own amax")
+  end
+  assert(not nvfp4.equal(q(false, true, 3), colonly), "the amax changes the columnwise choice")
+end
 local f448 = nvfp4.quantize(tv10, {four_over_six = true, amax = 20, emax = 448})
 assert(f448:bytes("rowwise_scale_inv"):byte(1) == 0x72)
 assert(f448:bytes("rowwise_data") == "\x56\x3D\x92\x51\x3C\xE0\xA4\x51")

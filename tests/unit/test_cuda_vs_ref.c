@@ -487,6 +487,9 @@ int main (void) {
   ADD("row+col 2d 4over6", .rowwise = 1, .columnwise = 1, .two_d = 1, .four_over_six = 1);
   ADD("col 2d 4over6 mse", .columnwise = 1, .two_d = 1, .four_over_six = 1,
       .four_over_six_mse = 1);
+  /* each copy's 2D 4over6 choice with its own amax */
+  ADD("row+col 2d 4over6 amax pair", .rowwise = 1, .columnwise = 1, .two_d = 1, .four_over_six = 1,
+      .has_amax = 1, .amax = {3.0f, 40.0f});
   for (si = 0; si < (int)(sizeof shapes / sizeof shapes[0]); si++) {
     nvfp4_shape s = nvfp4_shape_make((int)shapes[si][0], &shapes[si][1]);
     for (f = 0; f < NFILL; f++)
