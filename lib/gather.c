@@ -129,6 +129,13 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                 (x->has_col ? NVFP4I_META_HAVE_COL : 0) |
                 (x->four_over_six ? NVFP4I_META_FO6 : 0) |
                 (x->emax256 ? NVFP4I_META_EMAX256 : 0);
+    /* shards used as they are must have been made alike: the gathered
+    ** bytes are theirs (a shard with the RHT next to one without would
+    ** decode silently wrong) */
+    if (!p->requant)
+      p->flags |= (x->rht ? NVFP4I_META_RHT : 0) |
+                  (x->rht && x->rht_no_signs ? NVFP4I_META_RHT_NOSIGNS : 0) |
+                  (x->sr ? NVFP4I_META_SR : 0) | (x->two_d ? NVFP4I_META_TWO_D : 0);
   }
   p->q.rowwise = (unsigned)p->row;
   p->q.columnwise = (unsigned)p->col;
@@ -137,6 +144,7 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
               (g->rule == NVFP4_CW_ND ? NVFP4I_META_ND : 0);
   if (p->plain || p->requant)
     p->flags |= (p->q.rht ? NVFP4I_META_RHT : 0) | (p->q.sr ? NVFP4I_META_SR : 0) |
+                (p->q.rht && p->q.rht_no_signs ? NVFP4I_META_RHT_NOSIGNS : 0) |
                 (p->q.two_d ? NVFP4I_META_TWO_D : 0) |
                 (p->q.four_over_six ? NVFP4I_META_FO6 : 0) |
                 (p->q.four_over_six && !p->q.four_over_six_emax448 ? NVFP4I_META_EMAX256 : 0);

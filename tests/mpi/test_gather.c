@@ -521,6 +521,29 @@ static void test_mismatch (void) {
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "fp4");
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
   nvfp4_tensor_destroy(q);
+  /* fp4 shards gathered as they are but made differently: the RHT on rank 1
+  ** only, then 2D blocks on the last rank only (one given amax everywhere,
+  ** so only the making differs); the bytes would mix two encodings */
+  {
+    nvfp4_tensor *xb = full_randn(SHAPE3(16, 2, 64), NVFP4_BF16, 74), *qb;
+    nvfp4_qopts oa = qopts(1, 1, mc_rank == 1 ? M_RHT : 0, NULL);
+    oa.has_amax = 1;
+    oa.amax[0] = oa.amax[1] = 8.0f;
+    qb = quant(xb, &oa);
+    EXPECT_ST(nvfp4_all_gather(world, qb, &gq, &g), NVFP4_EMISMATCH);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [16, 2, 64] fp4 (rowwise+columnwise, has rowwise, "
+                                            "has columnwise, rht)");
+    EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+    nvfp4_tensor_destroy(qb);
+    oa = qopts(1, 1, mc_rank == mc_size - 1 ? M_2D : 0, NULL);
+    oa.has_amax = 1;
+    oa.amax[0] = oa.amax[1] = 8.0f;
+    qb = quant(xb, &oa);
+    EXPECT_ST(nvfp4_all_gather(world, qb, &gq, &g), NVFP4_EMISMATCH);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "2d)");
+    nvfp4_tensor_destroy(qb);
+    nvfp4_tensor_destroy(xb);
+  }
   /* a local argument error on rank 0 */
   st = nvfp4_all_gather(world, x, mc_rank == 0 ? NULL : &gp, &g);
   EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
