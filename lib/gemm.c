@@ -474,15 +474,13 @@ done:
 }
 
 
-nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
-                              const nvfp4_tensor *ref, double *err) {
-  nvfp4_ctx *ctx;
+/* rel_error's local part: the arguments' checks and the two sums. */
+static nvfp4_status rel_error_sums (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                    const nvfp4_tensor *ref, const double *err, double sums[2]) {
   float *fx = NULL, *fr = NULL;
-  double sums[2] = {0, 0};
   nvfp4_status st;
   int64_t n, i;
-  if (x == NULL) return NVFP4_EINVAL;
-  ctx = x->ctx;
+  CHECK_ARG(ctx, x, "rel_error");
   CHECK_ARG(ctx, ref, "rel_error");
   CHECK_ARG(ctx, err, "rel_error");
   FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
@@ -501,19 +499,30 @@ nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
     sums[0] += d * d;
     sums[1] += (double)fr[i] * (double)fr[i];
   }
-  if (c != NULL && c->size > 1 &&
-      MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, c->mpi) != MPI_SUCCESS) {
-    st = nvfp4i_fail(ctx, NVFP4_EMPI, "rel_error: MPI_Allreduce failed");
-    goto done;
-  }
-  if (sums[1] > 0)
-    *err = sqrt(sums[0] / sums[1]);
-  else
-    *err = sqrt(sums[0]);
   st = NVFP4_OK;
 done:
   if (st == NVFP4_ENOMEM) nvfp4i_fail(ctx, st, "rel_error: out of host memory");
   free(fx);
   free(fr);
   return st;
+}
+
+
+nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
+                              const nvfp4_tensor *ref, double *err) {
+  nvfp4_ctx *ctx = x != NULL ? x->ctx : c != NULL ? c->ctx : NULL;
+  double sums[2] = {0, 0};
+  nvfp4_status st;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  st = rel_error_sums(ctx, x, ref, err, sums);
+  if (c != NULL && c->size > 1) {
+    /* every rank's verdict first: a rank that failed here must not leave
+    ** the others in the sum */
+    CHECK(nvfp4i_comm_agree(c, "rel_error", st));
+    FAIL_IF(ctx, MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, c->mpi) != MPI_SUCCESS,
+            NVFP4_EMPI, "rel_error: MPI_Allreduce failed");
+  }
+  else if (st != NVFP4_OK) return st;
+  *err = sums[1] > 0 ? sqrt(sums[0] / sums[1]) : sqrt(sums[0]);
+  return NVFP4_OK;
 }

@@ -433,8 +433,11 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
 /* Relative Frobenius error ||x - ref|| / ||ref|| of two plain tensors with
 ** the same number of elements (shapes may differ), sums in double; with
 ** c != NULL the two sums are added over c first (collective), so every rank
-** gets the error of the concatenated tensors.  ||ref|| == 0 gives ||x||.
-** EINVAL on a numel or dtype mismatch (FP4 is not accepted). */
+** gets the error of the concatenated tensors (a rank whose arguments fail
+** keeps its error, the others get NVFP4_EPEER; none waits).  ||ref|| == 0
+** gives ||x||.  x and ref: fp32 or bf16 each (they may differ; FP4 and u8
+** are refused).  Errors: EINVAL (NULL, dtype, numel mismatch), ENOMEM,
+** EPEER, EMPI.  A test helper: no spec section. */
 nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
                               const nvfp4_tensor *ref, double *err);
 

@@ -224,6 +224,20 @@ static void test_errors (void) {
     EXPECT_ST(nvfp4_comm_all_gather_int(world, 1, NULL), NVFP4_EINVAL);
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "comm_all_gather_int: out is NULL");
   }
+  /* rel_error over the world with a bad ref on rank 0 only: rank 0 keeps its
+  ** error, the others get EPEER, none waits in the sum */
+  {
+    nvfp4_tensor *a = input_of(mc_rank, SHAPE2(2, 16), NVFP4_F32);
+    nvfp4_tensor *b = input_of(mc_rank, SHAPE2(2, 16), NVFP4_F32);
+    double e = -1.0;
+    st = nvfp4_rel_error(world, a, mc_rank == 0 ? NULL : b, &e);
+    EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 0 ? "rel_error: ref is NULL" : "rank 0 failed");
+    EXPECT_OK(nvfp4_rel_error(world, a, b, &e));
+    EXPECT(e == 0.0);
+    nvfp4_tensor_destroy(a);
+    nvfp4_tensor_destroy(b);
+  }
   /* and the comm still works afterwards */
   EXPECT_OK(nvfp4_comm_barrier(world));
 }
