@@ -77,17 +77,49 @@ void nvfp4_comm_destroy (nvfp4_comm *c) {
 }
 
 
-/* Every rank checks tp the same way, so a bad tp fails everywhere at once
-** without a collective. */
+/* The ranks first tell each other their verdict and tp (one small
+** all-gather): a rank whose arguments fail keeps its error and the others
+** get NVFP4_EPEER naming it, and ranks asking for different tp all get
+** NVFP4_EMISMATCH, instead of waiting in MPI_Comm_split or splitting into
+** groups of different sizes. */
+static nvfp4_status split_agree (nvfp4_comm *c, nvfp4_status local, int tp) {
+  int mine[2] = {(int)local, tp}, stackbuf[2 * 16], *all = stackbuf, r;
+  nvfp4_status st = NVFP4_OK;
+  if (c->size > 16 && (all = (int *)malloc(2 * sizeof(int) * (size_t)c->size)) == NULL)
+    return nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "split: cannot allocate %d ints", 2 * c->size);
+  if (MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, c->mpi) != MPI_SUCCESS)
+    st = nvfp4i_fail(c->ctx, NVFP4_EMPI, "split: MPI_Allgather failed");
+  else if (local != NVFP4_OK) st = local;
+  else {
+    for (r = 0; r < c->size && all[2 * r] == NVFP4_OK; r++) {}
+    if (r < c->size)
+      st = nvfp4i_fail(c->ctx, NVFP4_EPEER, "split: rank %d failed (%s)", r,
+                       nvfp4_status_string((nvfp4_status)all[2 * r]));
+    else {
+      for (r = 1; r < c->size && all[2 * r + 1] == all[1]; r++) {}
+      if (r < c->size)
+        st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "split: ranks disagree: rank %d asks "
+                         "tp=%d, rank 0 tp=%d", r, all[2 * r + 1], all[1]);
+    }
+  }
+  if (all != stackbuf) free(all);
+  return st;
+}
+
+
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
   MPI_Comm sub;
-  nvfp4_status st;
+  nvfp4_status st = NVFP4_OK;
   if (c == NULL) return NVFP4_EINVAL;
-  CHECK_ARG(c->ctx, out, "split");
-  *out = NULL;
-  FAIL_IF(c->ctx, tp < 1 || c->size % tp != 0, NVFP4_EINVAL,
-          "split: tp=%d must be >= 1 and divide the communicator size %d",
-          tp, c->size);
+  if (out == NULL) st = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "split: out is NULL");
+  else {
+    *out = NULL;
+    if (tp < 1 || c->size % tp != 0)
+      st = nvfp4i_fail(c->ctx, NVFP4_EINVAL,
+                       "split: tp=%d must be >= 1 and divide the communicator size %d",
+                       tp, c->size);
+  }
+  CHECK(split_agree(c, st, tp));
   MPI_CHECK(c->ctx, MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub));
   if ((st = comm_new(c->ctx, sub, 1, out)) != NVFP4_OK) {
     MPI_Comm_free(&sub);

@@ -113,9 +113,11 @@ nvfp4_shape nvfp4_rowwise_scale_shape    (nvfp4_shape x);
 nvfp4_shape nvfp4_columnwise_data_shape  (nvfp4_shape x);
 nvfp4_shape nvfp4_columnwise_scale_shape (nvfp4_shape x);
 
-/* Whether x can be quantized with the given usages: ndim >= 1 (rowwise) or
-** >= 2 (columnwise), K % 16 == 0, and for columnwise M % 16 == 0; dims >= 0.
-** Returns NVFP4_OK or NVFP4_EINVAL with the rule in msg (if msg != NULL). */
+/* Whether x can be quantized with the given usages (spec §6): ndim in
+** 1..NVFP4_MAX_DIMS, dims >= 0, at most 2^60 elements, K % 16 == 0, and for
+** columnwise ndim >= 2 and M % 16 == 0 (rowwise adds no rule of its own).
+** Returns NVFP4_OK or NVFP4_EINVAL with the rule in msg (n bytes, the
+** caller's; NULL or n == 0: no message; "" on success).  No context. */
 nvfp4_status nvfp4_shape_check_quantizable (nvfp4_shape x, int rowwise,
                                             int columnwise, char *msg,
                                             size_t n);
@@ -297,8 +299,11 @@ nvfp4_ctx   *nvfp4_comm_ctx  (const nvfp4_comm *c);
 const char  *nvfp4_comm_transport (const nvfp4_comm *c);
 void         nvfp4_comm_destroy (nvfp4_comm *c);          /* NULL: no-op */
 /* Collective: split into tensor-parallel groups of tp consecutive ranks
-** (world 8, tp 2 -> {0,1},{2,3},..).  EINVAL when tp < 1 or tp does not
-** divide the size (same error on every rank). */
+** (world 8, tp 2 -> {0,1},{2,3},..); *out is the caller's (destroy it,
+** collectively, before c).  The ranks agree first: EINVAL when tp < 1 or
+** does not divide the size, or out is NULL (on that rank; its peers get
+** EPEER), EMISMATCH when the ranks ask different tp (every rank), EMPI,
+** ENOMEM.  sp-linear-and-gather.md §1 (TP groups). */
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
 nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c);
 /* Host-value collectives, in place on n values. */

@@ -121,7 +121,7 @@ nvfp4_status nvfp4_shape_check_quantizable (nvfp4_shape x, int rowwise,
   char sb[128];
   int i;
   char dummy[1];
-  if (msg == NULL) { msg = dummy; n = sizeof dummy; }
+  if (msg == NULL || n == 0) { msg = dummy; n = sizeof dummy; }
   nvfp4_shape_format(x, sb, sizeof sb);
   if (x.ndim < 1 || x.ndim > NVFP4_MAX_DIMS) {
     snprintf(msg, n, "shape %s: rank %d is outside 1..%d", sb, x.ndim,

@@ -224,6 +224,22 @@ static void test_errors (void) {
     EXPECT_ST(nvfp4_comm_all_gather_int(world, 1, NULL), NVFP4_EINVAL);
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "comm_all_gather_int: out is NULL");
   }
+  /* split: a NULL out on the last rank only (the others get EPEER), then
+  ** different tp per rank (EMISMATCH everywhere): nobody waits in
+  ** MPI_Comm_split, and no groups of different sizes come out */
+  {
+    nvfp4_comm *sub = NULL;
+    st = nvfp4_comm_split(world, 1, mc_rank == mc_size - 1 ? NULL : &sub);
+    EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
+    EXPECT(sub == NULL);
+    EXPECT_ST(nvfp4_comm_split(world, mc_rank == 1 ? mc_size : 1, &sub), NVFP4_EMISMATCH);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "split: ranks disagree: rank 1 asks tp=");
+    EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+    EXPECT(sub == NULL);
+    EXPECT_OK(nvfp4_comm_split(world, 1, &sub));
+    EXPECT(nvfp4_comm_size(sub) == 1);
+    nvfp4_comm_destroy(sub);
+  }
   /* rel_error over the world with a bad ref on rank 0 only: rank 0 keeps its
   ** error, the others get EPEER, none waits in the sum */
   {

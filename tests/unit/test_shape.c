@@ -182,6 +182,11 @@ static void test_check_quantizable (void **state) {
   assert_int_equal(nvfp4_shape_check_quantizable(S(3, D(12), D(1), D(64)), 1, 1, NULL, 0), NVFP4_EINVAL);
   assert_int_equal(nvfp4_shape_check_quantizable(S(2, D(1) << 40, D(1) << 40), 1, 0, msg, sizeof msg), NVFP4_EINVAL);
   assert_non_null(strstr(msg, "2^60"));
+  /* n == 0: msg is not written, on success (it wrote msg[0]) or failure */
+  msg[0] = 'x';
+  assert_int_equal(nvfp4_shape_check_quantizable(S(2, D(16), D(16)), 1, 1, msg, 0), NVFP4_OK);
+  assert_int_equal(nvfp4_shape_check_quantizable(S(2, D(16), D(40)), 1, 1, msg, 0), NVFP4_EINVAL);
+  assert_int_equal(msg[0], 'x');
 }
 
 
