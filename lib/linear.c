@@ -22,6 +22,7 @@
 #include <string.h>
 #include "nvfp4_int.h"
 #include "linear_int.h"
+#include "comm_int.h"           /* nvfp4i_comm_agree */
 
 #define MAXOWN 8
 
@@ -303,27 +304,26 @@ static void drop_rowwise (nvfp4_tensor *t) {
 }
 
 
-nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
-                                   nvfp4_tensor **y) {
-  const nvfp4_linear_config *c;
-  nvfp4_ctx *ctx;
-  nvfp4_tensor *qx = NULL, *gx = NULL, *out = NULL, *red = NULL;
-  nvfp4_qopts qi, qw;
-  nvfp4_status st;
-  int col, row, sp, dist, keep;
+/* A layer's step with arguments checked locally: with TP > 1 the group's
+** ranks agree on the verdict before the step's first collective, so a rank
+** whose arguments fail keeps its error and its peers get NVFP4_EPEER
+** naming it, instead of waiting in that collective. */
+static nvfp4_status agree_args (nvfp4_linear *l, const char *what, nvfp4_status local) {
+  if (l->tp > 1) return nvfp4i_comm_agree(l->cfg.tp_group, what, local);
+  return local;
+}
+
+
+/* linear_forward's argument checks (local). */
+static nvfp4_status forward_args (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tensor **y) {
+  const nvfp4_linear_config *c = &l->cfg;
+  nvfp4_ctx *ctx = l->ctx;
   char sb[128];
-  if (l == NULL) return NVFP4_EINVAL;
-  ctx = l->ctx;
-  c = &l->cfg;
   FAIL_IF(ctx, y == NULL, NVFP4_EINVAL, "linear_forward: y is NULL");
   *y = NULL;
   CHECK(check_activation(l, x, "input", l->K_l));
-  col = c->parallel == NVFP4_PARALLEL_COLUMN;
-  row = c->parallel == NVFP4_PARALLEL_ROW;
-  sp = c->sequence_parallel;
-  dist = l->tp > 1;
-  keep = c->keep_operands;
-  FAIL_IF(ctx, row && sp && x->shape.dim[0] % l->tp != 0, NVFP4_EINVAL,
+  FAIL_IF(ctx, c->parallel == NVFP4_PARALLEL_ROW && c->sequence_parallel &&
+          x->shape.dim[0] % l->tp != 0, NVFP4_EINVAL,
           "linear: row parallel SP input %s: sequence dim %lld is not divisible by TP %d "
           "(the output is reduce-scattered along it)",
           nvfp4_shape_format(x->shape, sb, sizeof sb), (long long)x->shape.dim[0], l->tp);
@@ -335,6 +335,27 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
           !c->recipe.no_input_rht, NVFP4_EINVAL,
           "linear: 4over6 activations exclude the input's RHT (spec §9.1); set "
           "no_input_rht");
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
+                                   nvfp4_tensor **y) {
+  const nvfp4_linear_config *c;
+  nvfp4_ctx *ctx;
+  nvfp4_tensor *qx = NULL, *gx = NULL, *out = NULL, *red = NULL;
+  nvfp4_qopts qi, qw;
+  nvfp4_status st;
+  int col, row, sp, dist, keep;
+  if (l == NULL) return NVFP4_EINVAL;
+  ctx = l->ctx;
+  c = &l->cfg;
+  CHECK(agree_args(l, "linear_forward", forward_args(l, x, y)));
+  col = c->parallel == NVFP4_PARALLEL_COLUMN;
+  row = c->parallel == NVFP4_PARALLEL_ROW;
+  sp = c->sequence_parallel;
+  dist = l->tp > 1;
+  keep = c->keep_operands;
   forget_forward(l);
 
   memset(&qi, 0, sizeof qi);
@@ -434,6 +455,25 @@ fail:
 }
 
 
+/* linear_backward's argument checks (local). */
+static nvfp4_status backward_args (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_tensor **dx,
+                                   nvfp4_tensor **dw, nvfp4_tensor **db) {
+  nvfp4_ctx *ctx = l->ctx;
+  char a[128], b[128];
+  FAIL_IF(ctx, dx == NULL, NVFP4_EINVAL, "linear_backward: dx is NULL");
+  *dx = NULL;
+  if (dw) *dw = NULL;
+  if (db) *db = NULL;
+  FAIL_IF(ctx, !l->have_fwd, NVFP4_EUSAGE, "linear_backward: no forward to differentiate");
+  CHECK(nvfp4i_check_tensor(ctx, dy, "grad_output"));
+  FAIL_IF(ctx, !nvfp4_shape_equal(dy->shape, l->y_shape) || dy->dtype != l->act_dt,
+          NVFP4_EINVAL, "linear: grad_output %s %s does not match the output %s %s",
+          nvfp4_dtype_name(dy->dtype), nvfp4_shape_format(dy->shape, a, sizeof a),
+          nvfp4_dtype_name(l->act_dt), nvfp4_shape_format(l->y_shape, b, sizeof b));
+  return NVFP4_OK;
+}
+
+
 nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
                                     nvfp4_tensor **dx, nvfp4_tensor **dw,
                                     nvfp4_tensor **db) {
@@ -445,20 +485,10 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   nvfp4_qopts qg;
   nvfp4_status st;
   int col, row, sp, dist, bf;
-  char a[128], b[128];
   if (l == NULL) return NVFP4_EINVAL;
   ctx = l->ctx;
   c = &l->cfg;
-  FAIL_IF(ctx, dx == NULL, NVFP4_EINVAL, "linear_backward: dx is NULL");
-  *dx = NULL;
-  if (dw) *dw = NULL;
-  if (db) *db = NULL;
-  FAIL_IF(ctx, !l->have_fwd, NVFP4_EUSAGE, "linear_backward: no forward to differentiate");
-  CHECK(nvfp4i_check_tensor(ctx, dy, "grad_output"));
-  FAIL_IF(ctx, !nvfp4_shape_equal(dy->shape, l->y_shape) || dy->dtype != l->act_dt,
-          NVFP4_EINVAL, "linear: grad_output %s %s does not match the output %s %s",
-          nvfp4_dtype_name(dy->dtype), nvfp4_shape_format(dy->shape, a, sizeof a),
-          nvfp4_dtype_name(l->act_dt), nvfp4_shape_format(l->y_shape, b, sizeof b));
+  CHECK(agree_args(l, "linear_backward", backward_args(l, dy, dx, dw, db)));
   col = c->parallel == NVFP4_PARALLEL_COLUMN;
   row = c->parallel == NVFP4_PARALLEL_ROW;
   sp = c->sequence_parallel;

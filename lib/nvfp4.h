@@ -9,7 +9,10 @@
 **    A NULL context, or a NULL object that holds it (the tensor, comm,
 **    handle or layer the call is on), gives a bare NVFP4_EINVAL: there is
 **    nowhere to keep a reason.  Nothing aborts and a failed call leaves
-**    its inputs untouched and frees whatever it had allocated.
+**    its inputs untouched and frees whatever it had allocated.  Besides
+**    the errors each function lists: a tensor (or comm) of another context
+**    gives NVFP4_EUSAGE, and on a CUDA context a failed CUDA, cuBLAS or
+**    NCCL call gives NVFP4_ECUDA, ECUBLAS or ENCCL naming the call.
 **  - outputs are new objects returned through the last (**out) argument;
 **    the caller owns them and frees them with the matching _destroy, which
 **    accepts NULL.  Nothing writes into a caller's object unless its name
@@ -64,19 +67,24 @@ typedef enum nvfp4_backend {
   NVFP4_BACKEND_CUDA
 } nvfp4_backend;
 
-/* Errors: EINVAL for a want outside the enum or an unknown $NVFP4_BACKEND
-** (naming the value), ENOTSUP when CUDA is asked for and not usable, ENOMEM.
-** The reason is in *errmsg if errmsg != NULL: a string the library owns,
-** valid until this thread's next nvfp4_ctx_create. */
+/* A context: one backend, one stream (CUDA), the last error.  *out is the
+** caller's (nvfp4_ctx_destroy it after every tensor, comm and layer made on
+** it).  Errors: EINVAL for a NULL out, a want outside the enum or an
+** unknown $NVFP4_BACKEND (naming the value), ENOTSUP when CUDA is asked for
+** and not usable, ECUDA or ENOMEM when the backend's set-up fails.  The
+** reason is in *errmsg if errmsg != NULL: a string the library owns, valid
+** until this thread's next nvfp4_ctx_create. */
 nvfp4_status nvfp4_ctx_create  (nvfp4_backend want, nvfp4_ctx **out,
                                 const char **errmsg);
 void         nvfp4_ctx_destroy (nvfp4_ctx *ctx);         /* NULL: no-op */
-const char  *nvfp4_ctx_backend (const nvfp4_ctx *ctx);   /* "cpu" | "cuda" */
+const char  *nvfp4_ctx_backend (const nvfp4_ctx *ctx);   /* "cpu" | "cuda"; NULL: "none" */
 /* The message of the last failed call on ctx ("" before any failure); a
 ** later successful call does not clear it, so read it when a call returns
 ** an error status.  Owned by ctx, valid until its next failure. */
 const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);
-nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);         /* wait for queued work */
+/* Wait for the work queued on ctx.  Errors: EINVAL (NULL), ECUDA (a queued
+** kernel failed). */
+nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);
 /* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ..."). */
 const char  *nvfp4_version_string (void);
 
@@ -171,7 +179,8 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
 ** equal numel * dtype size.  EINVAL on size mismatch or an FP4 tensor. */
 nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
                                    size_t nbytes);
-/* A new tensor with the same shape, dtype, buffers and amaxes (deep copy). */
+/* A new tensor with the same shape, dtype, buffers and amaxes (deep copy).
+** Errors: EINVAL (NULL out), ENOMEM. */
 nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out);
 /* A new plain tensor of t's shape with t's elements converted to dt: fp32 to
 ** bf16 rounds to nearest even (NaN stays NaN, quiet), bf16 to fp32 is exact,
@@ -181,20 +190,25 @@ nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out);
 ** ENOMEM. */
 nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt,
                                    nvfp4_tensor **out);
-/* Same storage, new logical shape with the same numel (a copy: tensors own
-** their storage); for FP4 the rowwise data is reshaped, columnwise stays 2-D
-** (its M is unchanged).  EINVAL when numel or K (for FP4) differs. */
+/* A copy with a new logical shape of the same numel (tensors own their
+** storage); for FP4 the rowwise data is reshaped, columnwise stays 2-D (its
+** M is unchanged).  Errors: EINVAL (a bad shape; numel, or K for FP4,
+** differs), ENOMEM. */
 nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
                                    nvfp4_tensor **out);
 void         nvfp4_tensor_destroy (nvfp4_tensor *t);   /* NULL: no-op */
 
+/* Accessors; for NULL: ndim 0, NVFP4_F32, NULL. */
 nvfp4_shape  nvfp4_tensor_shape (const nvfp4_tensor *t);  /* logical shape */
 nvfp4_dtype  nvfp4_tensor_dtype (const nvfp4_tensor *t);
 nvfp4_ctx   *nvfp4_tensor_ctx   (const nvfp4_tensor *t);
 
-/* Random tensors, identical on every backend and machine for one seed:
-** Philox4x32-10 keyed by seed, Box-Muller for normal (mean 0, std 1),
-** uniform in [lo, hi); values rounded once (RNE) to dt.  dt: F32 or BF16. */
+/* Random tensors, identical on every backend for one seed: Philox4x32-10
+** keyed by seed, Box-Muller for normal (mean 0, std 1; its log/sin/cos may
+** differ in the last bit between libm versions), uniform lo + (hi - lo) * u
+** with u in [0, 1); values rounded once (RNE) to dt, so hi itself can occur
+** (bf16 [1, 2): 2.0 in about 1 of 230).  dt: F32 or BF16.  Errors: EINVAL
+** (dtype, shape, lo >= hi or a bound not finite), ENOMEM. */
 nvfp4_status nvfp4_tensor_randn   (nvfp4_ctx *ctx, nvfp4_shape shape,
                                    nvfp4_dtype dt, uint64_t seed,
                                    nvfp4_tensor **out);
@@ -209,20 +223,29 @@ typedef enum nvfp4_buffer {
   NVFP4_COLUMNWISE_DATA, NVFP4_COLUMNWISE_SCALE
 } nvfp4_buffer;
 
+/* 1 when t is FP4 and holds that copy, else 0 (NULL, plain). */
 int          nvfp4_tensor_has_rowwise    (const nvfp4_tensor *t);
 int          nvfp4_tensor_has_columnwise (const nvfp4_tensor *t);
 /* Shape of one buffer; ndim 0 when the usage is absent or t is not FP4. */
 nvfp4_shape  nvfp4_tensor_buffer_shape (const nvfp4_tensor *t, nvfp4_buffer b);
 /* Copy one buffer's bytes to host (synchronizes); nbytes must equal the
-** buffer's size.  EUSAGE when the usage is absent, EINVAL on size. */
+** buffer's size (its shape's numel: uint8).  Errors: EUSAGE when the usage
+** is absent or t is not FP4, EINVAL on size, a NULL host or an unknown b. */
 nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
                                        void *host, size_t nbytes);
-/* The FP32 amax of a direction (0 rowwise, 1 columnwise); EUSAGE if absent. */
+/* The FP32 amax of a direction (0 rowwise, 1 columnwise).  Errors: EUSAGE
+** when that copy is absent or t is not FP4, EINVAL for a NULL amax. */
 nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
                                 float *amax);
-/* Assemble an NVFP4 tensor from host bytes (tests, checkpoints): any pointer
-** may be NULL to leave that usage out, but not all; every size is checked
-** against the shape rules.  amax: [rowwise, columnwise]. */
+/* Assemble an NVFP4 tensor from host bytes (tests, checkpoints), spec §6.
+** A usage is given by both its data and its scale (or left out with both
+** NULL); at least one usage.  Each given buffer must hold exactly the bytes
+** of its shape (nvfp4_rowwise_data_shape etc.: rowwise data M*K/2, scale
+** ru(M,128)*ru(K/16,4); columnwise data K*M/2, scale ru(K,128)*ru(M/16,4)),
+** which are read as they are: the shape is checked against the rules, the
+** buffers' lengths cannot be.  amax: [rowwise, columnwise] (NULL: 0, 0).
+** The tensor counts as made with 1D blocks, RN, no RHT, E4M3 maximum 448.
+** Errors: EINVAL (shape rule, usages), ENOMEM. */
 nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
                                          const uint8_t *row_data,
                                          const uint8_t *row_scale,
@@ -266,21 +289,25 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 ** 4over6 needs M % 16 == 0).  Scale padding is written as
 ** 0x00.  The result remembers its E4M3 maximum (256 for 4over6 unless
 ** four_over_six_emax448), used by dequantize and the GEMM's alpha.
-** Errors: EINVAL (shape rule, dtype, option conflict, naming the value),
-** ENOMEM, and the collective's errors when amax_group is set. */
+** x: ndim >= 1 (>= 2 for a columnwise copy); out: dtype NVFP4_FP4, x's
+** logical shape.  Errors: EINVAL (shape rule, dtype, option conflict,
+** naming the value), EUSAGE (amax_group of another context), ENOMEM, and
+** the collective's errors when amax_group is set. */
 nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                              const nvfp4_qopts *opts, nvfp4_tensor **out);
 
 /* Dequantize the rowwise copy of q to dt (F32 or BF16), shape of q (§10):
-** out = OType_rn(value(code) * fl(fl(sf * amax) * fl(1/2688))).
-** EUSAGE when q has no rowwise copy, EINVAL on dtype. */
+** out = OType_rn(value(code) * fl(fl(sf * amax) * fl(1/(6 * EMAX)))),
+** EMAX = q's E4M3 maximum (448, or 256 for 4over6: fl(1/2688), fl(1/1536)).
+** Errors: EUSAGE when q has no rowwise copy, EINVAL on dtype or a plain q,
+** ENOMEM. */
 nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
                                nvfp4_dtype dt, nvfp4_tensor **out);
 
 /* swap_first_dims (spec §13): in [A, B, rest..] -> out [B, A, rest..], the
 ** trailing dims copied as opaque bytes; any plain dtype.  Fails with EINVAL
 ** "Input is not allocated" on an empty input (zero elements), as TE does,
-** and EINVAL when ndim < 2. */
+** and EINVAL when ndim < 2 or for an FP4 tensor; ENOMEM. */
 nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
                                     nvfp4_tensor **out);
 
@@ -291,13 +318,16 @@ nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
 ** MPI communicator and owns what it creates (sub-communicators, NCCL). */
 typedef struct nvfp4_comm nvfp4_comm;
 
+/* Accessors; for NULL: -1, 0, NULL, "none". */
 int          nvfp4_comm_rank (const nvfp4_comm *c);
 int          nvfp4_comm_size (const nvfp4_comm *c);
 nvfp4_ctx   *nvfp4_comm_ctx  (const nvfp4_comm *c);
 /* How data moves: "mpi" (host buffers), "mpi-staged" (device buffers staged
 ** through host memory), "nccl". */
 const char  *nvfp4_comm_transport (const nvfp4_comm *c);
-void         nvfp4_comm_destroy (nvfp4_comm *c);          /* NULL: no-op */
+/* Frees c (NULL: no-op); collective for a comm from nvfp4_comm_split or
+** with NCCL (every rank of it calls it); before c's context. */
+void         nvfp4_comm_destroy (nvfp4_comm *c);
 /* Collective: split into tensor-parallel groups of tp consecutive ranks
 ** (world 8, tp 2 -> {0,1},{2,3},..); *out is the caller's (destroy it,
 ** collectively, before c).  The ranks agree first: EINVAL when tp < 1 or
@@ -305,11 +335,15 @@ void         nvfp4_comm_destroy (nvfp4_comm *c);          /* NULL: no-op */
 ** EPEER), EMISMATCH when the ranks ask different tp (every rank), EMPI,
 ** ENOMEM.  sp-linear-and-gather.md §1 (TP groups). */
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
+/* Collective: MPI_Barrier on c.  Errors: EINVAL (NULL), EMPI. */
 nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c);
-/* Host-value collectives, in place on n values. */
+/* Host-value collectives, in place on n values (n >= 0, the same on every
+** rank; the caller's array).  Errors: EINVAL (NULL v with n > 0, n < 0:
+** on that rank only, before the collective), EMPI. */
 nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n);
 nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n);
-/* Every rank's v into out[size] in rank order. */
+/* Every rank's v into out[size] in rank order (the caller's array).
+** Errors: EINVAL (NULL out, on that rank), EMPI. */
 nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
 
 /* Plain (F32/BF16/U8) tensors along dim 0 (ndim >= 1), collective over c;
@@ -323,7 +357,9 @@ nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
 ** Shapes/dtypes are checked across ranks first: a mismatch gives EMISMATCH
 ** on every rank with the same message ("rank 1 has [..] fp32, rank 0 has
 ** [..] fp32"); a rank whose own arguments are bad (NULL x) gets EINVAL and
-** the others EPEER naming it.  No rank is left inside a collective. */
+** the others EPEER naming it.  No rank is left inside a collective.
+** Errors besides: ENOMEM (its peers get EPEER), EINVAL above 2^31-1 bytes
+** per rank (one MPI message), EMPI/ENCCL.  sp-linear-and-gather.md §2. */
 nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
                                      nvfp4_tensor **out);
 nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
@@ -357,7 +393,11 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** RHT/SR/2D) is checked across ranks first, as for the plain collectives;
 ** FP4 shards whose amaxes differ (quantized without amax_group) are refused
 ** with EMISMATCH on every rank, since the gathered tensor has one global
-** scale per direction and TE would decode them silently with the wrong one. */
+** scale per direction and TE would decode them silently with the wrong one;
+** so are FP4 shards gathered as they are but made differently (RHT and its
+** signs, SR, 2D).  With a requantize, every wanted usage is produced anew
+** from the rowwise copy (the present one too).  Errors: EINVAL, EUSAGE,
+** EMISMATCH, EPEER, ENOMEM, EMPI/ENCCL. */
 typedef struct nvfp4_gather_opts {  /* zero-initialised = defaults */
   const nvfp4_qopts *quant;         /* plain x: how to quantize (required) */
   unsigned rowwise : 1;             /* FP4 x: usages wanted */
@@ -377,7 +417,9 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
 ** zero-width swap) is returned again by every later wait.  On the CPU
 ** backend and the staged transport the collectives run eagerly (blocking)
 ** inside nvfp4_all_gather_async; wait does the local finish step only.
-** nvfp4_handle_finish_count: how often the finish step ran (0 or 1). */
+** nvfp4_handle_finish_count: how often the finish step ran (0 or 1).
+** nvfp4_handle_destroy frees the result wait lent out (not one taken).
+** Errors: those of nvfp4_all_gather; take: EINVAL for a NULL out. */
 typedef struct nvfp4_handle nvfp4_handle;
 nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
                                      const nvfp4_gather_opts *gopts,
@@ -396,8 +438,9 @@ void         nvfp4_handle_destroy (nvfp4_handle *h);      /* NULL: no-op */
 ** when OPENBLAS_CORETYPE is set (the user's choice wins), when OpenBLAS chose
 ** another core, or with another BLAS.  It changes the process environment
 ** for a moment: call it once, early, before the program starts threads
-** (nvfp4-lua calls it before MPI_Init).  Returns the core now in use, or NULL
-** when the BLAS is not OpenBLAS.  Kernels differ only in summation order. */
+** (nvfp4-lua calls it before MPI_Init).  Returns the core now in use (a
+** static string), or NULL when the BLAS is not OpenBLAS or was built
+** without DYNAMIC_ARCH.  Kernels differ only in summation order. */
 const char  *nvfp4_blas_select_core (void);
 
 /* Which buffer of an operand a GEMM reads.  For an FP4 tensor of logical
@@ -415,22 +458,25 @@ typedef enum nvfp4_usage { NVFP4_ROWWISE = 0, NVFP4_COLUMNWISE } nvfp4_usage;
 ** read ROWWISE (N-D kept), else [Q, P].  FP4 operands are dequantized
 ** exactly (E2M1 x E4M3, spec §10) to fp32, multiplied with fp32
 ** accumulation (CPU: cblas_sgemm) and the per-tensor factors are folded into
-** alpha = fl(fl(amax_A*amax_B)*fl(1/7225344)) (the amax of the buffer
+** alpha: for two FP4 operands fl(fl(amax_A*amax_B)*fl(1/(E_A*E_B))), E =
+** 6 * the operand's E4M3 maximum (2688, or 1536 for 4over6; 1/7225344 for
+** two 448 operands), for one fl(amax*fl(1/E)) (the amax of the buffer
 ** read).  bias (NULL: none): F32/BF16 [P], added once per output row before
 ** the single rounding to out_dt (F32 or BF16).  Every scale shape is checked
 ** against its data first: EINVAL "invalid columnwise_scale_inv shape
 ** (expected (8192,768), got (8192,512))", as TE's swizzle does.  Errors:
 ** EINVAL (dtype, reduction dims differ, scale/data shapes), EUSAGE (the
-** usage is not present), ENOMEM, ENOTSUP (backend without a GEMM). */
+** usage is not present), ENOMEM; ECUBLAS on CUDA. */
 nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
                          const nvfp4_tensor *b, nvfp4_usage ub,
                          const nvfp4_tensor *bias, nvfp4_dtype out_dt,
                          nvfp4_tensor **out);
 
-/* The oracle for nvfp4_gemm: the same product in float64 on the host
-** (cblas_dgemm) from the same operands, each dequantized in double
-** (code * scale * amax / 2688) or read as given; no bias; out is F32 of
-** nvfp4_gemm's shape.  Slow but independent of the fp32 path. */
+/* The oracle for nvfp4_gemm (spec §11): the same product in float64 on the
+** host (cblas_dgemm) from the same operands, each dequantized in double
+** (code * scale * amax / (6 * EMAX)) or read as given; no bias; out is F32
+** of nvfp4_gemm's shape.  Slow but independent of the fp32 path.  Errors:
+** those of nvfp4_gemm's checks (EINVAL, EUSAGE), ENOMEM. */
 nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
                                nvfp4_usage ua, const nvfp4_tensor *b,
                                nvfp4_usage ub, nvfp4_tensor **out);
@@ -511,33 +557,46 @@ typedef struct nvfp4_linear_config {
 typedef struct nvfp4_linear nvfp4_linear;
 
 /* Validates cfg (EINVAL naming the rule: features % 16, % TP, SP without a
-** parallel mode, dtype) and creates the local weight (params dtype, seeded
-** normal) and a zero bias.  The layer borrows cfg->tp_group. */
+** parallel mode, dtype, recipe kind, RHT pairing, gather rule) and creates
+** the local weight (params dtype, seeded normal) and a zero bias.  The
+** layer borrows cfg->tp_group (it must outlive the layer; EUSAGE when it is
+** of another context); *out is the caller's.  Errors also ENOMEM. */
 nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
                                   nvfp4_linear **out);
 void         nvfp4_linear_destroy (nvfp4_linear *l);    /* NULL: no-op */
-/* Borrowed: the local weight [N_l, K_l] and bias (NULL without a bias). */
+/* Borrowed: the local weight [N_l, K_l] and bias [N_l] or [N] (NULL without
+** a bias), params dtype; valid until the layer is destroyed or the next
+** set_weight / set_bias, which replace them. */
 const nvfp4_tensor *nvfp4_linear_weight (const nvfp4_linear *l);
 const nvfp4_tensor *nvfp4_linear_bias   (const nvfp4_linear *l);
 /* Copy in a local weight [N_l, K_l] / bias (F32 or BF16, converted to the
-** params dtype).  EINVAL on a shape mismatch, EUSAGE for a bias on a layer
-** without one. */
+** params dtype; the caller keeps w, b).  The next forward quantizes the new
+** weight; a backward of an earlier forward still uses that forward's
+** quantized weight.  Errors: EINVAL on a shape mismatch or dtype, EUSAGE for
+** a bias on a layer without one, ENOMEM. */
 nvfp4_status nvfp4_linear_set_weight (nvfp4_linear *l, const nvfp4_tensor *w);
 nvfp4_status nvfp4_linear_set_bias   (nvfp4_linear *l, const nvfp4_tensor *b);
 
 /* Forward (collective over the TP group when TP > 1).  x: F32/BF16, ndim >=
 ** 2 for SP (dim 0 is the sequence), last dim K_l; y is new, in x's dtype.
 ** Saves what backward needs (quantized, as TE: input columnwise, weight).
-** Errors: EINVAL (shape rules, naming the value), plus those of quantize,
-** the gathers and the GEMM. */
+** The TP group's ranks agree on the argument checks first: a rank whose
+** arguments fail keeps its error (the layer as it was) and its peers get
+** EPEER.  A forward failing later drops what the previous one saved (a
+** backward then gets EUSAGE); a failure there on one rank only (memory, a
+** device error) can leave its peers in the step's next collective.
+** Errors: EINVAL (shape rules, naming the value), EPEER, plus those of
+** quantize, the gathers and the GEMM. */
 nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
                                    nvfp4_tensor **y);
 /* Backward of the last forward (EUSAGE if none).  dy: y's shape and dtype,
 ** kept N-D.  Returns new tensors: dx (x's shape and dtype), dw (the local
 ** weight's shape, params dtype; NULL when frozen_weight), db (bias shape,
 ** NULL without a bias; under row+SP summed over the group so it is the
-** full gradient of the replicated bias).  dw and db may be NULL pointers
-** when not wanted. */
+** full gradient of the replicated bias; params dtype).  dw and db may be
+** NULL pointers when not wanted.  Argument checks agreed as for forward.
+** Errors: EUSAGE (no forward), EINVAL (dy's shape or dtype, a NULL dx),
+** EPEER, plus those of quantize, the gathers, the GEMMs and the reductions. */
 nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
                                     nvfp4_tensor **dx, nvfp4_tensor **dw,
                                     nvfp4_tensor **db);
@@ -547,7 +606,9 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
 ** FPROP_INPUT (X as fprop read it, gathered under column+SP), WEIGHT (the
 ** quantized weight, both usages), WGRAD_INPUT (X columnwise as wgrad read
 ** it), GRAD_OUTPUT (dY quantized, gathered under row+SP).  Baseline recipes
-** keep the plain tensors.  EUSAGE when not kept or not yet computed. */
+** keep the plain tensors.  With frozen_weight, WGRAD_INPUT is X without a
+** columnwise copy (no wgrad reads it).  Errors: EUSAGE when not kept or not
+** yet computed, EINVAL for which out of range or a NULL t.  spec §2.5. */
 typedef enum nvfp4_linear_operand {
   NVFP4_LIN_FPROP_INPUT = 0, NVFP4_LIN_WEIGHT, NVFP4_LIN_WGRAD_INPUT,
   NVFP4_LIN_GRAD_OUTPUT, NVFP4_LIN_NOPERANDS

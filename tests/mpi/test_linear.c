@@ -471,10 +471,46 @@ static void test_config_and_usage_errors (void) {
 }
 
 
+/* Arguments bad on one rank only: the group agrees on the verdict before
+** the step's first collective, so that rank keeps its error and its peers
+** get EPEER naming it (they waited in the input's amax reduction); the
+** layer then works, and a backward still differentiates the last good
+** forward. */
+static void test_one_rank_bad_arguments (void) {
+  nvfp4_linear_config c = config(64, 64, NVFP4_PARALLEL_COLUMN, 1);
+  nvfp4_linear *l = NULL;
+  nvfp4_tensor *x, *xbad, *y = NULL, *y2 = NULL, *dy, *dybad, *dx = NULL;
+  nvfp4_status st;
+  const int bad = mc_size - 1;
+  if (mc_size < 2) return;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  x = randn(SHAPE3(32, 1, 64), NVFP4_BF16, 1 + mc_rank);
+  xbad = randn(SHAPE3(32, 1, 48), NVFP4_BF16, 1 + mc_rank);         /* wrong K */
+  st = nvfp4_linear_forward(l, mc_rank == bad ? xbad : x, &y);
+  EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "last dim must be 64" : "failed");
+  EXPECT(y == NULL);
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  dy = randn(nvfp4_tensor_shape(y), NVFP4_BF16, 9 + mc_rank);
+  dybad = randn(SHAPE3(32, 1, 64 / mc_size + 16), NVFP4_BF16, 9);    /* not y's shape */
+  st = nvfp4_linear_backward(l, mc_rank == bad ? dybad : dy, &dx, NULL, NULL);
+  EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "does not match the output" : "failed");
+  EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, NULL, NULL));
+  EXPECT(dx != NULL);
+  if (dx) EXPECT_SHAPE(nvfp4_tensor_shape(dx), SHAPE3(32, 1, 64));
+  nvfp4_linear_destroy(l);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(xbad); nvfp4_tensor_destroy(y);
+  nvfp4_tensor_destroy(y2); nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(dybad);
+  nvfp4_tensor_destroy(dx);
+}
+
+
 int main (int argc, char **argv) {
   mc_init(&argc, &argv);
   if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK) MPI_Abort(MPI_COMM_WORLD, 99);
   RUN(test_config_and_usage_errors);
+  RUN(test_one_rank_bad_arguments);
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
   RUN(test_row_sp_odd_b_nd_caught_by_shape_check);
   RUN(test_numerics_default_recipe);
