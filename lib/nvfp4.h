@@ -146,9 +146,13 @@ typedef struct nvfp4_cw_bookkeeping {
   int64_t scale_width;      /* U, unpadded columnwise scale columns */
 } nvfp4_cw_bookkeeping;
 
+/* The bookkeeping of rule for a local shard (no validation: a shape that is
+** not quantizable gives what the formulas give; ND on ndim < 2, and a rule
+** outside the enum, count as FLAT2D).  Pure function, no errors. */
 nvfp4_cw_bookkeeping nvfp4_cw_rule_apply (nvfp4_cw_rule rule, nvfp4_shape local);
 const char          *nvfp4_cw_rule_name  (nvfp4_cw_rule rule); /* "flat2d"|"nd" */
-/* Parse "flat2d" / "nd"; EINVAL (no ctx needed) on anything else. */
+/* Parse "flat2d" / "nd" into *out (the caller's); EINVAL, bare (there is no
+** context to keep a reason), on anything else, NULL name or NULL out. */
 nvfp4_status         nvfp4_cw_rule_parse (const char *name, nvfp4_cw_rule *out);
 
 

@@ -186,6 +186,7 @@ const char *nvfp4_cw_rule_name (nvfp4_cw_rule rule) {
 
 
 nvfp4_status nvfp4_cw_rule_parse (const char *name, nvfp4_cw_rule *out) {
+  if (out == NULL) return NVFP4_EINVAL;
   if (name != NULL && strcmp(name, "flat2d") == 0) *out = NVFP4_CW_FLAT2D;
   else if (name != NULL && strcmp(name, "nd") == 0) *out = NVFP4_CW_ND;
   else return NVFP4_EINVAL;

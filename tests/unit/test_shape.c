@@ -138,6 +138,7 @@ static void test_cw_rule_names (void **state) {
   assert_int_equal(nvfp4_cw_rule_parse("nd", &r), NVFP4_OK);
   assert_int_equal(r, NVFP4_CW_ND);
   assert_int_equal(nvfp4_cw_rule_parse("2d", &r), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_cw_rule_parse("nd", NULL), NVFP4_EINVAL);
   assert_int_equal(r, NVFP4_CW_ND);       /* untouched on error */
   assert_int_equal(nvfp4_cw_rule_parse(NULL, &r), NVFP4_EINVAL);
   assert_string_equal(nvfp4_cw_rule_name(NVFP4_CW_FLAT2D), "flat2d");
