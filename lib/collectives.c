@@ -51,7 +51,7 @@ static int meta_same (const meta *a, const meta *b) {
 static char *meta_format (const meta *m, char *buf, size_t n) {
   static const char *const fname[] = {
     "rowwise", "columnwise", "has rowwise", "has columnwise", "rule nd",
-    "rht", "sr", "2d", "4over6", "emax 256", "rht without signs"
+    "rht", "sr", "2d", "4over6", "emax 256", "rht without signs", "4over6 mse"
   };
   nvfp4_shape s;
   size_t used;

@@ -142,12 +142,19 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   p->q.amax_group = NULL;
   p->flags |= (p->row ? NVFP4I_META_ROW : 0) | (p->col ? NVFP4I_META_COL : 0) |
               (g->rule == NVFP4_CW_ND ? NVFP4I_META_ND : 0);
-  if (p->plain || p->requant)
+  if (p->plain || p->requant) {
+    /* the options' own rules here, before the collectives (a bad given
+    ** amax on one rank failed in the cast, after the metadata round, and
+    ** left the others in the amax reduction) */
+    CHECK(nvfp4i_check_qopts_flags(ctx, p->plain ? x->dtype : (p->q.rht ? NVFP4_BF16 : NVFP4_F32),
+                                   &p->q));
     p->flags |= (p->q.rht ? NVFP4I_META_RHT : 0) | (p->q.sr ? NVFP4I_META_SR : 0) |
                 (p->q.rht && p->q.rht_no_signs ? NVFP4I_META_RHT_NOSIGNS : 0) |
                 (p->q.two_d ? NVFP4I_META_TWO_D : 0) |
                 (p->q.four_over_six ? NVFP4I_META_FO6 : 0) |
+                (p->q.four_over_six && p->q.four_over_six_mse ? NVFP4I_META_FO6_MSE : 0) |
                 (p->q.four_over_six && !p->q.four_over_six_emax448 ? NVFP4I_META_EMAX256 : 0);
+  }
   return NVFP4_OK;
 }
 

@@ -177,6 +177,13 @@ NVFP4I_FUNC nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st,
 /* For messages about a dtype the caller passed: its name, or "<n> (not a
 ** dtype)" for a value outside the enum (nvfp4_dtype_name gives "?").  C
 ** only (a compound literal holds the text until the end of the block). */
+/* The quantize options' own rules for an input of dtype dt, without the
+** shape rules (lib/quantize.c; the NVFP4 gather checks them before its
+** collectives).  EINVAL naming the rule, EUSAGE (amax_group of another
+** context). */
+NVFP4I_FUNC nvfp4_status nvfp4i_check_qopts_flags (nvfp4_ctx *ctx, nvfp4_dtype dt,
+                                                   const nvfp4_qopts *o);
+
 NVFP4I_FUNC const char *nvfp4i_dtype_desc (nvfp4_dtype dt, char buf[24]);
 #ifndef __cplusplus
 #define NVFP4I_DTYPE(dt) nvfp4i_dtype_desc((dt), (char[24]){0})

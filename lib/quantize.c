@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 #include "nvfp4_int.h"
+#include "comm_int.h"           /* nvfp4i_comm_agree */
 
 
 /* The options as the backends see them: a usage is always set. */
@@ -18,18 +19,15 @@ static nvfp4_qopts normalize (const nvfp4_qopts *opts) {
 }
 
 
-static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
-                                 const nvfp4_qopts *o) {
-  char msg[256];
+/* The options' own rules for an input of dtype dt (no shape rules): what
+** the NVFP4 gather checks before its collectives, so that a rank with bad
+** options fails there with its peers rather than in the cast after them. */
+nvfp4_status nvfp4i_check_qopts_flags (nvfp4_ctx *ctx, nvfp4_dtype dt, const nvfp4_qopts *o) {
   int i;
-  FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
-          "quantize: input dtype %s is not fp32 or bf16", nvfp4_dtype_name(x->dtype));
-  if (nvfp4_shape_check_quantizable(x->shape, o->rowwise, o->columnwise, msg,
-                                    sizeof msg) != NVFP4_OK)
-    return nvfp4i_fail(ctx, NVFP4_EINVAL, "quantize: %s", msg);
-  FAIL_IF(ctx, o->rht && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
-          "quantize: RHT needs a bf16 input, got %s (spec §8)",
-          nvfp4_dtype_name(x->dtype));
+  FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
+          "quantize: input dtype %s is not fp32 or bf16", nvfp4_dtype_name(dt));
+  FAIL_IF(ctx, o->rht && dt != NVFP4_BF16, NVFP4_EINVAL,
+          "quantize: RHT needs a bf16 input, got %s (spec §8)", nvfp4_dtype_name(dt));
   FAIL_IF(ctx, o->rht && !o->columnwise, NVFP4_EINVAL,
           "quantize: RHT applies to the columnwise copy only; ask for "
           "columnwise usage (spec §8)");
@@ -44,9 +42,6 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   FAIL_IF(ctx, (o->four_over_six_mse || o->four_over_six_emax448) && !o->four_over_six,
           NVFP4_EINVAL, "quantize: %s is set without four_over_six",
           o->four_over_six_mse ? "four_over_six_mse" : "four_over_six_emax448");
-  FAIL_IF(ctx, o->four_over_six && o->two_d && nvfp4_shape_M(x->shape) % 16 != 0,
-          NVFP4_EINVAL, "quantize: 2D 4over6 needs whole 16x16 tiles, M=%lld is "
-          "not a multiple of 16", (long long)nvfp4_shape_M(x->shape));
   if (o->has_amax)
     for (i = 0; i < 2; i++)
       FAIL_IF(ctx, !(o->amax[i] >= 0.0f), NVFP4_EINVAL,
@@ -54,6 +49,22 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
               i ? "columnwise" : "rowwise", (double)o->amax[i]);
   FAIL_IF(ctx, o->amax_group != NULL && nvfp4_comm_ctx(o->amax_group) != ctx,
           NVFP4_EUSAGE, "quantize: amax_group belongs to another context");
+  return NVFP4_OK;
+}
+
+
+static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                 const nvfp4_qopts *o) {
+  char msg[256];
+  FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
+          "quantize: input dtype %s is not fp32 or bf16", nvfp4_dtype_name(x->dtype));
+  if (nvfp4_shape_check_quantizable(x->shape, o->rowwise, o->columnwise, msg,
+                                    sizeof msg) != NVFP4_OK)
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "quantize: %s", msg);
+  CHECK(nvfp4i_check_qopts_flags(ctx, x->dtype, o));
+  FAIL_IF(ctx, o->four_over_six && o->two_d && nvfp4_shape_M(x->shape) % 16 != 0,
+          NVFP4_EINVAL, "quantize: 2D 4over6 needs whole 16x16 tiles, M=%lld is "
+          "not a multiple of 16", (long long)nvfp4_shape_M(x->shape));
   return NVFP4_OK;
 }
 
@@ -69,15 +80,20 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "quantize: out is NULL");
   *out = NULL;
-  CHECK(nvfp4i_check_tensor(ctx, x, "quantize"));
   o = normalize(opts);
-  CHECK(check_qopts(ctx, x, &o));
-  if (o.has_amax) { amax[0] = o.amax[0]; amax[1] = o.amax[1]; }
-  else
-    CHECK(ctx->ops->amax(ctx, x, o.rht,
-                         o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax));
-  if (o.amax_group != NULL)
+  /* with amax_group, the group's ranks agree on the checks and the amax
+  ** pass before the reduction: a rank that fails there keeps its error and
+  ** the others get EPEER instead of waiting in the reduction */
+  if ((st = nvfp4i_check_tensor(ctx, x, "quantize")) == NVFP4_OK &&
+      (st = check_qopts(ctx, x, &o)) == NVFP4_OK) {
+    if (o.has_amax) { amax[0] = o.amax[0]; amax[1] = o.amax[1]; }
+    else st = ctx->ops->amax(ctx, x, o.rht, o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax);
+  }
+  if (o.amax_group != NULL && nvfp4_comm_ctx(o.amax_group) == ctx) {
+    CHECK(nvfp4i_comm_agree(o.amax_group, "quantize", st));
     CHECK(nvfp4_comm_all_reduce_max_f32(o.amax_group, amax, 2));
+  }
+  else CHECK(st);
   CHECK(nvfp4i_tensor_alloc_fp4_for_cast(ctx, x->shape, o.rowwise, o.columnwise, &q));
   q->amax[0] = amax[0];
   q->amax[1] = amax[1];

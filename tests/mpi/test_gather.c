@@ -544,6 +544,45 @@ static void test_mismatch (void) {
     nvfp4_tensor_destroy(qb);
     nvfp4_tensor_destroy(xb);
   }
+  /* quantize options bad on the last rank only (a negative given amax, a
+  ** flag without its option): it fails with its reason, the others with
+  ** EPEER, before any rank enters the amax reduction */
+  {
+    nvfp4_qopts ob = o;
+    nvfp4_gather_opts gb = gopts_plain(&ob, NVFP4_CW_FLAT2D);
+    if (mc_rank == mc_size - 1) { ob.has_amax = 1; ob.amax[0] = -1.0f; ob.amax[1] = 1.0f; }
+    st = nvfp4_all_gather(world, x, &gb, &g);
+    EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == mc_size - 1 ? "rowwise amax -1 must be >= 0"
+                                                                   : "failed");
+    ob = o;
+    if (mc_rank == 0) ob.four_over_six_mse = 1;                 /* without four_over_six */
+    st = nvfp4_all_gather(world, x, &gb, &g);
+    EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
+    /* the same with amax_group in a plain quantize */
+    ob = qopts(1, 1, 0, world);
+    if (mc_rank == mc_size - 1) ob.rht_no_signs = 1;             /* without rht */
+    {
+      nvfp4_tensor *qq = NULL;
+      st = nvfp4_quantize(mc_ctx, x, &ob, &qq);
+      EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
+      EXPECT(qq == NULL);
+    }
+    /* options that differ but are each valid: the 4over6 error measure,
+    ** the RHT's signs */
+    ob = qopts(1, 1, M_FO6, NULL);
+    if (mc_rank == 1) ob.four_over_six_mse = 1;
+    EXPECT_ST(nvfp4_all_gather(world, x, &gb, &g), NVFP4_EMISMATCH);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "4over6 mse");
+    {
+      nvfp4_tensor *xb = full_randn(SHAPE3(16, 2, 64), NVFP4_BF16, 75);
+      ob = qopts(1, 1, M_RHT, NULL);
+      if (mc_rank == 1) ob.rht_no_signs = 1;
+      EXPECT_ST(nvfp4_all_gather(world, xb, &gb, &g), NVFP4_EMISMATCH);
+      EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rht without signs");
+      nvfp4_tensor_destroy(xb);
+    }
+  }
   /* a local argument error on rank 0 */
   st = nvfp4_all_gather(world, x, mc_rank == 0 ? NULL : &gp, &g);
   EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
