@@ -26,9 +26,15 @@ typedef struct LLinear {
 static const char *const usage_names[] = {"rowwise", "columnwise", NULL};
 
 
+/* The open layer at arg; its group (uservalue 1), when it has one, must be
+** open too: the library layer borrows it, and a closed one is freed memory. */
 static nvfp4_linear *tolinear (lua_State *L, int arg) {
   LLinear *p = (LLinear *)luaL_checkudata(L, arg, LINEAR_T);
+  int closed;
   luaL_argcheck(L, p->l != NULL, arg, "linear layer is closed");
+  closed = lua_getiuservalue(L, arg, 1) != LUA_TNIL && nvfp4L_commof(L, -1) == NULL;
+  lua_pop(L, 1);
+  luaL_argcheck(L, !closed, arg, "its group (comm) was closed: close a layer before its group");
   return p->l;
 }
 

@@ -82,6 +82,8 @@ nvfp4_qopts   nvfp4L_checkqopts (lua_State *L, int arg);
 
 /* Communicators (lnvfp4comm.c). */
 struct nvfp4_comm *nvfp4L_tocomm (lua_State *L, int arg);
+/* The comm at idx, or NULL when it is closed or not a comm (no error). */
+struct nvfp4_comm *nvfp4L_commof (lua_State *L, int idx);
 
 /* Module openers: each adds its functions to the module table at modidx
 ** and registers its metatables.  luaopen_nvfp4 calls them in this order. */

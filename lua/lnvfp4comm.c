@@ -6,6 +6,7 @@
 ** timeout that ends the whole job (MPI_Abort) when a case hangs.
 */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,26 @@ static int comm_gc (lua_State *L) {
 }
 
 
+/* c:close() and <close>: the world is shared by the whole process (the
+** framework runs on it too), so closing it does nothing; it is freed when
+** the state closes (__gc). */
+static int comm_close (lua_State *L) {
+  int isworld;
+  luaL_checkudata(L, 1, NVFP4L_COMM);
+  lua_getfield(L, LUA_REGISTRYINDEX, WORLD_KEY);
+  isworld = lua_rawequal(L, 1, -1);
+  lua_pop(L, 1);
+  if (isworld) return 0;
+  return comm_gc(L);
+}
+
+
+nvfp4_comm *nvfp4L_commof (lua_State *L, int idx) {
+  LComm *p = (LComm *)luaL_testudata(L, idx, NVFP4L_COMM);
+  return p != NULL ? p->c : NULL;
+}
+
+
 static int comm_tostring (lua_State *L) {
   LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
   if (p->c == NULL) lua_pushliteral(L, "nvfp4.comm (closed)");
@@ -96,53 +117,77 @@ static int comm_barrier (lua_State *L) {
 }
 
 
-/* comm:all_reduce_max(v) where v is a number or a list of numbers; all
-** integers: exact int reduction; otherwise FP32.  Returns the same form. */
+/* comm:all_reduce_max(v) where v is a number or a list of numbers: all
+** integers give an exact 64-bit integer reduction, otherwise doubles, where
+** a NaN anywhere makes that element NaN everywhere (MPI_MAX alone drops or
+** keeps it depending on the ranks' order).  Returns the same form.  One
+** small round first, so that every rank takes the same path and a rank
+** with a bad argument (a non-number, a list of another length) makes every
+** rank raise the same error instead of leaving them in the reduction. */
 static int comm_all_reduce_max (lua_State *L) {
   nvfp4_comm *c = nvfp4L_tocomm(L, 1);
-  int scalar = lua_type(L, 2) == LUA_TNUMBER, isint = 1, i, n;
-  int *iv;
-  float *fv;
-  if (!scalar) luaL_checktype(L, 2, LUA_TTABLE);
-  n = scalar ? 1 : (int)lua_rawlen(L, 2);
-  iv = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)(n + 1), 0);
-  fv = (float *)lua_newuserdatauv(L, sizeof(float) * (size_t)(n + 1), 0);
+  MPI_Comm mc = nvfp4_comm_mpi(c);
+  int scalar = lua_type(L, 2) == LUA_TNUMBER, i, n;
+  /* [0] n, [1] -n, [2] not all integers, [3] 1 + the rank with a bad argument */
+  long long meta[4] = {0, 0, 0, 0};
+  long long *iv;
+  double *dv;
+  if (!scalar && lua_type(L, 2) != LUA_TTABLE) meta[3] = 1 + nvfp4_comm_rank(c);
+  n = meta[3] ? 0 : scalar ? 1 : (int)lua_rawlen(L, 2);
+  iv = (long long *)lua_newuserdatauv(L, sizeof(long long) * (size_t)(n + 1), 0);
+  dv = (double *)lua_newuserdatauv(L, sizeof(double) * 2 * (size_t)(n + 1), 0);
   for (i = 0; i < n; i++) {
     if (scalar) lua_pushvalue(L, 2); else lua_rawgeti(L, 2, i + 1);
-    if (!lua_isnumber(L, -1))
-      luaL_argerror(L, 2, lua_pushfstring(L, "element %d is not a number", i + 1));
-    isint = isint && lua_isinteger(L, -1);
-    fv[i] = (float)lua_tonumber(L, -1);
-    iv[i] = (int)lua_tointeger(L, -1);
+    if (!lua_isnumber(L, -1)) meta[3] = 1 + nvfp4_comm_rank(c);
+    else {
+      int isnum = lua_isinteger(L, -1);
+      double d = lua_tonumber(L, -1);
+      if (!isnum) meta[2] = 1;
+      iv[i] = (long long)lua_tointeger(L, -1);
+      dv[i] = d != d ? -HUGE_VAL : d;      /* NaN: its flag below */
+      dv[n + i] = d != d ? 1.0 : 0.0;
+    }
     lua_pop(L, 1);
   }
-  /* every rank must take the same path: agree on "all integers" first */
-  {
-    int notint = !isint;
-    nvfp4L_checkstatus(L, nvfp4_comm_all_reduce_max_int(c, &notint, 1));
-    isint = !notint;
+  meta[0] = n;
+  meta[1] = -(long long)n;
+  if (MPI_Allreduce(MPI_IN_PLACE, meta, 4, MPI_LONG_LONG, MPI_MAX, mc) != MPI_SUCCESS)
+    return luaL_error(L, "all_reduce_max: MPI_Allreduce failed");
+  if (meta[3])
+    return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than a number or a "
+                                               "list of numbers", (int)meta[3] - 1));
+  if (meta[0] != -meta[1])
+    return luaL_argerror(L, 2, lua_pushfstring(L, "the ranks' lists differ in length (%d to %d "
+                                               "values)", (int)-meta[1], (int)meta[0]));
+  if (!meta[2]) {
+    if (MPI_Allreduce(MPI_IN_PLACE, iv, n, MPI_LONG_LONG, MPI_MAX, mc) != MPI_SUCCESS)
+      return luaL_error(L, "all_reduce_max: MPI_Allreduce failed");
   }
-  nvfp4L_checkstatus(L, isint ? nvfp4_comm_all_reduce_max_int(c, iv, n)
-                              : nvfp4_comm_all_reduce_max_f32(c, fv, n));
+  else {                                    /* values, then NaN flags */
+    if (MPI_Allreduce(MPI_IN_PLACE, dv, 2 * n, MPI_DOUBLE, MPI_MAX, mc) != MPI_SUCCESS)
+      return luaL_error(L, "all_reduce_max: MPI_Allreduce failed");
+  }
   if (!scalar) lua_createtable(L, n, 0);
   for (i = 0; i < n; i++) {
-    if (isint) lua_pushinteger(L, iv[i]); else lua_pushnumber(L, fv[i]);
+    if (!meta[2]) lua_pushinteger(L, (lua_Integer)iv[i]);
+    else lua_pushnumber(L, dv[n + i] > 0.0 ? (lua_Number)NAN : (lua_Number)dv[i]);
     if (!scalar) lua_rawseti(L, -2, i + 1);
   }
   return 1;
 }
 
 
-/* comm:all_gather_int(v) -> {v of rank 0, v of rank 1, ..} */
+/* comm:all_gather_int(v) -> {v of rank 0, v of rank 1, ..}, 64-bit exact. */
 static int comm_all_gather_int (lua_State *L) {
   nvfp4_comm *c = nvfp4L_tocomm(L, 1);
-  lua_Integer v = luaL_checkinteger(L, 2);
+  long long v = (long long)luaL_checkinteger(L, 2);
   int i, n = nvfp4_comm_size(c);
-  int *out = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)n, 0);
-  nvfp4L_checkstatus(L, nvfp4_comm_all_gather_int(c, (int)v, out));
+  long long *out = (long long *)lua_newuserdatauv(L, sizeof(long long) * (size_t)n, 0);
+  if (MPI_Allgather(&v, 1, MPI_LONG_LONG, out, 1, MPI_LONG_LONG, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
+    return luaL_error(L, "all_gather_int: MPI_Allgather failed");
   lua_createtable(L, n, 0);
   for (i = 0; i < n; i++) {
-    lua_pushinteger(L, out[i]);
+    lua_pushinteger(L, (lua_Integer)out[i]);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -367,7 +412,11 @@ static int mod_watchdog (lua_State *L) {
   const char *label = luaL_optstring(L, 2, "nvfp4-lua");
   lua_Number shown = luaL_optnumber(L, 3, s);
   const char *prefix = luaL_optstring(L, 4, "");
-  luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
+  luaL_argcheck(L, s >= 0, 1, "seconds must be a number >= 0");
+  /* past ~31 years the deadline would overflow time_t (the watchdog thread
+  ** then spun for ever): no real deadline is that far */
+  if (s > 1e9) s = 1e9;
+  if (!(shown < 1e9)) shown = 1e9;
   pthread_mutex_lock(&wd.mu);
   if (!wd.started && s > 0) {
     pthread_t t;
@@ -408,7 +457,7 @@ static const luaL_Reg comm_meth[] = {
   {"all_reduce_max", comm_all_reduce_max},
   {"all_gather_int", comm_all_gather_int},
   {"all_gather_string", comm_all_gather_string},
-  {"close", comm_gc},
+  {"close", comm_close},
   {NULL, NULL}
 };
 
@@ -428,7 +477,7 @@ void nvfp4L_open_comm (lua_State *L, int modidx) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, comm_gc);
   lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, comm_gc);
+  lua_pushcfunction(L, comm_close);
   lua_setfield(L, -2, "__close");
   lua_pushcfunction(L, comm_tostring);
   lua_setfield(L, -2, "__tostring");

@@ -166,6 +166,49 @@ static void createargtable (lua_State *L, char **argv, int argc, int script) {
 }
 
 
+/* The script from standard input on every rank: under mpirun only rank 0
+** gets stdin (the others would run an empty script and leave rank 0
+** waiting in its first collective), so rank 0 reads it all and broadcasts
+** it.  Pushes the chunk, or an error message (LUA_ERRSYNTAX / LUA_ERRFILE). */
+static int loadstdin_all (lua_State *L) {
+  long long len = 0;
+  char *buf = NULL;
+  if (rank == 0) {
+    size_t cap = 0, got;
+    char chunk[65536];
+    while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0) {
+      if ((size_t)len + got > cap) {
+        char *nb;
+        cap = 2 * ((size_t)len + got);
+        if ((nb = (char *)realloc(buf, cap)) == NULL) { len = -1; break; }
+        buf = nb;
+      }
+      memcpy(buf + len, chunk, got);
+      len += (long long)got;
+    }
+    if (ferror(stdin)) len = -1;
+  }
+  MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  if (len < 0) {
+    free(buf);
+    lua_pushliteral(L, "cannot read the script from standard input (on rank 0)");
+    return LUA_ERRFILE;
+  }
+  if (rank != 0 && (buf = (char *)malloc((size_t)len + 1)) == NULL) {
+    /* the broadcast below must still happen on every rank: receive into a
+    ** scratch buffer is not possible without memory, so end the job */
+    fprintf(stderr, "[rank %d] nvfp4-lua: no memory for a %lld-byte script\n", rank, len);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (len > 0) MPI_Bcast(buf, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  {
+    int st = luaL_loadbufferx(L, buf != NULL ? buf : "", (size_t)len, "=stdin", NULL);
+    free(buf);
+    return st;
+  }
+}
+
+
 static int pmain (lua_State *L) {
   int argc = (int)lua_tointeger(L, 1), script, i;
   char **argv = (char **)lua_touserdata(L, 2);
@@ -204,9 +247,13 @@ static int pmain (lua_State *L) {
     lua_pop(L, 1);
   }
   if (script < argc) {
-    int n = argc - script - 1;
+    int n = argc - script - 1, size = 1;
     const char *fname = strcmp(argv[script], "-") == 0 ? NULL : argv[script];  /* "-": stdin, as lua */
-    if (luaL_loadfile(L, fname) != LUA_OK) return lua_error(L);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (fname == NULL && size > 1) {
+      if (loadstdin_all(L) != LUA_OK) return lua_error(L);
+    }
+    else if (luaL_loadfile(L, fname) != LUA_OK) return lua_error(L);
     for (i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);   /* ... */
     if (docall(L, n) != LUA_OK) return lua_error(L);
   }

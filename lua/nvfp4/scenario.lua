@@ -71,7 +71,10 @@ local function getoptions ()
     nvfp4.options.seed, nvfp4.seed = s, s      -- the default seed of nvfp4.randn etc.
   end
   o.timeout = tonumber(o.timeout or 60)
-  if o.timeout == nil or o.timeout <= 0 then error("--timeout must be a positive number of seconds", 0) end
+  if o.timeout == nil or not (o.timeout > 0 and o.timeout < math.huge) then
+    error("--timeout must be a positive, finite number of seconds", 0)
+  end
+  o.timeout = math.min(o.timeout, 1e8)       -- ~3 years: the watchdog's deadline stays in range
   return o
 end
 
@@ -105,6 +108,11 @@ local function gridaxes (grid)
       axes[#axes + 1] = {name = k, values = grid[k]}
     end
   end
+  for _, ax in ipairs(axes) do
+    if ax.name == "seed" then
+      error("grid parameter 'seed' is reserved: p.seed is the case's own seed (name it otherwise)", 3)
+    end
+  end
   return axes
 end
 
@@ -126,6 +134,10 @@ end
 -- the grid, named "name [B=1, TP=2]".  fn(p) gets the parameters plus
 -- p.seed, a seed derived from the run seed and the case's full name.
 function M.case (name, grid, fn)
+  if current then
+    error("sc.case inside a case: register cases at the top level, before sc.run() (this one would "
+          .. "never run)", 2)
+  end
   if fn == nil then grid, fn = nil, grid end
   if type(name) ~= "string" then error("case: name must be a string", 2) end
   if type(fn) ~= "function" then error("case '" .. name .. "': needs a function", 2) end
@@ -428,10 +440,10 @@ end
 -- pcall neither its name nor its caller's line, and counts self among the
 -- arguments ("bad argument #3 to '?'").  The caller is the function `level`
 -- levels above relocate's own caller.
-local function relocate (e, name, level)
+local function relocate (e, name, level, plainfn)
   if type(e) ~= "string" or e:find("^[^\n]-:%d+: ") then return e end
   e = e:gsub("^bad argument #(%d+) to '%?'", function (n)
-    n = tonumber(n) - 1
+    n = tonumber(n) - (plainfn and 0 or 1)
     if n == 0 then return "calling '" .. name .. "' on bad self" end
     return ("bad argument #%d to '%s'"):format(n, name)
   end, 1)
@@ -452,26 +464,53 @@ local function guardcollectives (world)
   local idx = getmetatable(world).__index
   local _, methods = debug.getupvalue(idx, 1)
   if type(methods) ~= "table" then return end     -- not the C closure we know
+  -- f wrapped: inside a case the later deadline, and a label naming `what`
+  -- (shown as "<what>"); `waits(...)` says whether this call can wait for
+  -- other ranks (nil: always)
+  local function guard (f, name, what, waits, plainfn)
+    return function (...)
+      local label = deadline and current and current.label
+      if label and waits and not waits(...) then label = nil end
+      if label then arm(1, label .. " (waiting in " .. what .. " for the other ranks)") end
+      local r = table.pack(pcall(f, ...))
+      if label and deadline then arm(0, label) end
+      if not r[1] then error(relocate(r[2], name, 2, plainfn), 0) end
+      return table.unpack(r, 2, r.n)
+    end
+  end
   for _, name in ipairs{"split", "barrier", "all_gather", "reduce_scatter", "all_reduce",
                         "all_reduce_max", "all_gather_int", "all_gather_string"} do
     local f = methods[name]
-    if f then
-      methods[name] = function (...)
-        local label = deadline and current and current.label
-        if label then arm(1, label .. " (waiting in comm:" .. name .. " for the other ranks)") end
-        local r = table.pack(pcall(f, ...))
-        if label and deadline then arm(0, label) end
-        if not r[1] then error(relocate(r[2], name, 2), 0) end
-        return table.unpack(r, 2, r.n)
+    if f then methods[name] = guard(f, name, "comm:" .. name) end
+  end
+  -- the other calls that are collective over a group: a layer's forward and
+  -- backward (when it has one), rel_error_group, quantize with amax_group
+  local lmt = debug.getregistry()["nvfp4.linear"]
+  if lmt and type(lmt.__index) == "table" then
+    for _, name in ipairs{"forward", "backward"} do
+      local f = lmt.__index[name]
+      if f then
+        lmt.__index[name] = guard(f, name, "linear:" .. name, function (l)
+          local ok, cfg = pcall(l.config, l)
+          return ok and cfg.tp > 1
+        end)
       end
     end
   end
+  if nvfp4.rel_error_group then
+    nvfp4.rel_error_group = guard(nvfp4.rel_error_group, "rel_error_group", "nvfp4.rel_error_group",
+                                  nil, true)
+  end
+  nvfp4.quantize = guard(nvfp4.quantize, "quantize", "nvfp4.quantize (amax_group)", function (_, o)
+    return type(o) == "table" and o.amax_group ~= nil
+  end, true)
 end
 
 --- sc.run(): run the selected cases on every rank, agree on each verdict,
 -- report on rank 0, and set nvfp4-lua's exit status (1 on any failure).
 -- Returns true when no case failed.
 function M.run ()
+  if current then error("sc.run() inside a case: call it once, at the end of the script", 2) end
   local world = nvfp4.world()
   local okopt, o = pcall(getoptions)
   if not okopt then       -- the same arguments on every rank: all stop here
@@ -520,6 +559,42 @@ function M.run ()
   -- collective that a failed rank left half-done on the world
   local vcomm <close> = world:split(world.size)
   guardcollectives(world)
+  -- the verdicts are agreed case by case, so every rank must run the same
+  -- cases in the same order (a list built with pairs() differs between
+  -- processes, a case registered on some ranks only shifts the others)
+  do
+    local names = {}
+    for i, c in ipairs(selected) do names[i] = c.name end
+    local lists = vcomm:all_gather_string(caseseed(0, table.concat(names, "\n")) .. ":" .. #names)
+    local differ = false
+    for r = 2, #lists do differ = differ or lists[r] ~= lists[1] end
+    if differ then
+      local all = vcomm:all_gather_string(table.concat(names, "\n"))
+      if out then
+        local first = {}
+        for n in (all[1] .. "\n"):gmatch("(.-)\n") do first[#first + 1] = n end
+        local why
+        for r = 2, #all do
+          local k = 0
+          for n in (all[r] .. "\n"):gmatch("(.-)\n") do
+            k = k + 1
+            if n ~= first[k] and not why then
+              why = ("rank %d's case %d is '%s', rank 0's %s"):format(r - 1, k, n,
+                    first[k] and ("'" .. first[k] .. "'") or "list has only " .. #first)
+            end
+          end
+          if not why and k ~= #first then
+            why = ("rank %d has %d cases, rank 0 %d"):format(r - 1, k, #first)
+          end
+        end
+        io.stderr:write(("%s: the ranks run different cases: %s (register the same cases in the same "
+                         .. "order on every rank; pairs() order differs between processes)\n")
+                        :format(script, why or "their lists differ"))
+      end
+      nvfp4.exit_status(2)
+      return false
+    end
+  end
   bailout = o.tap and "Bail out!" or nil
   if out and o.tap then
     print("TAP version 13")
@@ -585,9 +660,14 @@ function M.run ()
     local ranks = {}
     for r, s in ipairs(per) do if s == verdict and verdict ~= PASS then ranks[#ranks + 1] = r - 1 end end
     if verdict ~= PASS then
-      -- the message of the lowest rank with this verdict (rank 0 reports)
-      local msgs = vcomm:all_gather_string(status == verdict and msg or "")
-      local dets = vcomm:all_gather_string(status == verdict and detail or "")
+      -- the message of the lowest rank with this verdict (rank 0 reports),
+      -- each cut to 64 KiB (the gather takes at most 16 MiB per rank)
+      local function cut (s)
+        if #s <= 65536 then return s end
+        return s:sub(1, 65536) .. ("... (%d more bytes)"):format(#s - 65536)
+      end
+      local msgs = vcomm:all_gather_string(status == verdict and cut(msg) or "")
+      local dets = vcomm:all_gather_string(status == verdict and cut(detail) or "")
       msg, detail = msgs[ranks[1] + 1], dets[ranks[1] + 1]
     end
     nvfp4.watchdog(0)

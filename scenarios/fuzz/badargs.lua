@@ -186,7 +186,8 @@ sc.case("every function refuses wrong arguments with a clear error", function (p
 end)
 
 sc.case("the watchdog refuses bad times", function ()
-  sc.error("seconds must be >= 0", nvfp4.watchdog, -1, "x")
+  sc.error("seconds must be a number >= 0", nvfp4.watchdog, -1, "x")
+  sc.error("seconds must be a number >= 0", nvfp4.watchdog, 0 / 0, "x")
   sc.error("number expected", nvfp4.watchdog, "soon", "x")
   nvfp4.watchdog(0)
 end)

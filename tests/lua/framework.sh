@@ -84,6 +84,48 @@ check "an uncaught error on a single rank exits 1" test "$rc" -eq 1
 check "... naming the rank, the place and the message" grep -q '^\[rank 0\] (command line):1: boom' "$tmp/alone"
 check "... without Open MPI's abort banner (no peers to stop)" test -z "$(grep MPI_ABORT "$tmp/alone")"
 
+# under mpirun only rank 0 gets standard input: it reads the script and sends it to the others
+echo 'local w = require("nvfp4").world(); print("rank " .. w.rank .. " max " .. w:all_reduce_max(w.rank))' |
+  ${MPIRUN:-mpirun} -np 2 "$builddir/lua/nvfp4-lua" - >"$tmp/stdin2" 2>&1; rc=$?
+check "mpirun -np 2 nvfp4-lua -: every rank runs the script from standard input" \
+  test "$rc" -eq 0 -a "$(count '^rank [01] max 1$' "$tmp/stdin2")" -eq 2
+
+# misuse of the framework: clear messages, no hang, no crash
+cat >"$tmp/order.lua" <<'EOS'
+-- np=2
+local sc = require "nvfp4.scenario"
+local w = require("nvfp4").world()
+local names = w.rank == 0 and {"a", "b", "c"} or {"a", "c", "b"}   -- as pairs() may give them
+for _, n in ipairs(names) do sc.case(n, function () sc.ok(true, n) end) end
+if w.rank == 1 then sc.case("only on rank 1", function () error("never run") end) end
+sc.run()
+EOS
+"$RS" "$tmp/order.lua" >"$tmp/order" 2>&1; rc=$?
+check "cases in another order on some rank: exit status 2, no case runs" \
+  test "$rc" -ne 0 -a -z "$(grep '^PASS\|^FAIL\|passed' "$tmp/order")"
+check "... naming the first difference" \
+  grep -q "the ranks run different cases: rank 1's case 2 is 'c', rank 0's 'b'" "$tmp/order"
+cat >"$tmp/misuse.lua" <<'EOS'
+-- np=1
+local sc = require "nvfp4.scenario"
+sc.case("nested", function () sc.case("inner", function () end) end)
+sc.case("run inside", function () sc.run() end)
+sc.case("long message", function () error(string.rep("x", 100000)) end)
+local ok, e = pcall(sc.case, "g", {seed = {1, 2}}, function () end)
+print("grid seed: " .. tostring(e))
+sc.run()
+EOS
+"$RS" "$tmp/misuse.lua" >"$tmp/misuse" 2>&1
+check "sc.case inside a case fails that case, saying why" grep -q "sc.case inside a case: register cases at the top level" "$tmp/misuse"
+check "sc.run inside a case fails that case, saying why" grep -q "sc.run() inside a case" "$tmp/misuse"
+check "a 100 KB failure message is reported, cut" grep -Eq "x\.\.\. \([0-9]+ more bytes\)" "$tmp/misuse"
+check "a grid parameter named seed is refused" grep -q "grid parameter 'seed' is reserved" "$tmp/misuse"
+check "... and the run still ends with its summary" grep -q "0 passed, 3 failed, 0 skipped" "$tmp/misuse"
+"$RS" "$srcdir/fw_cases.lua" --filter "grid" --timeout 1e300 >"$tmp/bigto" 2>&1; rc=$?
+check "--timeout 1e300 is no deadline (the watchdog's overflowed and hung)" test "$rc" -eq 0
+"$RS" "$srcdir/fw_cases.lua" --timeout inf >"$tmp/infto" 2>&1; rc=$?
+check "--timeout inf: refused in one line" grep -q "timeout must be a positive, finite number" "$tmp/infto"
+
 start=$(date +%s)
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 --junit "$tmp/jt.xml" >"$tmp/to" 2>&1; rc=$?
 took=$(( $(date +%s) - start ))

@@ -1,0 +1,54 @@
+-- np=2,4  Communicators from Lua: host-value collectives agree before they reduce (a bad argument on one
+-- rank is the same error on every rank, no rank waits), stay exact for 64-bit integers and keep NaN;
+-- split refuses different tp per rank; the world cannot be closed; a layer refuses a closed group.
+local nvfp4 = require "nvfp4"
+local w = nvfp4.world()
+local me, size = w.rank, w.size
+
+local function fails (pattern, f, ...)
+  local ok, e = pcall(f, ...)
+  assert(not ok, "expected an error with: " .. pattern)
+  assert(tostring(e):find(pattern, 1, true), ("expected '%s', got: %s"):format(pattern, tostring(e)))
+  return e
+end
+
+print("testing all_reduce_max and all_gather_int")
+-- a NaN on the last rank only: NaN on every rank (MPI_MAX alone kept it or dropped it by rank order)
+local v = w:all_reduce_max(me == size - 1 and 0 / 0 or 0.5)
+assert(v ~= v, "NaN from the last rank: " .. tostring(v))
+local l = w:all_reduce_max({1.5, me == 1 and 0 / 0 or 2, 3})
+assert(l[1] == 1.5 and l[2] ~= l[2] and l[3] == 3)
+-- 64-bit integers stay exact and integers (they went through a C int: 2^40 gave 0)
+assert(w:all_reduce_max(1 << 40) == 1 << 40)
+assert(w:all_reduce_max(me == 0 and (1 << 31) or -5) == 1 << 31)
+assert(math.type(w:all_reduce_max(3)) == "integer" and math.type(w:all_reduce_max(me == 0 and 1.5 or 3)) == "float")
+local g = w:all_gather_int((1 << 32) + me)
+for r = 1, size do assert(g[r] == (1 << 32) + r - 1, g[r]) end
+-- bad arguments on one rank: every rank raises the same error, and the comm still works
+fails("the ranks' lists differ in length (2 to 3 values)", w.all_reduce_max, w, me == 0 and {1, 2} or {1, 2, 3})
+fails("rank " .. (size - 1) .. " gave something else than a number",
+      w.all_reduce_max, w, me == size - 1 and {1, "x"} or {1, 2})
+assert(w:all_reduce_max(me) == size - 1)
+
+print("testing split")
+local e = fails("split: ranks disagree: rank 1 asks tp=", w.split, w, me == 1 and size or 1)
+local agreed = w:all_gather_string(e)
+for r = 2, #agreed do assert(agreed[r] == agreed[1], "the same message on every rank") end
+local one <close> = w:split(1)
+assert(one.size == 1)
+
+print("testing closing")
+do local ww <close> = nvfp4.world() end         -- the shared world: closing it does nothing
+w:close()
+assert(w.size == size and w:all_reduce_max(1) == 1, "the world stays open")
+local function layer ()
+  local tp <close> = w:split(size)                -- closed when this returns
+  return nvfp4.linear{in_features = 32, out_features = 16 * size, parallel = "column", group = tp}
+end
+local lin = layer()
+fails("its group (comm) was closed: close a layer before its group", lin.forward, lin,
+      nvfp4.randn({16, 32}, "bf16"))
+fails("its group (comm) was closed", lin.config, lin)
+lin:close()
+
+print("OK")
