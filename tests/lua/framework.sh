@@ -39,9 +39,9 @@ check "... before any case runs" test -z "$(grep '^PASS\|^FAIL' "$tmp/typo")"
 
 "$RS" "$srcdir/fw_cases.lua" --seed 7 >"$tmp/run2" 2>&1
 "$RS" "$srcdir/fw_cases.lua" --seed 8 >"$tmp/run3" 2>&1
-grep '^SEEDED' "$tmp/run1" | sort >"$tmp/s1"
-grep '^SEEDED' "$tmp/run2" | sort >"$tmp/s2"
-grep '^SEEDED' "$tmp/run3" | sort >"$tmp/s3"
+grep -o 'SEEDED rank [0-9]*: [^ ]* [^ ]* [0-9.e+-]*' "$tmp/run1" | sort >"$tmp/s1"
+grep -o 'SEEDED rank [0-9]*: [^ ]* [^ ]* [0-9.e+-]*' "$tmp/run2" | sort >"$tmp/s2"
+grep -o 'SEEDED rank [0-9]*: [^ ]* [^ ]* [0-9.e+-]*' "$tmp/run3" | sort >"$tmp/s3"
 check "--seed replays the random values" cmp "$tmp/s1" "$tmp/s2"
 check "seeded values were printed on both ranks" test "$(wc -l <"$tmp/s1")" -eq 2
 check "another seed gives other values" test -n "$(cmp "$tmp/s1" "$tmp/s3" 2>&1)"
