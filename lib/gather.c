@@ -440,6 +440,18 @@ static nvfp4_status gather_finish (nvfp4_handle *h) {
     h->il_scale = NULL;
     return NVFP4_OK;
   }
+  if (K == 0) {
+    /* A zero-width hidden dim: no bytes anywhere; the shapes quantize of
+    ** the gathered tensor gives, data [0, TP*M_l/2] and scale [0, ru(W,4)]
+    ** (swap_first_dims would refuse the empty buffers as not allocated). */
+    CHECK(nvfp4i_buf_alloc(ctx, &out->col_scale, shape2(0, roundup(W, NVFP4_SCALE_COLS)), 1));
+    adopt(h->il_data, &out->col_data, shape2(0, id.dim[0] * id.dim[2]));
+    h->il_data = NULL;
+    out->has_col = 1;
+    nvfp4_tensor_destroy(h->il_scale);
+    h->il_scale = NULL;
+    return NVFP4_OK;
+  }
   /* Scale first, then data, as TE.  An empty scale (U = 0 under the ND
   ** rule) is refused by swap_first_dims's own check, "Input is not
   ** allocated"; any other goes straight into the padded buffer. */

@@ -15,6 +15,7 @@
 ** dispatch; the backend's gemm entry sees a plain description of two K-major
 ** matrices (nvfp4i_gemm_operand).
 */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +171,17 @@ nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
 }
 
 
+/* The BLAS (and cuBLAS) take int dimensions: P, Q and R must fit in one,
+** or the product is silently wrong (OpenBLAS only prints a warning). */
+static nvfp4_status check_blas_dims (nvfp4_ctx *ctx, const char *what, int64_t P, int64_t Q,
+                                     int64_t R) {
+  FAIL_IF(ctx, P > INT_MAX || Q > INT_MAX || R > INT_MAX, NVFP4_EINVAL,
+          "%s: a dimension above 2^31-1 (%lld x %lld, reduction %lld): the BLAS takes int "
+          "dimensions", what, (long long)Q, (long long)P, (long long)R);
+  return NVFP4_OK;
+}
+
+
 nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
                              const nvfp4_tensor *b, nvfp4_usage ub,
                              const nvfp4_tensor *bias, nvfp4_dtype out_dt,
@@ -190,13 +202,15 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
           (long long)ob.rows, (long long)ob.cols);
   FAIL_IF(ctx, out_dt != NVFP4_F32 && out_dt != NVFP4_BF16, NVFP4_EINVAL,
           "gemm: output dtype %s is not fp32 or bf16", NVFP4I_DTYPE(out_dt));
+  CHECK(check_blas_dims(ctx, "gemm", oa.rows, ob.rows, oa.cols));
   if (bias != NULL) {
+    char sb[128];
     CHECK(nvfp4i_check_tensor(ctx, bias, "gemm bias"));
     FAIL_IF(ctx, (bias->dtype != NVFP4_F32 && bias->dtype != NVFP4_BF16) ||
-            nvfp4_shape_numel(bias->shape) != oa.rows, NVFP4_EINVAL,
-            "gemm: bias must be fp32/bf16 with %lld elements (got %s, %lld)",
+            bias->shape.ndim != 1 || bias->shape.dim[0] != oa.rows, NVFP4_EINVAL,
+            "gemm: bias must be fp32/bf16 of shape [%lld] (got %s %s)",
             (long long)oa.rows, nvfp4_dtype_name(bias->dtype),
-            (long long)nvfp4_shape_numel(bias->shape));
+            nvfp4_shape_format(bias->shape, sb, sizeof sb));
   }
   oa.round_bf16 = round_bf16 && oa.dt == NVFP4_F32;
   ob.round_bf16 = round_bf16 && ob.dt == NVFP4_F32;
@@ -430,6 +444,7 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
           "gemm_ref64: reduction dims differ (%lld vs %lld)", (long long)oa.cols,
           (long long)ob.cols);
   P = oa.rows; Q = ob.rows; R = oa.cols;
+  CHECK(check_blas_dims(ctx, "gemm_ref64", P, Q, R));
   CHECK_GOTO(host_f64(ctx, a, ua, &oa, amax_a, e6a, &A), st, done);
   CHECK_GOTO(host_f64(ctx, b, ub, &ob, amax_b, e6b, &B), st, done);
   st = NVFP4_ENOMEM;

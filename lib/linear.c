@@ -242,6 +242,10 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
           "linear: operand %d is not one of 0..%d", (int)which, NVFP4_LIN_NOPERANDS - 1);
   FAIL_IF(l->ctx, !l->cfg.keep_operands, NVFP4_EUSAGE,
           "linear: operands are kept only with keep_operands set");
+  FAIL_IF(l->ctx, which == NVFP4_LIN_WGRAD_INPUT && l->cfg.frozen_weight &&
+          l->cfg.parallel == NVFP4_PARALLEL_COLUMN && l->cfg.sequence_parallel && l->tp > 1,
+          NVFP4_EUSAGE, "linear: no wgrad input: the weight is frozen, so column+SP never "
+          "gathers X for a wgrad");
   FAIL_IF(l->ctx, l->kept[which] == NULL && l->bwd_failed &&
           (which == NVFP4_LIN_GRAD_OUTPUT || which == NVFP4_LIN_WGRAD_INPUT), NVFP4_EUSAGE,
           "linear: no %s: the last backward failed before keeping it", names[which]);
@@ -314,6 +318,17 @@ static nvfp4_status agree_args (nvfp4_linear *l, const char *what, nvfp4_status 
 }
 
 
+/* Before each collective of a step (TP > 1): the ranks' statuses of the
+** local work since the last one (quantizing, a GEMM), so that a failure on
+** one rank (a shard whose M is not a multiple of 16, memory, a device
+** error) reaches its peers as EPEER instead of leaving them inside the
+** collective; every rank then takes the fail path.  Uses st, dist, l. */
+#define AGREE_OR_FAIL(what) do {                                  \
+    if (dist) st = agree_args(l, (what), st);                     \
+    if (st != NVFP4_OK) goto fail;                                \
+  } while (0)
+
+
 /* linear_forward's argument checks (local). */
 static nvfp4_status forward_args (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tensor **y) {
   const nvfp4_linear_config *c = &l->cfg;
@@ -369,10 +384,13 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
   qw.two_d = !c->recipe.no_weight_2d;
   qw.four_over_six = c->recipe.four_over_six_weights;
 
-  CHECK_GOTO(prepare(l, x, &qi, &qx), st, fail);
-  CHECK_GOTO(prepare(l, l->w, &qw, &l->w_op), st, fail);
-  own(l->fwd, l->w_op);
+  /* local work (quantize with amax_group agrees on its own), then each
+  ** collective after the ranks agree on it */
+  if ((st = prepare(l, x, &qi, &qx)) == NVFP4_OK &&
+      (st = prepare(l, l->w, &qw, &l->w_op)) == NVFP4_OK)
+    own(l->fwd, l->w_op);
   if (col && sp && dist) {            /* §4.1: gather the quantized input, rowwise */
+    AGREE_OR_FAIL("linear_forward");
     if (quantized(l)) {
       nvfp4_gather_opts g;
       memset(&g, 0, sizeof g);
@@ -383,16 +401,18 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
     else
       CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, qx, &gx), st, fail);
   }
-  CHECK_GOTO(nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_ROWWISE, gx ? gx : qx, NVFP4_ROWWISE,
-                            row ? NULL : l->b, x->dtype,
-                            c->recipe.kind == NVFP4_RECIPE_BF16, &out), st, fail);
+  if (st == NVFP4_OK)
+    st = nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_ROWWISE, gx ? gx : qx, NVFP4_ROWWISE,
+                        row ? NULL : l->b, x->dtype, c->recipe.kind == NVFP4_RECIPE_BF16, &out);
   if (row && dist) {                   /* §3.1 step 5 / §3.3 */
+    AGREE_OR_FAIL("linear_forward");
     if (sp) CHECK_GOTO(nvfp4_reduce_scatter(c->tp_group, out, &red), st, fail);
     else CHECK_GOTO(nvfp4_all_reduce_sum(c->tp_group, out, &red), st, fail);
     nvfp4_tensor_destroy(out);
     out = red;
     red = NULL;
   }
+  else if (st != NVFP4_OK) goto fail;
   if (row && l->b != NULL) CHECK_GOTO(add_bias(ctx, out, l->b), st, fail);
 
   /* what backward needs */
@@ -438,15 +458,18 @@ static nvfp4_status bias_grad (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_te
   nvfp4_tensor *s = NULL, *red = NULL;
   nvfp4_status st;
   *db = NULL;
-  CHECK(nvfp4i_tensor_alloc_plain(ctx, l->b->shape, l->cfg.params_dtype, &s));
-  CHECK_GOTO(ctx->ops->col_sum(ctx, s->data.p, s->dtype, dy->data.p, dy->dtype,
-                               nvfp4_shape_M(dy->shape), nvfp4_shape_K(dy->shape)),
-             st, fail);
+  st = nvfp4i_tensor_alloc_plain(ctx, l->b->shape, l->cfg.params_dtype, &s);
+  if (st == NVFP4_OK)
+    st = ctx->ops->col_sum(ctx, s->data.p, s->dtype, dy->data.p, dy->dtype,
+                           nvfp4_shape_M(dy->shape), nvfp4_shape_K(dy->shape));
   if (l->cfg.parallel == NVFP4_PARALLEL_ROW && l->cfg.sequence_parallel && l->tp > 1) {
+    /* the sum is collective: the ranks agree on the local part first */
+    CHECK_GOTO(agree_args(l, "linear_backward", st), st, fail);
     CHECK_GOTO(nvfp4_all_reduce_sum(l->cfg.tp_group, s, &red), st, fail);
     nvfp4_tensor_destroy(s);
     s = red;
   }
+  if (st != NVFP4_OK) goto fail;
   *db = s;
   return NVFP4_OK;
 fail:
@@ -522,11 +545,11 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
     else
       CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, dy, &gdy), st, fail);
   }
-  else
-    CHECK_GOTO(prepare(l, dy, &qg, &gdy), st, fail);
+  else st = prepare(l, dy, &qg, &gdy);  /* local */
 
   /* §4.2 step 2: start re-gathering the saved input (columnwise) */
   if (!c->frozen_weight && col && sp && dist) {
+    AGREE_OR_FAIL("linear_backward");
     if (quantized(l)) {
       nvfp4_gather_opts g;
       memset(&g, 0, sizeof g);
@@ -538,13 +561,16 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
       CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, l->x_wgrad, &xw), st, fail);
   }
 
+  /* From here a local failure keeps st and skips the local steps; the
+  ** collectives (col: the dgrad reduction; row+SP: the bias sum) come
+  ** after AGREE_OR_FAIL, so every rank reaches them or none does. */
   /* dgrad: dY . W, then the column-parallel reduction */
-  if ((st = nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_COLUMNWISE, gdy, NVFP4_ROWWISE, NULL,
-                           l->act_dt, bf, &dxf)) != NVFP4_OK) {
+  if (st == NVFP4_OK &&
+      (st = nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_COLUMNWISE, gdy, NVFP4_ROWWISE, NULL,
+                           l->act_dt, bf, &dxf)) != NVFP4_OK)
     st = gemm_context(l, st, "dgrad (dX = dY W)");
-    goto fail;
-  }
   if (col && dist) {
+    AGREE_OR_FAIL("linear_backward");
     if (sp) CHECK_GOTO(nvfp4_reduce_scatter(c->tp_group, dxf, &dxo), st, fail);
     else CHECK_GOTO(nvfp4_all_reduce_sum(c->tp_group, dxf, &dxo), st, fail);
     nvfp4_tensor_destroy(dxf);
@@ -554,28 +580,37 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
     dxo = dxf;
     dxf = NULL;
   }
-  if (!nvfp4_shape_equal(dxo->shape, l->x_shape)) {   /* view to inp_shape */
+  if (st == NVFP4_OK && !nvfp4_shape_equal(dxo->shape, l->x_shape)) {   /* view to inp_shape */
     nvfp4_tensor *r = NULL;
-    CHECK_GOTO(nvfp4_tensor_reshape(dxo, l->x_shape, &r), st, fail);
-    nvfp4_tensor_destroy(dxo);
-    dxo = r;
+    if ((st = nvfp4_tensor_reshape(dxo, l->x_shape, &r)) == NVFP4_OK) {
+      nvfp4_tensor_destroy(dxo);
+      dxo = r;
+    }
   }
 
-  /* wgrad: dY^T . X, both columnwise */
-  if (!c->frozen_weight) {
-    if (h != NULL) {
-      CHECK_GOTO(nvfp4_handle_wait(h, &xw), st, fail);
-      CHECK_GOTO(nvfp4_handle_take(h, &xw), st, fail);
+  /* wgrad: dY^T . X, both columnwise (local: the handle's finish too) */
+  if (st == NVFP4_OK && !c->frozen_weight) {
+    if (h != NULL && (st = nvfp4_handle_wait(h, &xw)) == NVFP4_OK &&
+        (st = nvfp4_handle_take(h, &xw)) == NVFP4_OK) {
       nvfp4_handle_destroy(h);
       h = NULL;
     }
-    if ((st = nvfp4i_gemm_ex(ctx, xw ? xw : l->x_wgrad, NVFP4_COLUMNWISE, gdy,
-                             NVFP4_COLUMNWISE, NULL, c->params_dtype, bf, &dwo)) != NVFP4_OK) {
+    if (st == NVFP4_OK &&
+        (st = nvfp4i_gemm_ex(ctx, xw ? xw : l->x_wgrad, NVFP4_COLUMNWISE, gdy,
+                             NVFP4_COLUMNWISE, NULL, c->params_dtype, bf, &dwo)) != NVFP4_OK)
       st = gemm_context(l, st, "wgrad (dW = dY^T X)");
-      goto fail;
+  }
+  /* the bias gradient whenever the layer has a bias (its row+SP sum is a
+  ** collective: every rank takes part, also one that passed db = NULL) */
+  if (l->b != NULL) {
+    if (row && sp) AGREE_OR_FAIL("linear_backward");
+    if (st == NVFP4_OK) st = bias_grad(l, dy, &dbo);
+    if (db == NULL) {
+      nvfp4_tensor_destroy(dbo);
+      dbo = NULL;
     }
   }
-  if (l->b != NULL && db != NULL) CHECK_GOTO(bias_grad(l, dy, &dbo), st, fail);
+  if (st != NVFP4_OK) goto fail;
 
   if (c->keep_operands) {
     l->kept[NVFP4_LIN_GRAD_OUTPUT] = gdy;

@@ -611,7 +611,8 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
 ** quantized weight, both usages), WGRAD_INPUT (X columnwise as wgrad read
 ** it), GRAD_OUTPUT (dY quantized, gathered under row+SP).  Baseline recipes
 ** keep the plain tensors.  With frozen_weight, WGRAD_INPUT is X without a
-** columnwise copy (no wgrad reads it).  Errors: EUSAGE when not kept or not
+** columnwise copy (no wgrad reads it), and under column+SP with TP > 1
+** there is none (EUSAGE saying so).  Errors: EUSAGE when not kept or not
 ** yet computed, EINVAL for which out of range or a NULL t.  spec §2.5. */
 typedef enum nvfp4_linear_operand {
   NVFP4_LIN_FPROP_INPUT = 0, NVFP4_LIN_WEIGHT, NVFP4_LIN_WGRAD_INPUT,

@@ -63,7 +63,7 @@ static int mod_gemm (lua_State *L) {
   nvfp4_dtype dt;
   LTensor *p;
   nvfp4L_checkopts(L, 5, gemm_opts);
-  if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_totensor(L, lua_gettop(L));
+  if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_opttensor(L, 5, "bias");
   dt = nvfp4L_optdtype(L, 5, "dtype", NVFP4_F32);
   p = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_gemm(nvfp4L_getctx(L), a, ua, b, ub, bias, dt, &p->t));
@@ -75,7 +75,10 @@ static int mod_gemm_ref64 (lua_State *L) {
   nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 3);
   nvfp4_usage ua = (nvfp4_usage)nvfp4L_checkname(L, 2, NULL, usage_names, "usage");
   nvfp4_usage ub = (nvfp4_usage)nvfp4L_checkname(L, 4, NULL, usage_names, "usage");
-  LTensor *p = nvfp4L_newtensor(L);
+  LTensor *p;
+  luaL_argcheck(L, lua_isnone(L, 5), 5, "gemm_ref64 takes no options (no bias, fp32 out: add a "
+                "bias to its result)");
+  p = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_gemm_ref64(nvfp4L_getctx(L), a, ua, b, ub, &p->t));
   return 1;
 }
@@ -147,7 +150,7 @@ static int mod_linear (lua_State *L) {
   p->l = NULL;
   luaL_setmetatable(L, LINEAR_T);
   if (nvfp4L_getopt(L, 1, "group") != LUA_TNIL) {
-    c.tp_group = nvfp4L_tocomm(L, lua_gettop(L));
+    c.tp_group = nvfp4L_optcomm(L, 1, "group");
     lua_setiuservalue(L, -2, 1);        /* the layer keeps its group alive */
   }
   else {

@@ -92,8 +92,7 @@ nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
 int nvfp4L_checkdim (lua_State *L, int arg, int ndim) {
   lua_Integer d = luaL_checkinteger(L, arg);
   if (d < 1 || d > ndim)
-    luaL_argerror(L, arg, lua_pushfstring(L, "dim %d is outside 1..%d",
-                                          (int)d, ndim));
+    luaL_argerror(L, arg, lua_pushfstring(L, "dim %I is outside 1..%d", d, ndim));
   return (int)d - 1;   /* the one place where Lua dims become C dims */
 }
 
@@ -234,6 +233,34 @@ static const char *const qopt_names[] = {
   "two_d", "amax", "amax_group", "four_over_six", "four_over_six_error", "emax", NULL
 };
 
+nvfp4_tensor *nvfp4L_opttensor (lua_State *L, int arg, const char *key) {
+  LTensor *p = (LTensor *)luaL_testudata(L, -1, NVFP4L_TENSOR);
+  if (p == NULL) nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be an nvfp4.tensor, got %s",
+                                                              luaL_typename(L, -1)));
+  if (p->t == NULL) nvfp4L_opterror(L, arg, key, "is a closed tensor");
+  return p->t;
+}
+
+
+nvfp4_qopts nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key) {
+  int top = lua_gettop(L);
+  if (lua_type(L, top) != LUA_TTABLE)
+    nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be a table of quantize options, got %s",
+                                                 luaL_typename(L, top)));
+  lua_pushnil(L);
+  while (lua_next(L, top) != 0) {
+    int i, ok = 0;
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (i = 0; qopt_names[i] != NULL && !ok; i++) ok = strcmp(lua_tostring(L, -1), qopt_names[i]) == 0;
+    if (!ok)
+      nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "has an unknown option '%s'",
+                                                   luaL_tolstring(L, -1, NULL)));
+  }
+  return nvfp4L_checkqopts(L, top);
+}
+
+
 nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
   nvfp4_qopts o;
   int t;
@@ -294,9 +321,7 @@ nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
     nvfp4L_opterror(L, arg, "amax", "must be a number or {rowwise, columnwise}");
   lua_pop(L, 1);
   if (nvfp4L_getopt(L, arg, "amax_group") != LUA_TNIL) {
-    if (luaL_testudata(L, -1, NVFP4L_COMM) == NULL)
-      nvfp4L_opterror(L, arg, "amax_group", "must be an nvfp4.comm");
-    o.amax_group = nvfp4L_tocomm(L, lua_gettop(L));
+    o.amax_group = nvfp4L_optcomm(L, arg, "amax_group");
     /* the comm stays referenced by the caller's option table */
   }
   lua_pop(L, 1);
@@ -684,8 +709,8 @@ static int tensor_get (lua_State *L) {
   for (i = 0; i < s.ndim; i++) {
     lua_Integer k = luaL_checkinteger(L, i + 2);
     if (k < 1 || k > s.dim[i])
-      luaL_argerror(L, i + 2, lua_pushfstring(L, "index %d is outside 1..%d",
-                                              (int)k, (int)s.dim[i]));
+      luaL_argerror(L, i + 2, lua_pushfstring(L, "index %I is outside 1..%I", k,
+                                              (lua_Integer)s.dim[i]));
     off = off * (size_t)s.dim[i] + (size_t)(k - 1);
   }
   buf = tohost(L, 1, t, &n);

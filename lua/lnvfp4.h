@@ -82,6 +82,15 @@ nvfp4_qopts   nvfp4L_checkqopts (lua_State *L, int arg);
 
 /* Communicators (lnvfp4comm.c). */
 struct nvfp4_comm *nvfp4L_tocomm (lua_State *L, int arg);
+/* The option value at the top of the stack as an open comm; else an error
+** naming argument arg and option key. */
+struct nvfp4_comm *nvfp4L_optcomm (lua_State *L, int arg, const char *key);
+/* The option value at the top of the stack as an open tensor; else an error
+** naming argument arg and option key. */
+nvfp4_tensor *nvfp4L_opttensor (lua_State *L, int arg, const char *key);
+/* The nested quantize options at the top of the stack (the value of option
+** key of argument arg): a table of known keys, then nvfp4L_checkqopts. */
+nvfp4_qopts   nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key);
 /* The comm at idx, or NULL when it is closed or not a comm (no error). */
 struct nvfp4_comm *nvfp4L_commof (lua_State *L, int idx);
 

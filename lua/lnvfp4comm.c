@@ -72,6 +72,15 @@ static int comm_close (lua_State *L) {
 }
 
 
+nvfp4_comm *nvfp4L_optcomm (lua_State *L, int arg, const char *key) {
+  LComm *p = (LComm *)luaL_testudata(L, -1, NVFP4L_COMM);
+  if (p == NULL) nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be an nvfp4.comm, got %s",
+                                                              luaL_typename(L, -1)));
+  if (p->c == NULL) nvfp4L_opterror(L, arg, key, "is a closed nvfp4.comm");
+  return p->c;
+}
+
+
 nvfp4_comm *nvfp4L_commof (lua_State *L, int idx) {
   LComm *p = (LComm *)luaL_testudata(L, idx, NVFP4L_COMM);
   return p != NULL ? p->c : NULL;
@@ -287,8 +296,7 @@ static int comm_all_gather (lua_State *L) {
       nvfp4L_opterror(L, o, "rowwise/columnwise", "apply to an fp4 tensor "
                       "(for a plain one, say quantize = {rowwise = .., columnwise = ..})");
     if (hasq) {
-      luaL_checktype(L, lua_gettop(L), LUA_TTABLE);
-      q = nvfp4L_checkqopts(L, lua_gettop(L));
+      q = nvfp4L_checkqopts_at(L, o, "quantize");
       g.quant = &q;
     }
   }

@@ -226,6 +226,11 @@ end
 --- sc.shapes(actual, expected, what): tables of named shapes (for layers:
 -- {dgrad = .., wgrad = ..}); every name of expected must match.
 function M.shapes (actual, expected, what)
+  if type(expected) ~= "table" then error("shapes: expected must be a table of shapes", 2) end
+  if type(actual) ~= "table" then
+    count()
+    fail(what, ("got %s, expected a table of shapes"):format(type(actual)), 2)
+  end
   local names = {}
   for k in pairs(expected) do names[#names + 1] = k end
   table.sort(names)
@@ -267,10 +272,13 @@ function M.close (actual, expected, tol, what)
   count()
   if type(tol) ~= "number" then error("close: tol must be a number", 2) end
   local err
-  if type(actual) == "number" then
+  if type(actual) == "number" and type(expected) == "number" then
     err = math.abs(actual - expected) / (expected ~= 0 and math.abs(expected) or 1)
-  else
+  elseif type(actual) == "userdata" and type(expected) == "userdata" then
     err = nvfp4.rel_error(actual, expected)
+  else       -- e.g. a layer's db (nil without a bias): the scenario's line, not ours
+    fail(what, ("cannot compare %s with %s (two numbers or two tensors)")
+               :format(actual == nil and "nil" or type(actual), expected == nil and "nil" or type(expected)), 2)
   end
   if not (err <= tol) then
     fail(what, ("relative error %.3g > threshold %.3g"):format(err, tol), 2)

@@ -30,7 +30,7 @@ checkerror("bad argument #2 to 'quantize' (option 'emax' must be 256 or 448)",
            function () return nvfp4.quantize(x, {sr = true, four_over_six = true, emax = 999}) end)
 checkerror("bad argument #2 to 'quantize' (option 'amax' must be a number or {rowwise, columnwise})",
            function () return nvfp4.quantize(x, {amax = "big"}) end)
-checkerror("bad argument #2 to 'quantize' (option 'amax_group' must be an nvfp4.comm)",
+checkerror("bad argument #2 to 'quantize' (option 'amax_group' must be an nvfp4.comm, got number)",
            function () return nvfp4.quantize(x, {amax_group = 1}) end)
 checkerror("bad argument #2 to 'quantize' (option keys must be strings, got number)",
            function () return nvfp4.quantize(x, {true}) end)
@@ -42,6 +42,23 @@ checkerror("bad argument #3 to 'uniform' (option 'lo' must be less than hi)",
            function () return nvfp4.uniform({4}, "fp32", {lo = 1, hi = 0}) end)
 checkerror("bad argument #2 to 'all_gather' (option 'rule' must be \"flat2d\" or \"nd\", got 2d)",
            function () return world:all_gather(x, {rule = "2d"}) end)
+-- objects inside option tables: the option is named, on the call's own argument
+checkerror("bad argument #2 to 'all_gather' (option 'quantize' has an unknown option 'colwise')",
+           function () return world:all_gather(x, {quantize = {colwise = true}}) end)
+checkerror("bad argument #2 to 'all_gather' (option 'quantize' must be a table of quantize options, got number)",
+           function () return world:all_gather(x, {quantize = 5}) end)
+checkerror("bad argument #1 to 'linear' (option 'group' must be an nvfp4.comm, got number)",
+           function () return nvfp4.linear{in_features = 64, out_features = 16, group = 5} end)
+checkerror("bad argument #5 to 'gemm' (option 'bias' must be an nvfp4.tensor, got number)",
+           function () local q = nvfp4.quantize(x); return nvfp4.gemm(q, "rowwise", q, "rowwise", {bias = 5}) end)
+checkerror("gemm_ref64 takes no options",
+           function () local q = nvfp4.quantize(x); return nvfp4.gemm_ref64(q, "rowwise", q, "rowwise", {}) end)
+do
+  local g = world:split(1)
+  g:close()
+  checkerror("bad argument #2 to 'quantize' (option 'amax_group' is a closed nvfp4.comm)",
+             function () return nvfp4.quantize(x, {amax_group = g}) end)
+end
 checkerror("bad argument #2 to 'all_gather' (unknown option 'rules')",
            function () return world:all_gather(x, {rules = "nd"}) end)
 checkerror("option 'async' needs an NVFP4 gather",

@@ -111,6 +111,7 @@ local sc = require "nvfp4.scenario"
 sc.case("nested", function () sc.case("inner", function () end) end)
 sc.case("run inside", function () sc.run() end)
 sc.case("long message", function () error(string.rep("x", 100000)) end)
+sc.case("close nil", function () sc.close(nil, require("nvfp4").zeros({2}), 0.1, "grad_bias") end)
 local ok, e = pcall(sc.case, "g", {seed = {1, 2}}, function () end)
 print("grid seed: " .. tostring(e))
 sc.run()
@@ -120,7 +121,9 @@ check "sc.case inside a case fails that case, saying why" grep -q "sc.case insid
 check "sc.run inside a case fails that case, saying why" grep -q "sc.run() inside a case" "$tmp/misuse"
 check "a 100 KB failure message is reported, cut" grep -Eq "x\.\.\. \([0-9]+ more bytes\)" "$tmp/misuse"
 check "a grid parameter named seed is refused" grep -q "grid parameter 'seed' is reserved" "$tmp/misuse"
-check "... and the run still ends with its summary" grep -q "0 passed, 3 failed, 0 skipped" "$tmp/misuse"
+check "sc.close with a nil tensor fails at the scenario's line" \
+  grep -q "misuse.lua:6: grad_bias: cannot compare nil with userdata" "$tmp/misuse"
+check "... and the run still ends with its summary" grep -q "0 passed, 4 failed, 0 skipped" "$tmp/misuse"
 "$RS" "$srcdir/fw_cases.lua" --filter "grid" --timeout 1e300 >"$tmp/bigto" 2>&1; rc=$?
 check "--timeout 1e300 is no deadline (the watchdog's overflowed and hung)" test "$rc" -eq 0
 "$RS" "$srcdir/fw_cases.lua" --timeout inf >"$tmp/infto" 2>&1; rc=$?

@@ -810,6 +810,23 @@ static void test_empty_shards (void) {
     g = NULL;
   }
   nvfp4_tensor_destroy(x);
+  /* a zero-width hidden dim (K = 0): equals quantize of the gathered
+  ** tensor (it failed in the columnwise swap, "Input is not allocated") */
+  EXPECT_OK(nvfp4_tensor_create(mc_ctx, SHAPE2(16, 0), NVFP4_BF16, &x));
+  EXPECT_OK(nvfp4_all_gather(world, x, &gf, &g));
+  if (g != NULL) {
+    nvfp4_tensor *full = NULL, *q = NULL;
+    EXPECT_OK(nvfp4_tensor_create(mc_ctx, SHAPE2(16 * mc_size, 0), NVFP4_BF16, &full));
+    q = quant(full, &o);
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(0, 8 * mc_size));
+    for (k = 0; k < 4; k++)
+      EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, (nvfp4_buffer)k),
+                   nvfp4_tensor_buffer_shape(q, (nvfp4_buffer)k));
+    nvfp4_tensor_destroy(q);
+    nvfp4_tensor_destroy(full);
+    nvfp4_tensor_destroy(g);
+  }
+  nvfp4_tensor_destroy(x);
 }
 
 

@@ -500,6 +500,23 @@ static void test_one_rank_bad_arguments (void) {
   EXPECT(dx != NULL);
   if (dx) EXPECT_SHAPE(nvfp4_tensor_shape(dx), SHAPE3(32, 1, 64));
   nvfp4_linear_destroy(l);
+  l = NULL;
+  /* a row-parallel layer whose input on the last rank passes the argument
+  ** checks but cannot be quantized (M = 24: the columnwise copy needs M %
+  ** 16 == 0): its peers must not wait in the output's all-reduce */
+  {
+    nvfp4_linear_config cr = config(64, 64, NVFP4_PARALLEL_ROW, 0);
+    nvfp4_tensor *xr = randn(SHAPE3(mc_rank == bad ? 24 : 32, 1, 64 / mc_size), NVFP4_BF16, 3);
+    nvfp4_tensor *yr = NULL;
+    cr.bias = 1;
+    EXPECT_OK(nvfp4_linear_create(mc_ctx, &cr, &l));
+    st = nvfp4_linear_forward(l, xr, &yr);
+    EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "M=24" : "failed");
+    EXPECT(yr == NULL);
+    nvfp4_tensor_destroy(xr);
+    nvfp4_linear_destroy(l);
+  }
   nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(xbad); nvfp4_tensor_destroy(y);
   nvfp4_tensor_destroy(y2); nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(dybad);
   nvfp4_tensor_destroy(dx);

@@ -266,6 +266,27 @@ static void test_gemm_plain_usages_bias_bf16 (void **state) {
   assert_int_equal(nvfp4_gemm(ctx, tw, NVFP4_ROWWISE, tx, NVFP4_ROWWISE, NULL, NVFP4_U8, &y),
                    NVFP4_EINVAL);
   assert_null(y);
+  {   /* a bias of N elements but 2-D: refused (the header says [P]) */
+    nvfp4_tensor *t2 = NULL;
+    assert_int_equal(nvfp4_tensor_reshape(tb, shp(2, 1, N, 0), &t2), 0);
+    assert_int_equal(nvfp4_gemm(ctx, tw, NVFP4_ROWWISE, tx, NVFP4_ROWWISE, t2, NVFP4_F32, &y),
+                     NVFP4_EINVAL);
+    assert_non_null(strstr(nvfp4_last_error(ctx), "bias must be fp32/bf16 of shape [3] (got fp32 [1, 3])"));
+    nvfp4_tensor_destroy(t2);
+  }
+  {   /* a reduction of 2^31 + 16 (zero rows: nothing allocated): the BLAS's int
+      ** would wrap and OpenBLAS returned garbage with a warning */
+    nvfp4_tensor *za = NULL, *zb = NULL;
+    const int64_t big = ((int64_t)1 << 31) + 16;
+    assert_int_equal(nvfp4_tensor_create(ctx, shp(2, 0, big, 0), NVFP4_F32, &za), 0);
+    assert_int_equal(nvfp4_tensor_create(ctx, shp(2, 0, big, 0), NVFP4_F32, &zb), 0);
+    assert_int_equal(nvfp4_gemm(ctx, za, NVFP4_ROWWISE, zb, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
+                     NVFP4_EINVAL);
+    assert_non_null(strstr(nvfp4_last_error(ctx), "reduction 2147483664): the BLAS takes int"));
+    assert_int_equal(nvfp4_gemm_ref64(ctx, za, NVFP4_ROWWISE, zb, NVFP4_ROWWISE, &y), NVFP4_EINVAL);
+    nvfp4_tensor_destroy(za);
+    nvfp4_tensor_destroy(zb);
+  }
   nvfp4_tensor_destroy(tx); nvfp4_tensor_destroy(tw);
   nvfp4_tensor_destroy(tdy); nvfp4_tensor_destroy(tb);
 }
