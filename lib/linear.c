@@ -348,8 +348,9 @@ static nvfp4_status forward_args (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_
           "(switch input and grad RHT off, or pass bf16)", nvfp4_dtype_name(x->dtype));
   FAIL_IF(ctx, quantized(l) && c->recipe.four_over_six_activations && !c->frozen_weight &&
           !c->recipe.no_input_rht, NVFP4_EINVAL,
-          "linear: 4over6 activations exclude the input's RHT (spec §9.1); set "
-          "no_input_rht");
+          "linear: 4over6 activations exclude the input's RHT (spec §9.1): switch the "
+          "input's RHT off, and the grad's with it (recipe no_input_rht, no_grad_rht; Lua "
+          "input_rht = false, grad_rht = false)");
   return NVFP4_OK;
 }
 

@@ -20,6 +20,9 @@ for i = #(arg or {}), 1, -1 do
     table.remove(arg, i)
   end
 end
+local have_timeout = false                   -- full size: close to a minute per case on a CPU
+for _, a in ipairs(arg or {}) do if a:match("^%-%-timeout") then have_timeout = true end end
+if not have_timeout then arg[#arg + 1] = "--timeout=1800" end
 
 local world = nvfp4.world()
 local HID, FFN, QKV = 8192 // P.SCALE, 28672 // P.SCALE, 10240 // P.SCALE
