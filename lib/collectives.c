@@ -166,29 +166,19 @@ done:
 
 nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
                                 nvfp4_status local) {
-  int stackbuf[64], *all = stackbuf, v = (int)local, r;
-  nvfp4_status st;
-  if (c->size > 64) {
-    all = (int *)malloc(sizeof *all * (size_t)c->size);
-    if (all == NULL) {
-      /* Cannot even agree: fall back to a MAX reduction of the status. */
-      if (nvfp4_comm_all_reduce_max_int(c, &v, 1) != NVFP4_OK) return NVFP4_EMPI;
-      if (local != NVFP4_OK) return local;
-      return v == NVFP4_OK ? NVFP4_OK
-             : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: another rank failed", what);
-    }
-  }
-  st = nvfp4i_comm_all_gather_host(c, &v, sizeof v, all);
-  if (st == NVFP4_OK) {
-    for (r = 0; r < c->size; r++)
-      if (all[r] != NVFP4_OK) break;
-    if (r < c->size)
-      st = local != NVFP4_OK ? local
-           : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed (%s)", what,
-                         r, nvfp4_status_string((nvfp4_status)all[r]));
-  }
-  if (all != stackbuf) free(all);
-  return st;
+  /* two small reductions and no allocation (a rank out of memory must
+  ** still take part): the lowest failing rank, then its status */
+  int v = local != NVFP4_OK ? c->size - c->rank : 0, r;
+  if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
+    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
+  if (v == 0) return NVFP4_OK;
+  r = c->size - v;
+  v = c->rank == r ? (int)local : 0;
+  if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
+    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
+  if (local != NVFP4_OK) return local;
+  return nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed (%s)", what, r,
+                     nvfp4_status_string((nvfp4_status)v));
 }
 
 

@@ -83,27 +83,12 @@ void nvfp4_comm_destroy (nvfp4_comm *c) {
 ** NVFP4_EMISMATCH, instead of waiting in MPI_Comm_split or splitting into
 ** groups of different sizes. */
 static nvfp4_status split_agree (nvfp4_comm *c, nvfp4_status local, int tp) {
-  int mine[2] = {(int)local, tp}, stackbuf[2 * 16], *all = stackbuf, r;
-  nvfp4_status st = NVFP4_OK;
-  if (c->size > 16 && (all = (int *)malloc(2 * sizeof(int) * (size_t)c->size)) == NULL)
-    return nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "split: cannot allocate %d ints", 2 * c->size);
-  if (MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, c->mpi) != MPI_SUCCESS)
-    st = nvfp4i_fail(c->ctx, NVFP4_EMPI, "split: MPI_Allgather failed");
-  else if (local != NVFP4_OK) st = local;
-  else {
-    for (r = 0; r < c->size && all[2 * r] == NVFP4_OK; r++) {}
-    if (r < c->size)
-      st = nvfp4i_fail(c->ctx, NVFP4_EPEER, "split: rank %d failed (%s)", r,
-                       nvfp4_status_string((nvfp4_status)all[2 * r]));
-    else {
-      for (r = 1; r < c->size && all[2 * r + 1] == all[1]; r++) {}
-      if (r < c->size)
-        st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "split: ranks disagree: rank %d asks "
-                         "tp=%d, rank 0 tp=%d", r, all[2 * r + 1], all[1]);
-    }
-  }
-  if (all != stackbuf) free(all);
-  return st;
+  int t[2] = {tp, -tp};
+  CHECK(nvfp4i_comm_agree(c, "split", local));
+  MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_INT, MPI_MAX, c->mpi));
+  FAIL_IF(c->ctx, t[0] != -t[1], NVFP4_EMISMATCH,
+          "split: ranks disagree: they ask tp from %d to %d", -t[1], t[0]);
+  return NVFP4_OK;
 }
 
 

@@ -385,8 +385,11 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
   qw.two_d = !c->recipe.no_weight_2d;
   qw.four_over_six = c->recipe.four_over_six_weights;
 
-  /* local work (quantize with amax_group agrees on its own), then each
-  ** collective after the ranks agree on it */
+  /* Every collective comes right after AGREE_OR_FAIL, and every other step
+  ** only records its status in st (no rank leaves early): the only jumps
+  ** to fail are the agreed ones, so all ranks take them together; a last
+  ** round gives every rank the same verdict.  Quantize with amax_group
+  ** agrees on its own. */
   if ((st = prepare(l, x, &qi, &qx)) == NVFP4_OK &&
       (st = prepare(l, l->w, &qw, &l->w_op)) == NVFP4_OK)
     own(l->fwd, l->w_op);
@@ -397,24 +400,25 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
       memset(&g, 0, sizeof g);
       g.rowwise = 1;
       g.rule = c->gather_rule;
-      CHECK_GOTO(nvfp4_all_gather(c->tp_group, qx, &g, &gx), st, fail);
+      st = nvfp4_all_gather(c->tp_group, qx, &g, &gx);
     }
-    else
-      CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, qx, &gx), st, fail);
+    else st = nvfp4_all_gather_plain(c->tp_group, qx, &gx);
   }
   if (st == NVFP4_OK)
     st = nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_ROWWISE, gx ? gx : qx, NVFP4_ROWWISE,
                         row ? NULL : l->b, x->dtype, c->recipe.kind == NVFP4_RECIPE_BF16, &out);
   if (row && dist) {                   /* §3.1 step 5 / §3.3 */
     AGREE_OR_FAIL("linear_forward");
-    if (sp) CHECK_GOTO(nvfp4_reduce_scatter(c->tp_group, out, &red), st, fail);
-    else CHECK_GOTO(nvfp4_all_reduce_sum(c->tp_group, out, &red), st, fail);
-    nvfp4_tensor_destroy(out);
-    out = red;
-    red = NULL;
+    if (sp) st = nvfp4_reduce_scatter(c->tp_group, out, &red);
+    else st = nvfp4_all_reduce_sum(c->tp_group, out, &red);
+    if (st == NVFP4_OK) {
+      nvfp4_tensor_destroy(out);
+      out = red;
+      red = NULL;
+    }
   }
-  else if (st != NVFP4_OK) goto fail;
-  if (row && l->b != NULL) CHECK_GOTO(add_bias(ctx, out, l->b), st, fail);
+  if (st == NVFP4_OK && row && l->b != NULL) st = add_bias(ctx, out, l->b);
+  AGREE_OR_FAIL("linear_forward");    /* the last round (alone: st) */
 
   /* what backward needs */
   if (keep) {
@@ -453,13 +457,15 @@ fail:
 /* ---- backward ----------------------------------------------------------- */
 
 /* Column sums of dy ([.., N_l] -> [N_l]) in params dtype, by the backend's
-** col_sum entry (on the CPU the GEMM with a row of ones it always was). */
-static nvfp4_status bias_grad (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_tensor **db) {
+** col_sum entry (on the CPU the GEMM with a row of ones it always was); st:
+** the step's status so far (not OK: nothing computed, but a row+SP sum's
+** agreement still takes place, so every rank takes part in it). */
+static nvfp4_status bias_grad (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_status st,
+                               nvfp4_tensor **db) {
   nvfp4_ctx *ctx = l->ctx;
   nvfp4_tensor *s = NULL, *red = NULL;
-  nvfp4_status st;
   *db = NULL;
-  st = nvfp4i_tensor_alloc_plain(ctx, l->b->shape, l->cfg.params_dtype, &s);
+  if (st == NVFP4_OK) st = nvfp4i_tensor_alloc_plain(ctx, l->b->shape, l->cfg.params_dtype, &s);
   if (st == NVFP4_OK)
     st = ctx->ops->col_sum(ctx, s->data.p, s->dtype, dy->data.p, dy->dtype,
                            nvfp4_shape_M(dy->shape), nvfp4_shape_K(dy->shape));
@@ -535,16 +541,18 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   l->sr_offset += (uint64_t)nvfp4_shape_numel(dy->shape) + 1;
   if (row && sp && dist && !c->recipe.no_amax_reduction) qg.amax_group = c->tp_group;
 
+  /* As in forward: each collective right after AGREE_OR_FAIL, every other
+  ** step only records st, one last round; the only jumps to fail are the
+  ** agreed ones. */
   if (row && sp && dist) {             /* §3.2: gather dY, kept N-D (2.21) */
     if (quantized(l)) {
       nvfp4_gather_opts g;
       memset(&g, 0, sizeof g);
       g.quant = &qg;
       g.rule = c->gather_rule;
-      CHECK_GOTO(nvfp4_all_gather(c->tp_group, dy, &g, &gdy), st, fail);
+      st = nvfp4_all_gather(c->tp_group, dy, &g, &gdy);   /* agrees on its arguments itself */
     }
-    else
-      CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, dy, &gdy), st, fail);
+    else st = nvfp4_all_gather_plain(c->tp_group, dy, &gdy);
   }
   else st = prepare(l, dy, &qg, &gdy);  /* local */
 
@@ -556,15 +564,11 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
       memset(&g, 0, sizeof g);
       g.columnwise = 1;
       g.rule = c->gather_rule;
-      CHECK_GOTO(nvfp4_all_gather_async(c->tp_group, l->x_wgrad, &g, &h), st, fail);
+      st = nvfp4_all_gather_async(c->tp_group, l->x_wgrad, &g, &h);
     }
-    else
-      CHECK_GOTO(nvfp4_all_gather_plain(c->tp_group, l->x_wgrad, &xw), st, fail);
+    else st = nvfp4_all_gather_plain(c->tp_group, l->x_wgrad, &xw);
   }
 
-  /* From here a local failure keeps st and skips the local steps; the
-  ** collectives (col: the dgrad reduction; row+SP: the bias sum) come
-  ** after AGREE_OR_FAIL, so every rank reaches them or none does. */
   /* dgrad: dY . W, then the column-parallel reduction */
   if (st == NVFP4_OK &&
       (st = nvfp4i_gemm_ex(ctx, l->w_op, NVFP4_COLUMNWISE, gdy, NVFP4_ROWWISE, NULL,
@@ -572,8 +576,8 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
     st = gemm_context(l, st, "dgrad (dX = dY W)");
   if (col && dist) {
     AGREE_OR_FAIL("linear_backward");
-    if (sp) CHECK_GOTO(nvfp4_reduce_scatter(c->tp_group, dxf, &dxo), st, fail);
-    else CHECK_GOTO(nvfp4_all_reduce_sum(c->tp_group, dxf, &dxo), st, fail);
+    if (sp) st = nvfp4_reduce_scatter(c->tp_group, dxf, &dxo);
+    else st = nvfp4_all_reduce_sum(c->tp_group, dxf, &dxo);
     nvfp4_tensor_destroy(dxf);
     dxf = NULL;
   }
@@ -602,16 +606,16 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
       st = gemm_context(l, st, "wgrad (dW = dY^T X)");
   }
   /* the bias gradient whenever the layer has a bias (its row+SP sum is a
-  ** collective: every rank takes part, also one that passed db = NULL) */
+  ** collective: every rank takes part, also one that passed db = NULL;
+  ** bias_grad agrees before it) */
   if (l->b != NULL) {
-    if (row && sp) AGREE_OR_FAIL("linear_backward");
-    if (st == NVFP4_OK) st = bias_grad(l, dy, &dbo);
+    st = bias_grad(l, dy, st, &dbo);
     if (db == NULL) {
       nvfp4_tensor_destroy(dbo);
       dbo = NULL;
     }
   }
-  if (st != NVFP4_OK) goto fail;
+  AGREE_OR_FAIL("linear_backward");   /* the last round */
 
   if (c->keep_operands) {
     l->kept[NVFP4_LIN_GRAD_OUTPUT] = gdy;

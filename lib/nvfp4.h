@@ -584,11 +584,13 @@ nvfp4_status nvfp4_linear_set_bias   (nvfp4_linear *l, const nvfp4_tensor *b);
 /* Forward (collective over the TP group when TP > 1).  x: F32/BF16, ndim >=
 ** 2 for SP (dim 0 is the sequence), last dim K_l; y is new, in x's dtype.
 ** Saves what backward needs (quantized, as TE: input columnwise, weight).
-** The TP group's ranks agree on the argument checks first: a rank whose
-** arguments fail keeps its error (the layer as it was) and its peers get
-** EPEER.  A forward failing later drops what the previous one saved (a
-** backward then gets EUSAGE); a failure there on one rank only (memory, a
-** device error) can leave its peers in the step's next collective.
+** The TP group's ranks agree on the argument checks first (a rank whose
+** arguments fail keeps its error and the layer as it was; its peers get
+** EPEER), then before every collective of the step and at its end, so a
+** failure on one rank (a shard that cannot be quantized, memory, a device
+** error) reaches every rank and none waits.  A forward failing after its
+** argument checks drops what the previous one saved (a backward then gets
+** EUSAGE).
 ** Errors: EINVAL (shape rules, naming the value), EPEER, plus those of
 ** quantize, the gathers and the GEMM. */
 nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
@@ -598,7 +600,7 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
 ** weight's shape, params dtype; NULL when frozen_weight), db (bias shape,
 ** NULL without a bias; under row+SP summed over the group so it is the
 ** full gradient of the replicated bias; params dtype).  dw and db may be
-** NULL pointers when not wanted.  Argument checks agreed as for forward.
+** NULL pointers when not wanted.  The ranks agree as in forward.
 ** Errors: EUSAGE (no forward), EINVAL (dy's shape or dtype, a NULL dx),
 ** EPEER, plus those of quantize, the gathers, the GEMMs and the reductions. */
 nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,

@@ -78,18 +78,20 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   nvfp4_status st;
   float amax[2];
   if (ctx == NULL) return NVFP4_EINVAL;
-  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "quantize: out is NULL");
-  *out = NULL;
+  if (out != NULL) *out = NULL;
   o = normalize(opts);
   /* with amax_group, the group's ranks agree on the checks and the amax
   ** pass before the reduction: a rank that fails there keeps its error and
   ** the others get EPEER instead of waiting in the reduction */
-  if ((st = nvfp4i_check_tensor(ctx, x, "quantize")) == NVFP4_OK &&
+  st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "quantize: out is NULL") : NVFP4_OK;
+  if (st == NVFP4_OK && (st = nvfp4i_check_tensor(ctx, x, "quantize")) == NVFP4_OK &&
       (st = check_qopts(ctx, x, &o)) == NVFP4_OK) {
     if (o.has_amax) { amax[0] = o.amax[0]; amax[1] = o.amax[1]; }
     else st = ctx->ops->amax(ctx, x, o.rht, o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax);
   }
-  if (o.amax_group != NULL && nvfp4_comm_ctx(o.amax_group) == ctx) {
+  if (o.amax_group != NULL) {
+    /* (a group of another context: its MPI communicator still carries the
+    ** verdict; this rank keeps its own EUSAGE message) */
     CHECK(nvfp4i_comm_agree(o.amax_group, "quantize", st));
     CHECK(nvfp4_comm_all_reduce_max_f32(o.amax_group, amax, 2));
   }

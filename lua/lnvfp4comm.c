@@ -108,12 +108,14 @@ static int comm_index (lua_State *L) {
 }
 
 
+/* c:split(tp): the range check is the library's, after the ranks agree (a
+** rank refusing tp here would leave the others in the split); a value
+** outside int goes as 0, which the library refuses. */
 static int comm_split (lua_State *L) {
   nvfp4_comm *c = nvfp4L_tocomm(L, 1);
   lua_Integer tp = luaL_checkinteger(L, 2);
   LComm *p;
-  luaL_argcheck(L, tp >= 1 && tp <= nvfp4_comm_size(c), 2, lua_pushfstring(L,
-                "tp=%d must be in 1..%d", (int)tp, nvfp4_comm_size(c)));
+  if (tp < 1 || tp > 0x7fffffff) tp = 0;
   p = newcomm(L);
   nvfp4L_checkstatus(L, nvfp4_comm_split(c, (int)tp, &p->c));
   return 1;
@@ -186,17 +188,24 @@ static int comm_all_reduce_max (lua_State *L) {
 }
 
 
-/* comm:all_gather_int(v) -> {v of rank 0, v of rank 1, ..}, 64-bit exact. */
+/* comm:all_gather_int(v) -> {v of rank 0, v of rank 1, ..}, 64-bit exact.
+** Each rank sends (not an integer?, v): a rank with a bad v makes every rank
+** raise the same error, instead of leaving the others in the gather. */
 static int comm_all_gather_int (lua_State *L) {
   nvfp4_comm *c = nvfp4L_tocomm(L, 1);
-  long long v = (long long)luaL_checkinteger(L, 2);
-  int i, n = nvfp4_comm_size(c);
-  long long *out = (long long *)lua_newuserdatauv(L, sizeof(long long) * (size_t)n, 0);
-  if (MPI_Allgather(&v, 1, MPI_LONG_LONG, out, 1, MPI_LONG_LONG, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
+  int isint = 0, i, n = nvfp4_comm_size(c);
+  long long mine[2];
+  long long *out = (long long *)lua_newuserdatauv(L, 2 * sizeof(long long) * (size_t)n, 0);
+  mine[1] = (long long)lua_tointegerx(L, 2, &isint);
+  mine[0] = !isint;
+  if (MPI_Allgather(mine, 2, MPI_LONG_LONG, out, 2, MPI_LONG_LONG, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
     return luaL_error(L, "all_gather_int: MPI_Allgather failed");
+  for (i = 0; i < n; i++)
+    if (out[2 * i])
+      return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than an integer", i));
   lua_createtable(L, n, 0);
   for (i = 0; i < n; i++) {
-    lua_pushinteger(L, (lua_Integer)out[i]);
+    lua_pushinteger(L, (lua_Integer)out[2 * i + 1]);
     lua_rawseti(L, -2, i + 1);
   }
   return 1;
@@ -207,18 +216,23 @@ static int comm_all_gather_int (lua_State *L) {
 ** framework gathers failure messages with it).  Straight MPI on host. */
 static int comm_all_gather_string (lua_State *L) {
   nvfp4_comm *c = nvfp4L_tocomm(L, 1);
-  size_t len;
-  const char *s;
-  luaL_checktype(L, 2, LUA_TSTRING);            /* strict: no number coercion */
-  s = lua_tolstring(L, 2, &len);
+  size_t len = 0;
+  const char *s = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
   int i, n = nvfp4_comm_size(c), total = 0, mine;
   int *lens = (int *)lua_newuserdatauv(L, sizeof(int) * 2 * (size_t)n, 0), *offs = lens + n;
   char *buf;
-  luaL_argcheck(L, len < (1u << 24), 2, "string longer than 16 MiB");
-  mine = (int)len;
+  /* the lengths first, a bad argument as -1 (not a string) or -2 (16 MiB or
+  ** more): every rank then raises the same error (strict: no number coercion) */
+  mine = s == NULL ? -1 : len >= (1u << 24) ? -2 : (int)len;
   if (MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
     return luaL_error(L, "all_gather_string: MPI_Allgather failed");
   for (i = 0; i < n; i++) {
+    if (lens[i] < 0)
+      return luaL_argerror(L, 2, lua_pushfstring(L, lens[i] == -1 ? "rank %d gave something else "
+                                                 "than a string" : "rank %d's string is 16 MiB or "
+                                                 "longer", i));
+    if (lens[i] > 0x7fffffff - total)
+      return luaL_argerror(L, 2, "the strings add up to 2 GiB or more");
     offs[i] = total;
     total += lens[i];
   }

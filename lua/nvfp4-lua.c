@@ -202,7 +202,15 @@ static int loadstdin_all (lua_State *L) {
   }
   if (len > 0) MPI_Bcast(buf, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD);
   {
-    int st = luaL_loadbufferx(L, buf != NULL ? buf : "", (size_t)len, "=stdin", NULL);
+    /* as luaL_loadfile: a UTF-8 BOM, and a first line starting with '#' (a
+    ** shebang), are skipped; the newline is kept, so line numbers stay */
+    const char *p = buf != NULL ? buf : "";
+    size_t n = (size_t)len;
+    int st;
+    if (n >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) { p += 3; n -= 3; }
+    if (n > 0 && p[0] == '#')
+      while (n > 0 && p[0] != '\n') { p++; n--; }
+    st = luaL_loadbufferx(L, p, n, "=stdin", NULL);
     free(buf);
     return st;
   }

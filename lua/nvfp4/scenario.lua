@@ -557,11 +557,9 @@ function M.run ()
     if out then for _, c in ipairs(selected) do print(c.name) end end
     return true
   end
-  if #cases > 0 and #selected == 0 then
-    if out then io.stderr:write(("%s: no case matches --filter '%s'\n"):format(script, o.filter)) end
-    nvfp4.exit_status(1)
-    return false
-  end
+  -- (no per-rank exit before the ranks compare their lists below: a rank
+  -- whose filter matched nothing would leave the others waiting there)
+  local nomatch = #cases > 0 and #selected == 0
 
   -- verdicts travel on their own communicator, so they never match a
   -- collective that a failed rank left half-done on the world
@@ -579,12 +577,16 @@ function M.run ()
     if differ then
       local all = vcomm:all_gather_string(table.concat(names, "\n"))
       if out then
-        local first = {}
-        for n in (all[1] .. "\n"):gmatch("(.-)\n") do first[#first + 1] = n end
+        local function list (joined)
+          local l = {}
+          if joined ~= "" then for n in (joined .. "\n"):gmatch("(.-)\n") do l[#l + 1] = n end end
+          return l
+        end
+        local first = list(all[1])
         local why
         for r = 2, #all do
           local k = 0
-          for n in (all[r] .. "\n"):gmatch("(.-)\n") do
+          for _, n in ipairs(list(all[r])) do
             k = k + 1
             if n ~= first[k] and not why then
               why = ("rank %d's case %d is '%s', rank 0's %s"):format(r - 1, k, n,
@@ -602,6 +604,11 @@ function M.run ()
       nvfp4.exit_status(2)
       return false
     end
+  end
+  if nomatch then
+    if out then io.stderr:write(("%s: no case matches --filter '%s'\n"):format(script, o.filter)) end
+    nvfp4.exit_status(1)
+    return false
   end
   bailout = o.tap and "Bail out!" or nil
   if out and o.tap then

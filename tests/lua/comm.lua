@@ -29,11 +29,17 @@ fails("the ranks' lists differ in length (2 to 3 values)", w.all_reduce_max, w, 
 fails("rank " .. (size - 1) .. " gave something else than a number",
       w.all_reduce_max, w, me == size - 1 and {1, "x"} or {1, 2})
 assert(w:all_reduce_max(me) == size - 1)
+fails("rank 1 gave something else than an integer", w.all_gather_int, w, me == 1 and 1.5 or 1)
+fails("rank 0 gave something else than a string", w.all_gather_string, w, me == 0 and 5 or "x")
+assert(#w:all_gather_string("ok") == size)
 
 print("testing split")
-local e = fails("split: ranks disagree: rank 1 asks tp=", w.split, w, me == 1 and size or 1)
+local e = fails("split: ranks disagree: they ask tp from 1 to " .. size, w.split, w, me == 1 and size or 1)
 local agreed = w:all_gather_string(e)
 for r = 2, #agreed do assert(agreed[r] == agreed[1], "the same message on every rank") end
+-- a tp the library refuses on one rank only: every rank gets an error (the check ran in the
+-- binding on that rank alone and left the others in the split)
+fails("split", w.split, w, me == 0 and 0 or 1)
 local one <close> = w:split(1)
 assert(one.size == 1)
 

@@ -96,7 +96,9 @@ checkerror("bad argument #1 to 'buffer_shape' (buffer must be one of 'rowwise_da
            .. "'columnwise_data', 'columnwise_scale_inv'; got 'scale')",
            function () return nvfp4.quantize(x):buffer_shape("scale") end)
 checkerror("calling 'amax' on bad self (needs an fp4 tensor, got bf16)", function () return x:amax() end)
-checkerror("bad argument #1 to 'split' (tp=3 must be in 1..1)", function () return world:split(3) end)
+-- (checked by the library after the ranks agree: a rank refusing tp alone left the others in the split)
+checkerror("split: tp=3 must be >= 1 and divide the communicator size 1", function () return world:split(3) end)
+checkerror("split: tp=0 must be >= 1", function () return world:split(-4) end)
 checkerror("bad argument #1 to 'exit_status' (exit status must be in 0..255)",
            function () return nvfp4.exit_status(300) end)
 

@@ -107,6 +107,19 @@ check "cases in another order on some rank: exit status 2, no case runs" \
   test "$rc" -ne 0 -a -z "$(grep '^PASS\|^FAIL\|passed' "$tmp/order")"
 check "... naming the first difference" \
   grep -q "the ranks run different cases: rank 1's case 2 is 'c', rank 0's 'b'" "$tmp/order"
+cat >"$tmp/filter1.lua" <<'EOS'
+-- np=2
+local sc = require "nvfp4.scenario"
+if require("nvfp4").world().rank == 0 then sc.case("alpha", function () end) else sc.case("beta", function () end) end
+sc.run()
+EOS
+"$RS" "$tmp/filter1.lua" --filter alpha >"$tmp/filter1" 2>&1; rc=$?
+check "--filter matching on some ranks only: no hang, the lists' difference reported" \
+  grep -q "the ranks run different cases: rank 1 has 0 cases, rank 0 1" "$tmp/filter1"
+printf '#!/usr/bin/env nvfp4-lua\nprint("rank " .. require("nvfp4").world().rank .. " shebang")\n' |
+  ${MPIRUN:-mpirun} -np 2 "$builddir/lua/nvfp4-lua" - >"$tmp/shebang" 2>&1
+check "a script on standard input may start with a #! line (as a file may)" \
+  test "$(count ' shebang$' "$tmp/shebang")" -eq 2
 cat >"$tmp/misuse.lua" <<'EOS'
 -- np=1
 local sc = require "nvfp4.scenario"

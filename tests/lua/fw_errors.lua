@@ -30,7 +30,8 @@ sc.case("split's argument error too", function ()
   local ok, e = pcall(function () local g = world:split(3); return g end)
   sc.ok(not ok, "split(3) at 2 ranks raises")
   sc.eq((split(e)), (split(plain_split)), "the message as outside a case")
-  sc.ok(tostring(e):find("fw_errors.lua:%d+: bad argument #1 to 'split'") ~= nil, "names split: " .. tostring(e))
+  sc.ok(tostring(e):find("fw_errors.lua:%d+: split: tp=3 must be >= 1 and divide the communicator size") ~= nil,
+        "names split: " .. tostring(e))
 end)
 
 sc.case("a collective that succeeds still returns its values", function ()

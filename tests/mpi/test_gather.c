@@ -567,6 +567,10 @@ static void test_mismatch (void) {
       st = nvfp4_quantize(mc_ctx, x, &ob, &qq);
       EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
       EXPECT(qq == NULL);
+      ob = qopts(1, 1, 0, world);                                 /* a NULL out on rank 0 */
+      st = nvfp4_quantize(mc_ctx, x, &ob, mc_rank == 0 ? NULL : &qq);
+      EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
+      EXPECT(qq == NULL);
     }
     /* options that differ but are each valid: the 4over6 error measure,
     ** the RHT's signs */
