@@ -233,12 +233,17 @@ static const char *const qopt_names[] = {
   "two_d", "amax", "amax_group", "four_over_six", "four_over_six_error", "emax", NULL
 };
 
-nvfp4_tensor *nvfp4L_opttensor (lua_State *L, int arg, const char *key) {
-  LTensor *p = (LTensor *)luaL_testudata(L, -1, NVFP4L_TENSOR);
-  if (p == NULL) nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be an nvfp4.tensor, got %s",
+void *nvfp4L_optobject (lua_State *L, int arg, const char *key, const char *tname) {
+  void **p = (void **)luaL_testudata(L, -1, tname);   /* LTensor, LComm: {pointer} */
+  if (p == NULL) nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be an %s, got %s", tname,
                                                               luaL_typename(L, -1)));
-  if (p->t == NULL) nvfp4L_opterror(L, arg, key, "is a closed tensor");
-  return p->t;
+  if (*p == NULL) nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "is a closed %s", tname));
+  return *p;
+}
+
+
+nvfp4_tensor *nvfp4L_opttensor (lua_State *L, int arg, const char *key) {
+  return (nvfp4_tensor *)nvfp4L_optobject(L, arg, key, NVFP4L_TENSOR);
 }
 
 

@@ -82,6 +82,10 @@ nvfp4_qopts   nvfp4L_checkqopts (lua_State *L, int arg);
 
 /* Communicators (lnvfp4comm.c). */
 struct nvfp4_comm *nvfp4L_tocomm (lua_State *L, int arg);
+/* The option value at the top of the stack as an open userdata of metatable
+** tname whose first field is its pointer (LTensor, LComm); else an error
+** naming argument arg, option key and what was found. */
+void *nvfp4L_optobject (lua_State *L, int arg, const char *key, const char *tname);
 /* The option value at the top of the stack as an open comm; else an error
 ** naming argument arg and option key. */
 struct nvfp4_comm *nvfp4L_optcomm (lua_State *L, int arg, const char *key);

@@ -73,11 +73,7 @@ static int comm_close (lua_State *L) {
 
 
 nvfp4_comm *nvfp4L_optcomm (lua_State *L, int arg, const char *key) {
-  LComm *p = (LComm *)luaL_testudata(L, -1, NVFP4L_COMM);
-  if (p == NULL) nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be an nvfp4.comm, got %s",
-                                                              luaL_typename(L, -1)));
-  if (p->c == NULL) nvfp4L_opterror(L, arg, key, "is a closed nvfp4.comm");
-  return p->c;
+  return (nvfp4_comm *)nvfp4L_optobject(L, arg, key, NVFP4L_COMM);
 }
 
 
