@@ -898,11 +898,59 @@ static int tensor_has_columnwise (lua_State *L) {
 ** =======================================================
 */
 
+/* quantize's arguments (x, opts) into the qopts userdata at 3. */
+static int quantize_args (lua_State *L) {
+  nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 3);
+  nvfp4L_totensor(L, 1);
+  *o = nvfp4L_checkqopts(L, 2);
+  return 0;
+}
+
+
+/* nvfp4.quantize(x [, opts]).  With an amax_group, the group's other ranks
+** wait in the library's agreement: when this rank's arguments are refused
+** here, the library is called with no tensor first, so that they learn of
+** it (EPEER) instead of waiting, and then the error is raised as usual. */
 static int mod_quantize (lua_State *L) {
-  nvfp4_tensor *x = nvfp4L_totensor(L, 1);
-  nvfp4_qopts o = nvfp4L_checkqopts(L, 2);
-  LTensor *q = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), x, &o, &q->t));
+  nvfp4_qopts *o;
+  LTensor *q;
+  lua_settop(L, 2);
+  o = (nvfp4_qopts *)lua_newuserdatauv(L, sizeof *o, 0);
+  lua_pushcfunction(L, quantize_args);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+    nvfp4_comm *g = NULL;
+    if (lua_type(L, 2) == LUA_TTABLE) {
+      lua_getfield(L, 2, "amax_group");
+      g = nvfp4L_commof(L, -1);
+      lua_pop(L, 1);
+    }
+    if (g != NULL) {
+      nvfp4_qopts tell;
+      nvfp4_tensor *none = NULL;
+      memset(&tell, 0, sizeof tell);
+      tell.amax_group = g;
+      (void)nvfp4_quantize(nvfp4L_getctx(L), NULL, &tell, &none);
+    }
+    /* as raised unprotected: this function's name, the caller's position */
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *m = lua_tostring(L, -1);
+      luaL_where(L, 1);
+      if (strncmp(m, "bad argument #", 14) == 0 && strstr(m, " to '?'") != NULL) {
+        luaL_gsub(L, m, " to '?'", " to 'quantize'");
+        lua_concat(L, 2);
+      }
+      else {
+        lua_pushvalue(L, -2);
+        lua_concat(L, 2);
+      }
+    }
+    return lua_error(L);
+  }
+  q = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), nvfp4L_totensor(L, 1), o, &q->t));
   return 1;
 }
 

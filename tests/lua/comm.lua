@@ -33,6 +33,19 @@ fails("rank 1 gave something else than an integer", w.all_gather_int, w, me == 1
 fails("rank 0 gave something else than a string", w.all_gather_string, w, me == 0 and 5 or "x")
 assert(#w:all_gather_string("ok") == size)
 
+print("testing quantize with amax_group")
+-- options the binding refuses on one rank only: the others learn of it from the library (they waited
+-- in its agreement before the amax reduction)
+do
+  local x = nvfp4.randn({16, 32}, "bf16", {seed = 1})
+  local opts = me == 1 and {amax_group = w, colwise = true} or {amax_group = w}
+  local ok, e = pcall(nvfp4.quantize, x, opts)
+  assert(not ok, "an error on every rank")
+  assert(tostring(e):find(me == 1 and "unknown option 'colwise'" or "quantize: rank 1 failed", 1, true),
+         tostring(e))
+  assert(nvfp4.quantize(x, {amax_group = w}):amax() == w:all_reduce_max(nvfp4.quantize(x):amax()))
+end
+
 print("testing split")
 local e = fails("split: ranks disagree: they ask tp from 1 to " .. size, w.split, w, me == 1 and size or 1)
 local agreed = w:all_gather_string(e)
