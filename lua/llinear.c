@@ -88,8 +88,12 @@ static int mod_gemm_ref64 (lua_State *L) {
 ** concatenation of every rank's tensors (collective); group may be nil. */
 static int mod_rel_error_group (lua_State *L) {
   nvfp4_comm *c = lua_isnil(L, 1) ? NULL : nvfp4L_tocomm(L, 1);
-  nvfp4_tensor *x = nvfp4L_totensor(L, 2), *ref = nvfp4L_totensor(L, 3);
+  nvfp4_tensor *x, *ref;
   double e = 0;
+  if (c != NULL && (nvfp4L_tensorof(L, 2) == NULL || nvfp4L_tensorof(L, 3) == NULL))
+    (void)nvfp4_rel_error(c, NULL, NULL, &e);    /* the group's other ranks learn of it */
+  x = nvfp4L_totensor(L, 2);
+  ref = nvfp4L_totensor(L, 3);
   nvfp4L_checkstatus(L, nvfp4_rel_error(c, x, ref, &e));
   lua_pushnumber(L, e);
   return 1;
@@ -228,9 +232,23 @@ static int linear_tostring (lua_State *L) {
 }
 
 
+/* A collective call's tensor argument that the binding refuses: on a layer
+** with a group, the library is called with no tensor first, so that the
+** group's other ranks (waiting in its agreement) learn of it; the error is
+** then raised by nvfp4L_totensor, as before. */
+static nvfp4_tensor *collective_tensor (lua_State *L, int arg, nvfp4_linear *l, int backward) {
+  if (nvfp4L_tensorof(L, arg) == NULL) {
+    nvfp4_tensor *t1 = NULL, *t2 = NULL, *t3 = NULL;
+    if (backward) (void)nvfp4_linear_backward(l, NULL, &t1, &t2, &t3);
+    else (void)nvfp4_linear_forward(l, NULL, &t1);
+  }
+  return nvfp4L_totensor(L, arg);
+}
+
+
 static int linear_forward (lua_State *L) {
   nvfp4_linear *l = tolinear(L, 1);
-  nvfp4_tensor *x = nvfp4L_totensor(L, 2);
+  nvfp4_tensor *x = collective_tensor(L, 2, l, 0);
   LTensor *y = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_linear_forward(l, x, &y->t));
   return 1;
@@ -240,7 +258,7 @@ static int linear_forward (lua_State *L) {
 /* l:backward(dy) -> dx, dw (nil when frozen), db (nil without a bias). */
 static int linear_backward (lua_State *L) {
   nvfp4_linear *l = tolinear(L, 1);
-  nvfp4_tensor *dy = nvfp4L_totensor(L, 2);
+  nvfp4_tensor *dy = collective_tensor(L, 2, l, 1);
   LTensor *dx = nvfp4L_newtensor(L), *dw = nvfp4L_newtensor(L), *db = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_linear_backward(l, dy, &dx->t, &dw->t, &db->t));
   if (dw->t == NULL) { lua_pushnil(L); lua_replace(L, -3); }

@@ -39,6 +39,12 @@ void nvfp4L_checkstatus (lua_State *L, nvfp4_status s) {
 }
 
 
+nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx) {
+  LTensor *p = (LTensor *)luaL_testudata(L, idx, NVFP4L_TENSOR);
+  return p != NULL ? p->t : NULL;
+}
+
+
 nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg) {
   LTensor *p = (LTensor *)luaL_checkudata(L, arg, NVFP4L_TENSOR);
   luaL_argcheck(L, p->t != NULL, arg, "tensor is closed");
@@ -898,6 +904,26 @@ static int tensor_has_columnwise (lua_State *L) {
 ** =======================================================
 */
 
+int nvfp4L_reraise (lua_State *L, const char *fname, int method) {
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    const char *m = lua_tostring(L, -1), *rest;
+    char *end;
+    long n;
+    luaL_where(L, 1);
+    if (strncmp(m, "bad argument #", 14) == 0 && (n = strtol(m + 14, &end, 10)) > 0 &&
+        strncmp(end, " to '?'", 7) == 0) {
+      rest = end + 7;                     /* " (message)" */
+      n -= method ? 1 : 0;                /* a method's self is not counted */
+      if (n == 0) lua_pushfstring(L, "calling '%s' on bad self%s", fname, rest);
+      else lua_pushfstring(L, "bad argument #%d to '%s'%s", (int)n, fname, rest);
+    }
+    else lua_pushvalue(L, -2);
+    lua_concat(L, 2);
+  }
+  return lua_error(L);
+}
+
+
 /* quantize's arguments (x, opts) into the qopts userdata at 3. */
 static int quantize_args (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 3);
@@ -934,20 +960,7 @@ static int mod_quantize (lua_State *L) {
       tell.amax_group = g;
       (void)nvfp4_quantize(nvfp4L_getctx(L), NULL, &tell, &none);
     }
-    /* as raised unprotected: this function's name, the caller's position */
-    if (lua_type(L, -1) == LUA_TSTRING) {
-      const char *m = lua_tostring(L, -1);
-      luaL_where(L, 1);
-      if (strncmp(m, "bad argument #", 14) == 0 && strstr(m, " to '?'") != NULL) {
-        luaL_gsub(L, m, " to '?'", " to 'quantize'");
-        lua_concat(L, 2);
-      }
-      else {
-        lua_pushvalue(L, -2);
-        lua_concat(L, 2);
-      }
-    }
-    return lua_error(L);
+    return nvfp4L_reraise(L, "quantize", 0);
   }
   q = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), nvfp4L_totensor(L, 1), o, &q->t));

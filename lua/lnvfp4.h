@@ -95,6 +95,13 @@ nvfp4_tensor *nvfp4L_opttensor (lua_State *L, int arg, const char *key);
 /* The nested quantize options at the top of the stack (the value of option
 ** key of argument arg): a table of known keys, then nvfp4L_checkqopts. */
 nvfp4_qopts   nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key);
+/* Raise the error at the top of the stack, caught from an argument check run
+** under lua_pcall, as the unprotected check would have raised it: the
+** caller's position, and fname for "bad argument #n to '?'" (method: self
+** is not counted, as Lua does for a method call). */
+int nvfp4L_reraise (lua_State *L, const char *fname, int method);
+/* The tensor at idx, or NULL when it is closed or not a tensor (no error). */
+nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx);
 /* The comm at idx, or NULL when it is closed or not a comm (no error). */
 struct nvfp4_comm *nvfp4L_commof (lua_State *L, int idx);
 

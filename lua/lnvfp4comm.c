@@ -275,49 +275,83 @@ static const char *const gather_opts[] = {
 **   fp4 x: the NVFP4 gather, usages opts.rowwise / opts.columnwise;
 **   opts.rule = "flat2d" (default) | "nd" (TE 2.21's columnwise rule);
 **   opts.async = true: returns an nvfp4.handle; h:wait() gives the tensor. */
-static int comm_all_gather (lua_State *L) {
-  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
-  nvfp4_tensor *x = nvfp4L_totensor(L, 2);
-  int fp4 = nvfp4_tensor_dtype(x) == NVFP4_FP4, o = 3, async, hasq;
+/* What c:all_gather's arguments say (gather_parse). */
+typedef struct gather_args {
+  nvfp4_tensor *x;
+  int fp4, async, hasq;
   nvfp4_gather_opts g;
   nvfp4_qopts q;
-  memset(&g, 0, sizeof g);
+} gather_args;
+
+/* c:all_gather's arguments, as in the call, into the gather_args at
+** upvalue 1 (run under lua_pcall by comm_all_gather). */
+static int gather_parse (lua_State *L) {
+  gather_args *a = (gather_args *)lua_touserdata(L, lua_upvalueindex(1));
+  int o = 3;
+  nvfp4L_tocomm(L, 1);
+  a->x = nvfp4L_totensor(L, 2);
+  a->fp4 = nvfp4_tensor_dtype(a->x) == NVFP4_FP4;
   if (lua_type(L, 3) == LUA_TNUMBER) {
-    nvfp4L_checkdim(L, 3, nvfp4_tensor_shape(x).ndim);
+    nvfp4L_checkdim(L, 3, nvfp4_tensor_shape(a->x).ndim);
     luaL_argcheck(L, lua_tointeger(L, 3) == 1, 3, "the gather runs along dim 1 only");
     o = 4;
   }
   lua_settop(L, o);
   nvfp4L_checkopts(L, o, gather_opts);
-  async = nvfp4L_optbool(L, o, "async", 0);
+  a->async = nvfp4L_optbool(L, o, "async", 0);
   if (nvfp4L_getopt(L, o, "rule") != LUA_TNIL &&
       (lua_type(L, -1) != LUA_TSTRING ||
-       nvfp4_cw_rule_parse(lua_tostring(L, -1), &g.rule) != NVFP4_OK))
+       nvfp4_cw_rule_parse(lua_tostring(L, -1), &a->g.rule) != NVFP4_OK))
     nvfp4L_opterror(L, o, "rule", lua_pushfstring(L, "must be \"flat2d\" or \"nd\", got %s",
                     luaL_tolstring(L, -1, NULL)));
   lua_pop(L, 1);
-  hasq = nvfp4L_getopt(L, o, "quantize") != LUA_TNIL;  /* the qopts table, at top */
-  if (fp4) {
-    if (hasq) nvfp4L_opterror(L, o, "quantize", "applies to a plain tensor, not an fp4 one");
-    g.rowwise = nvfp4L_optbool(L, o, "rowwise", 0);
-    g.columnwise = nvfp4L_optbool(L, o, "columnwise", 0);
+  a->hasq = nvfp4L_getopt(L, o, "quantize") != LUA_TNIL;  /* the qopts table, at top */
+  if (a->fp4) {
+    if (a->hasq) nvfp4L_opterror(L, o, "quantize", "applies to a plain tensor, not an fp4 one");
+    a->g.rowwise = nvfp4L_optbool(L, o, "rowwise", 0);
+    a->g.columnwise = nvfp4L_optbool(L, o, "columnwise", 0);
   } else {
     if (nvfp4L_optbool(L, o, "rowwise", 0) || nvfp4L_optbool(L, o, "columnwise", 0))
       nvfp4L_opterror(L, o, "rowwise/columnwise", "apply to an fp4 tensor "
                       "(for a plain one, say quantize = {rowwise = .., columnwise = ..})");
-    if (hasq) {
-      q = nvfp4L_checkqopts_at(L, o, "quantize");
-      g.quant = &q;
+    if (a->hasq) {
+      a->q = nvfp4L_checkqopts_at(L, o, "quantize");
+      a->g.quant = &a->q;
     }
   }
-  if (!fp4 && !hasq) {
-    LTensor *p;
-    if (async) nvfp4L_opterror(L, o, "async", "needs an NVFP4 gather (fp4 x or quantize = {..})");
-    p = nvfp4L_newtensor(L);
-    nvfp4L_checkstatus(L, nvfp4_all_gather_plain(c, x, &p->t));
-  } else if (!async) {
+  if (!a->fp4 && !a->hasq && a->async)
+    nvfp4L_opterror(L, o, "async", "needs an NVFP4 gather (fp4 x or quantize = {..})");
+  return 0;
+}
+
+
+/* c:all_gather(x [, 1] [, opts]).  Arguments refused here on one rank only
+** would leave the others in the library's metadata round: the library is
+** then called with no tensor (one failed round, which they see as EPEER)
+** before the error is raised as usual. */
+static int comm_all_gather (lua_State *L) {
+  gather_args *a;
+  nvfp4_comm *c;
+  int n = lua_gettop(L), i;
+  a = (gather_args *)lua_newuserdatauv(L, sizeof *a, 0);
+  memset(a, 0, sizeof *a);
+  lua_pushlightuserdata(L, a);
+  lua_pushcclosure(L, gather_parse, 1);
+  for (i = 1; i <= n; i++) lua_pushvalue(L, i);
+  if (lua_pcall(L, n, 0, 0) != LUA_OK) {
+    if ((c = nvfp4L_commof(L, 1)) != NULL) {
+      nvfp4_tensor *none = NULL;
+      (void)nvfp4_all_gather_plain(c, NULL, &none);
+    }
+    return nvfp4L_reraise(L, "all_gather", 1);
+  }
+  c = nvfp4L_tocomm(L, 1);
+  if (!a->fp4 && !a->hasq) {
     LTensor *p = nvfp4L_newtensor(L);
-    nvfp4L_checkstatus(L, nvfp4_all_gather(c, x, &g, &p->t));
+    nvfp4L_checkstatus(L, nvfp4_all_gather_plain(c, a->x, &p->t));
+  } else if (!a->async) {
+    LTensor *p = nvfp4L_newtensor(L);
+    nvfp4L_checkstatus(L, nvfp4_all_gather(c, a->x, &a->g, &p->t));
   } else {
     LHandle *h = (LHandle *)lua_newuserdatauv(L, sizeof(LHandle), 3);
     h->h = NULL;
@@ -326,7 +360,7 @@ static int comm_all_gather (lua_State *L) {
     lua_setiuservalue(L, -2, 1);                 /* keep x alive while in flight */
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 2);                 /* and the comm */
-    nvfp4L_checkstatus(L, nvfp4_all_gather_async(c, x, &g, &h->h));
+    nvfp4L_checkstatus(L, nvfp4_all_gather_async(c, a->x, &a->g, &h->h));
   }
   return 1;
 }

@@ -11,10 +11,10 @@
 --
 -- Not covered here: tensors from another backend (one process has one
 -- context; the C tests cover the cross-context check), and a bad argument
--- on one rank only that the binding refuses before the collective (nvfp4.quantize with an
--- amax_group and the comm methods tell the other ranks through the library; elsewhere the
--- other ranks then wait in it; the harness's per-case timeout ends the job,
--- see tests/reliability).
+-- on one rank only that the binding refuses before the collective: the binding tells the other
+-- ranks through the library for the comm methods, quantize with amax_group, a layer's
+-- forward/backward and rel_error_group (tests/lua/comm.lua); for a closed layer or comm the
+-- others wait and the harness's per-case timeout ends the job (see tests/reliability).
 local nvfp4 = require "nvfp4"
 local sc = require "nvfp4.scenario"
 

@@ -46,6 +46,39 @@ do
   assert(nvfp4.quantize(x, {amax_group = w}):amax() == w:all_reduce_max(nvfp4.quantize(x):amax()))
 end
 
+print("testing a layer's and rel_error_group's tensor arguments")
+-- a tensor the binding refuses on one rank (closed, or not one): the others learn of it from the library
+do
+  local lay = nvfp4.linear{in_features = 32, out_features = 16 * size, parallel = "column", group = w}
+  local x = nvfp4.randn({16, 32}, "bf16", {seed = 2})
+  local bad = nvfp4.randn({16, 32}, "bf16")
+  bad:close()
+  local ok, e = pcall(lay.forward, lay, me == 1 and bad or x)
+  assert(not ok and tostring(e):find(me == 1 and "tensor is closed" or "linear_forward: rank 1 failed", 1, true),
+         tostring(e))
+  local y = lay:forward(x)                         -- the layer still works
+  ok, e = pcall(lay.backward, lay, me == 0 and "dy" or y)
+  assert(not ok and tostring(e):find(me == 0 and "nvfp4.tensor expected" or "linear_backward: rank 0 failed",
+                                     1, true), tostring(e))
+  ok, e = pcall(nvfp4.rel_error_group, w, y, me == 1 and 5 or y)
+  assert(not ok and tostring(e):find(me == 1 and "nvfp4.tensor expected" or "rel_error: rank 1 failed", 1, true),
+         tostring(e))
+  assert(nvfp4.rel_error_group(w, y, y) == 0)
+  lay:close()
+end
+
+print("testing all_gather's options on one rank")
+do
+  local x = nvfp4.randn({16, 32}, "bf16", {seed = 3})
+  local ok, e = pcall(w.all_gather, w, x, me == 1 and {rules = "nd"} or {})
+  assert(not ok and tostring(e):find(me == 1 and "bad argument #2 to 'all_gather' (unknown option 'rules')"
+                                     or "all_gather_plain: rank 1 failed", 1, true), tostring(e))
+  ok, e = pcall(w.all_gather, w, x, {quantize = me == 0 and {colwise = true} or {rowwise = true}})
+  assert(not ok and tostring(e):find(me == 0 and "option 'quantize' has an unknown option 'colwise'"
+                                     or "all_gather: rank 0 failed", 1, true), tostring(e))
+  assert(w:all_gather(x):shape() == nvfp4.shape{16 * size, 32})
+end
+
 print("testing split")
 local e = fails("split: ranks disagree: they ask tp from 1 to " .. size, w.split, w, me == 1 and size or 1)
 local agreed = w:all_gather_string(e)
