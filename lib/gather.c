@@ -87,6 +87,14 @@ static int shard_quantizable (nvfp4_shape s) {
 }
 
 
+/* The metadata flags of how NVFP4 bytes are made: the RHT and its sign
+** mask, SR, 2D blocks (the ranks' shards must agree on them). */
+static int made_flags (int rht, int rht_no_signs, int sr, int two_d) {
+  return (rht ? NVFP4I_META_RHT : 0) | (rht && rht_no_signs ? NVFP4I_META_RHT_NOSIGNS : 0) |
+         (sr ? NVFP4I_META_SR : 0) | (two_d ? NVFP4I_META_TWO_D : 0);
+}
+
+
 /* Local argument checks, no communication; fills *p. */
 static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                const nvfp4_gather_opts *g, plan *p) {
@@ -132,10 +140,7 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     /* shards used as they are must have been made alike: the gathered
     ** bytes are theirs (a shard with the RHT next to one without would
     ** decode silently wrong) */
-    if (!p->requant)
-      p->flags |= (x->rht ? NVFP4I_META_RHT : 0) |
-                  (x->rht && x->rht_no_signs ? NVFP4I_META_RHT_NOSIGNS : 0) |
-                  (x->sr ? NVFP4I_META_SR : 0) | (x->two_d ? NVFP4I_META_TWO_D : 0);
+    if (!p->requant) p->flags |= made_flags(x->rht, x->rht_no_signs, x->sr, x->two_d);
   }
   p->q.rowwise = (unsigned)p->row;
   p->q.columnwise = (unsigned)p->col;
@@ -148,9 +153,7 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     ** left the others in the amax reduction) */
     CHECK(nvfp4i_check_qopts_flags(ctx, p->plain ? x->dtype : (p->q.rht ? NVFP4_BF16 : NVFP4_F32),
                                    &p->q));
-    p->flags |= (p->q.rht ? NVFP4I_META_RHT : 0) | (p->q.sr ? NVFP4I_META_SR : 0) |
-                (p->q.rht && p->q.rht_no_signs ? NVFP4I_META_RHT_NOSIGNS : 0) |
-                (p->q.two_d ? NVFP4I_META_TWO_D : 0) |
+    p->flags |= made_flags(p->q.rht, p->q.rht_no_signs, p->q.sr, p->q.two_d) |
                 (p->q.four_over_six ? NVFP4I_META_FO6 : 0) |
                 (p->q.four_over_six && p->q.four_over_six_mse ? NVFP4I_META_FO6_MSE : 0) |
                 (p->q.four_over_six && !p->q.four_over_six_emax448 ? NVFP4I_META_EMAX256 : 0);

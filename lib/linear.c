@@ -605,10 +605,10 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
                              NVFP4_COLUMNWISE, NULL, c->params_dtype, bf, &dwo)) != NVFP4_OK)
       st = gemm_context(l, st, "wgrad (dW = dY^T X)");
   }
-  /* the bias gradient whenever the layer has a bias (its row+SP sum is a
-  ** collective: every rank takes part, also one that passed db = NULL;
+  /* the bias gradient when asked for, and always under row+SP (its sum is
+  ** a collective: every rank takes part, also one that passed db = NULL;
   ** bias_grad agrees before it) */
-  if (l->b != NULL) {
+  if (l->b != NULL && (db != NULL || (row && sp && dist))) {
     st = bias_grad(l, dy, st, &dbo);
     if (db == NULL) {
       nvfp4_tensor_destroy(dbo);

@@ -177,7 +177,7 @@ NVFP4I_FUNC nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st,
 /* For messages about a dtype the caller passed: its name, or "<n> (not a
 ** dtype)" for a value outside the enum (nvfp4_dtype_name gives "?").  C
 ** only (a compound literal holds the text until the end of the block). */
-/* The quantize options' own rules for an input of dtype dt, without the
+/* The quantize options' own rules for an input of dtype dt (fp32 or bf16), without the
 ** shape rules (lib/quantize.c; the NVFP4 gather checks them before its
 ** collectives).  EINVAL naming the rule, EUSAGE (amax_group of another
 ** context). */

@@ -19,13 +19,12 @@ static nvfp4_qopts normalize (const nvfp4_qopts *opts) {
 }
 
 
-/* The options' own rules for an input of dtype dt (no shape rules): what
-** the NVFP4 gather checks before its collectives, so that a rank with bad
-** options fails there with its peers rather than in the cast after them. */
+/* The options' own rules for an input of dtype dt (fp32 or bf16, checked by
+** the callers; no shape rules): what the NVFP4 gather checks before its
+** collectives, so that a rank with bad options fails there with its peers
+** rather than in the cast after them. */
 nvfp4_status nvfp4i_check_qopts_flags (nvfp4_ctx *ctx, nvfp4_dtype dt, const nvfp4_qopts *o) {
   int i;
-  FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
-          "quantize: input dtype %s is not fp32 or bf16", nvfp4_dtype_name(dt));
   FAIL_IF(ctx, o->rht && dt != NVFP4_BF16, NVFP4_EINVAL,
           "quantize: RHT needs a bf16 input, got %s (spec §8)", nvfp4_dtype_name(dt));
   FAIL_IF(ctx, o->rht && !o->columnwise, NVFP4_EINVAL,

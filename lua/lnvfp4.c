@@ -151,22 +151,29 @@ nvfp4_dtype nvfp4L_optdtype (lua_State *L, int arg, const char *key, nvfp4_dtype
 }
 
 
+/* The first key of the table at idx that is not a string or not one of
+** names, left on the stack (0 pushed: none). */
+static int unknown_key (lua_State *L, int idx, const char *const names[]) {
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    int i, ok = 0;
+    lua_pop(L, 1);  /* value; key stays for lua_next */
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (i = 0; names[i] != NULL && !ok; i++) ok = strcmp(lua_tostring(L, -1), names[i]) == 0;
+    if (!ok) return 1;
+  }
+  return 0;
+}
+
+
 void nvfp4L_checkopts (lua_State *L, int arg, const char *const names[]) {
   if (lua_isnoneornil(L, arg)) return;
   luaL_checktype(L, arg, LUA_TTABLE);
-  lua_pushnil(L);
-  while (lua_next(L, arg) != 0) {
-    int i, ok = 0;
-    lua_pop(L, 1);  /* value; key stays for lua_next */
-    if (lua_type(L, -1) == LUA_TSTRING) {
-      const char *k = lua_tostring(L, -1);
-      for (i = 0; names[i] != NULL && !ok; i++) ok = strcmp(k, names[i]) == 0;
-      if (!ok)
-        luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s'", k));
-    } else
-      luaL_argerror(L, arg, lua_pushfstring(L, "option keys must be strings, got %s",
-                                            luaL_typename(L, -1)));
-  }
+  if (!unknown_key(L, arg, names)) return;
+  if (lua_type(L, -1) == LUA_TSTRING)
+    luaL_argerror(L, arg, lua_pushfstring(L, "unknown option '%s'", lua_tostring(L, -1)));
+  luaL_argerror(L, arg, lua_pushfstring(L, "option keys must be strings, got %s",
+                                        luaL_typename(L, -1)));
 }
 
 
@@ -258,16 +265,9 @@ nvfp4_qopts nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key) {
   if (lua_type(L, top) != LUA_TTABLE)
     nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be a table of quantize options, got %s",
                                                  luaL_typename(L, top)));
-  lua_pushnil(L);
-  while (lua_next(L, top) != 0) {
-    int i, ok = 0;
-    lua_pop(L, 1);
-    if (lua_type(L, -1) == LUA_TSTRING)
-      for (i = 0; qopt_names[i] != NULL && !ok; i++) ok = strcmp(lua_tostring(L, -1), qopt_names[i]) == 0;
-    if (!ok)
-      nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "has an unknown option '%s'",
-                                                   luaL_tolstring(L, -1, NULL)));
-  }
+  if (unknown_key(L, top, qopt_names))
+    nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "has an unknown option '%s'",
+                                                 luaL_tolstring(L, -1, NULL)));
   return nvfp4L_checkqopts(L, top);
 }
 
