@@ -4,6 +4,7 @@
 # exit status, and the first rank to speak must name itself and the case.
 . "$(dirname "$0")/lib.sh"
 inject none 2 1
+inject none 4 3
 inject hang 2 1
 inject hang 4 3
 finish
