@@ -182,6 +182,27 @@ nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
 }
 
 
+nvfp4_status nvfp4i_comm_same_i64 (nvfp4_comm *c, const char *what,
+                                   const int64_t *v, const char *const *names,
+                                   int n, const char *hint) {
+  int64_t hi[32], lo[32];
+  int i;
+  if (n < 0 || n > 32)
+    return nvfp4i_fail(c->ctx, NVFP4_EINVAL, "%s: %d values to compare (at most 32)", what, n);
+  memcpy(hi, v, sizeof *v * (size_t)n);
+  memcpy(lo, v, sizeof *v * (size_t)n);
+  if (MPI_Allreduce(MPI_IN_PLACE, hi, n, MPI_INT64_T, MPI_MAX, c->mpi) != MPI_SUCCESS ||
+      MPI_Allreduce(MPI_IN_PLACE, lo, n, MPI_INT64_T, MPI_MIN, c->mpi) != MPI_SUCCESS)
+    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
+  for (i = 0; i < n; i++)
+    if (hi[i] != lo[i])
+      return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks disagree on %s (from %lld "
+                         "to %lld)%s", what, names[i], (long long)lo[i], (long long)hi[i],
+                         hint ? hint : "");
+  return NVFP4_OK;
+}
+
+
 /* ---- plain collectives ------------------------------------------------- */
 
 /* Local argument check, no communication.  sum: F32/BF16 only. */
@@ -234,7 +255,8 @@ nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
   g.dim[0] *= c->size;
   st = nvfp4i_tensor_alloc_plain_uninit(ctx, g, x->dtype, &t);  /* the gather writes every byte */
   CHECK(nvfp4i_comm_agree(c, "all_gather_plain", st));
-  st = nvfp4i_comm_all_gather_bytes(c, x->data.p, x->data.nbytes, t->data.p);
+  st = nvfp4i_comm_all_gather_bytes(c, "all_gather_plain", x->data.p, x->data.nbytes,
+                                    t->data.p);
   if (st != NVFP4_OK) {
     nvfp4_tensor_destroy(t);
     return st;
@@ -341,7 +363,8 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
   st = nvfp4i_tensor_alloc_plain(ctx, x->shape, x->dtype, &t);
   if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, g, nvfp4_dtype_size(x->dtype));
   if ((st = nvfp4i_comm_agree(c, "all_reduce_sum", st)) != NVFP4_OK) goto fail;
-  CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, x->data.p, x->data.nbytes, recv.p), st, fail);
+  CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, "all_reduce_sum", x->data.p, x->data.nbytes,
+                                          recv.p), st, fail);
   CHECK_GOTO(reduce_into(ctx, t, recv.p, n, c->size), st, fail);
   nvfp4i_buf_free(ctx, &recv);
   *out = t;

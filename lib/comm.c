@@ -77,18 +77,16 @@ void nvfp4_comm_destroy (nvfp4_comm *c) {
 }
 
 
-/* The ranks first tell each other their verdict and tp (one small
-** all-gather): a rank whose arguments fail keeps its error and the others
+/* The ranks first tell each other their verdict, then their tp (two small
+** reductions): a rank whose arguments fail keeps its error and the others
 ** get NVFP4_EPEER naming it, and ranks asking for different tp all get
 ** NVFP4_EMISMATCH, instead of waiting in MPI_Comm_split or splitting into
 ** groups of different sizes. */
 static nvfp4_status split_agree (nvfp4_comm *c, nvfp4_status local, int tp) {
-  int t[2] = {tp, -tp};
+  static const char *const name[] = {"tp"};
+  const int64_t v = tp;
   CHECK(nvfp4i_comm_agree(c, "split", local));
-  MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, t, 2, MPI_INT, MPI_MAX, c->mpi));
-  FAIL_IF(c->ctx, t[0] != -t[1], NVFP4_EMISMATCH,
-          "split: ranks disagree: they ask tp from %d to %d", -t[1], t[0]);
-  return NVFP4_OK;
+  return nvfp4i_comm_same_i64(c, "split", &v, name, 1, NULL);
 }
 
 
@@ -122,10 +120,25 @@ nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c) {
 }
 
 
-nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n) {
-  if (c == NULL) return NVFP4_EINVAL;
-  FAIL_IF(c->ctx, n < 0, NVFP4_EINVAL, "comm_all_reduce_max_f32: n=%d is negative", n);
-  FAIL_IF(c->ctx, v == NULL && n > 0, NVFP4_EINVAL, "comm_all_reduce_max_f32: v is NULL (n=%d)", n);
+/* The host-value collectives' start: the ranks agree on the local checks'
+** verdict, then on n (a rank passing another count would leave the others
+** inside MPI_Allreduce or truncate). */
+static nvfp4_status host_agree (nvfp4_comm *c, const char *what, nvfp4_status local, int n) {
+  static const char *const name[] = {"n"};
+  const int64_t v = n;
+  CHECK(nvfp4i_comm_agree(c, what, local));
+  return nvfp4i_comm_same_i64(c, what, &v, name, 1, " (every rank passes the same count)");
+}
+
+
+static nvfp4_status host_args (nvfp4_comm *c, const char *what, const void *v, int n) {
+  FAIL_IF(c->ctx, n < 0, NVFP4_EINVAL, "%s: n=%d is negative", what, n);
+  FAIL_IF(c->ctx, v == NULL && n > 0, NVFP4_EINVAL, "%s: v is NULL (n=%d)", what, n);
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_comm_max_f32 (nvfp4_comm *c, float *v, int n) {
   /* MPI_MAX on floats propagates nothing special for NaN; amaxes ignore NaN
   ** upstream, so inputs here are finite or +Inf. */
   MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_FLOAT, MPI_MAX, c->mpi));
@@ -133,18 +146,29 @@ nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n) {
 }
 
 
-nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n) {
+nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n) {
+  static const char what[] = "comm_all_reduce_max_f32";
   if (c == NULL) return NVFP4_EINVAL;
-  FAIL_IF(c->ctx, n < 0, NVFP4_EINVAL, "comm_all_reduce_max_int: n=%d is negative", n);
-  FAIL_IF(c->ctx, v == NULL && n > 0, NVFP4_EINVAL, "comm_all_reduce_max_int: v is NULL (n=%d)", n);
+  CHECK(host_agree(c, what, host_args(c, what, v, n), n));
+  return nvfp4i_comm_max_f32(c, v, n);
+}
+
+
+nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n) {
+  static const char what[] = "comm_all_reduce_max_int";
+  if (c == NULL) return NVFP4_EINVAL;
+  CHECK(host_agree(c, what, host_args(c, what, v, n), n));
   MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MAX, c->mpi));
   return NVFP4_OK;
 }
 
 
 nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out) {
+  static const char what[] = "comm_all_gather_int";
   if (c == NULL) return NVFP4_EINVAL;
-  CHECK_ARG(c->ctx, out, "comm_all_gather_int");
+  CHECK(nvfp4i_comm_agree(c, what, out == NULL ? nvfp4i_fail(c->ctx, NVFP4_EINVAL,
+                                                             "%s: out is NULL", what)
+                                               : NVFP4_OK));
   MPI_CHECK(c->ctx, MPI_Allgather(&v, 1, MPI_INT, out, 1, MPI_INT, c->mpi));
   return NVFP4_OK;
 }
@@ -173,8 +197,8 @@ nvfp4_status nvfp4i_comm_group_end (nvfp4_comm *c) {
 }
 
 
-nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c, const void *send,
-                                           size_t n, void *recv) {
+nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c, const char *what,
+                                           const void *send, size_t n, void *recv) {
   if (c->transport != NVFP4I_MPI) {
 #ifdef HAVE_CUDA
     return nvfp4i_cuda_all_gather_bytes(c, send, n, recv);
@@ -183,7 +207,7 @@ nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c, const void *send,
 #endif
   }
   FAIL_IF(c->ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
-          "all_gather: %zu bytes per rank exceed MPI's int count", n);
+          "%s: %zu bytes per rank exceed MPI's int count", what, n);
   MPI_CHECK(c->ctx, MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, c->mpi));
   return NVFP4_OK;
 }

@@ -28,8 +28,9 @@ struct nvfp4_comm {
 };
 
 /* Byte all-gather in rank order: recv holds size * n bytes.  Buffers are in
-** the ctx's memory; the transport decides how they move. */
-NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c,
+** the ctx's memory; the transport decides how they move.  what: the public
+** call, for messages. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c, const char *what,
                                                        const void *send,
                                                        size_t n, void *recv);
 
@@ -101,6 +102,16 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c,
 ** quantize).  Local failure: returned as is; a peer's: EPEER naming it. */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
                                             nvfp4_status local);
+/* MPI_MAX of n host floats in place, no agreement (the caller's ranks have
+** agreed already: quantize with an amax group). */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_max_f32 (nvfp4_comm *c, float *v, int n);
+/* Collective, after the ranks have agreed that their arguments pass: n
+** (at most 32) values that every rank must give alike.  EMISMATCH on every
+** rank "<what>: the ranks disagree on <names[i]> (from MIN to MAX)<hint>"
+** for the first i that differs; two small reductions, no allocation. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_same_i64 (nvfp4_comm *c, const char *what,
+                                               const int64_t *v, const char *const *names,
+                                               int n, const char *hint);
 
 #ifdef __cplusplus
 }

@@ -209,14 +209,15 @@ static nvfp4_status issue_gathers (nvfp4_comm *c, const nvfp4_tensor *qx,
                                    int col) {
   if (row) {
     size_t live = (size_t)nvfp4_shape_M(qx->shape) * (size_t)qx->row_scale.shape.dim[1];
-    CHECK(nvfp4i_comm_all_gather_bytes(c, qx->row_scale.p, live, s->out->row_scale.p));
-    CHECK(nvfp4i_comm_all_gather_bytes(c, qx->row_data.p, qx->row_data.nbytes,
+    CHECK(nvfp4i_comm_all_gather_bytes(c, "all_gather", qx->row_scale.p, live,
+                                       s->out->row_scale.p));
+    CHECK(nvfp4i_comm_all_gather_bytes(c, "all_gather", qx->row_data.p, qx->row_data.nbytes,
                                        s->out->row_data.p));
   }
   if (col) {
-    CHECK(nvfp4i_comm_all_gather_bytes(c, s->cw_scale, s->cw_scale_n,
+    CHECK(nvfp4i_comm_all_gather_bytes(c, "all_gather", s->cw_scale, s->cw_scale_n,
                                        h->il_scale->data.p));
-    CHECK(nvfp4i_comm_all_gather_bytes(c, qx->col_data.p, qx->col_data.nbytes,
+    CHECK(nvfp4i_comm_all_gather_bytes(c, "all_gather", qx->col_data.p, qx->col_data.nbytes,
                                        h->il_data->data.p));
   }
   return NVFP4_OK;

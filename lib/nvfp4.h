@@ -342,12 +342,13 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
 /* Collective: MPI_Barrier on c.  Errors: EINVAL (NULL), EMPI. */
 nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c);
 /* Host-value collectives, in place on n values (n >= 0, the same on every
-** rank; the caller's array).  Errors: EINVAL (NULL v with n > 0, n < 0:
-** on that rank only, before the collective), EMPI. */
+** rank; the caller's array).  The ranks agree first: EINVAL (NULL v with
+** n > 0, n < 0) on the rank whose arguments fail, its peers get EPEER;
+** EMISMATCH on every rank when they pass different n; EMPI. */
 nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n);
 nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n);
 /* Every rank's v into out[size] in rank order (the caller's array).
-** Errors: EINVAL (NULL out, on that rank), EMPI. */
+** Errors: EINVAL (NULL out, on that rank; its peers get EPEER), EMPI. */
 nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
 
 /* Plain (F32/BF16/U8) tensors along dim 0 (ndim >= 1), collective over c;

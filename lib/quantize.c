@@ -92,7 +92,7 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     /* (a group of another context: its MPI communicator still carries the
     ** verdict; this rank keeps its own EUSAGE message) */
     CHECK(nvfp4i_comm_agree(o.amax_group, "quantize", st));
-    CHECK(nvfp4_comm_all_reduce_max_f32(o.amax_group, amax, 2));
+    CHECK(nvfp4i_comm_max_f32(o.amax_group, amax, 2));
   }
   else CHECK(st);
   CHECK(nvfp4i_tensor_alloc_fp4_for_cast(ctx, x->shape, o.rowwise, o.columnwise, &q));

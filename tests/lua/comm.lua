@@ -80,7 +80,7 @@ do
 end
 
 print("testing split")
-local e = fails("split: ranks disagree: they ask tp from 1 to " .. size, w.split, w, me == 1 and size or 1)
+local e = fails("split: the ranks disagree on tp (from 1 to " .. size .. ")", w.split, w, me == 1 and size or 1)
 local agreed = w:all_gather_string(e)
 for r = 2, #agreed do assert(agreed[r] == agreed[1], "the same message on every rank") end
 -- a tp the library refuses on one rank only: every rank gets an error (the check ran in the

@@ -224,6 +224,36 @@ static void test_errors (void) {
     EXPECT_ST(nvfp4_comm_all_gather_int(world, 1, NULL), NVFP4_EINVAL);
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "comm_all_gather_int: out is NULL");
   }
+  /* the host-value collectives with bad arguments on one rank only: that
+  ** rank keeps its error, the others get EPEER naming it (they used to wait
+  ** inside MPI_Allreduce); a different count on one rank: EMISMATCH on every
+  ** rank (it used to truncate there and hang the others) */
+  {
+    const int last = mc_size - 1;
+    float fv[3] = {(float)mc_rank, -1.0f, 2.0f};
+    int iv[2] = {mc_rank, 5}, *all = (int *)calloc((size_t)mc_size, sizeof *all);
+    st = nvfp4_comm_all_reduce_max_f32(world, mc_rank == last ? NULL : fv, 2);
+    EXPECT_EQ_I(st, mc_rank == last ? NVFP4_EINVAL : NVFP4_EPEER);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == last ? "comm_all_reduce_max_f32: v is NULL"
+                                                            : "comm_all_reduce_max_f32: rank");
+    EXPECT(fv[0] == (float)mc_rank);                   /* untouched */
+    EXPECT_ST(nvfp4_comm_all_reduce_max_f32(world, fv, mc_rank == last ? 3 : 2), NVFP4_EMISMATCH);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx),
+                  "comm_all_reduce_max_f32: the ranks disagree on n (from 2 to 3)");
+    EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+    st = nvfp4_comm_all_reduce_max_int(world, iv, mc_rank == last ? -1 : 2);
+    EXPECT_EQ_I(st, mc_rank == last ? NVFP4_EINVAL : NVFP4_EPEER);
+    st = nvfp4_comm_all_gather_int(world, mc_rank, mc_rank == last ? NULL : all);
+    EXPECT_EQ_I(st, mc_rank == last ? NVFP4_EINVAL : NVFP4_EPEER);
+    /* and with good arguments the values */
+    EXPECT_OK(nvfp4_comm_all_reduce_max_f32(world, fv, 3));
+    EXPECT(fv[0] == (float)last && fv[1] == -1.0f && fv[2] == 2.0f);
+    EXPECT_OK(nvfp4_comm_all_reduce_max_int(world, iv, 2));
+    EXPECT(iv[0] == last && iv[1] == 5);
+    EXPECT_OK(nvfp4_comm_all_gather_int(world, 10 * mc_rank, all));
+    EXPECT(all[last] == 10 * last && all[0] == 0);
+    free(all);
+  }
   /* split: a NULL out on the last rank only (the others get EPEER), then
   ** different tp per rank (EMISMATCH everywhere): nobody waits in
   ** MPI_Comm_split, and no groups of different sizes come out */
@@ -233,7 +263,7 @@ static void test_errors (void) {
     EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
     EXPECT(sub == NULL);
     EXPECT_ST(nvfp4_comm_split(world, mc_rank == 1 ? mc_size : 1, &sub), NVFP4_EMISMATCH);
-    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "split: ranks disagree: they ask tp from 1 to");
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "split: the ranks disagree on tp (from 1 to");
     EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
     EXPECT(sub == NULL);
     EXPECT_OK(nvfp4_comm_split(world, 1, &sub));
