@@ -137,25 +137,59 @@ static nvfp4_status check_config (nvfp4_ctx *ctx, const nvfp4_linear_config *c, 
           "linear: input RHT is %s but grad RHT is %s: wgrad (dY^T X) needs the RHT on both "
           "columnwise operands or on neither (it cancels only in pairs)",
           r->no_input_rht ? "off" : "on", r->no_grad_rht ? "off" : "on");
+  FAIL_IF(ctx, r->kind == NVFP4_RECIPE_NVFP4 && r->four_over_six_activations &&
+          !c->frozen_weight && !r->no_input_rht, NVFP4_EINVAL,
+          "linear: 4over6 activations exclude the input's RHT (spec §9.1): switch the "
+          "input's RHT off, and the grad's with it (recipe no_input_rht, no_grad_rht; Lua "
+          "input_rht = false, grad_rht = false)");
   FAIL_IF(ctx, c->gather_rule != NVFP4_CW_FLAT2D && c->gather_rule != NVFP4_CW_ND,
           NVFP4_EINVAL, "linear: gather rule %d is not flat2d or nd", (int)c->gather_rule);
   FAIL_IF(ctx, c->tp_group != NULL && nvfp4_comm_ctx(c->tp_group) != ctx, NVFP4_EUSAGE,
           "linear: the TP group belongs to another context");
+  if (c->tp_group == NULL && c->parallel != NVFP4_PARALLEL_NONE) {
+    /* TP = 1 on each rank of a job of several: almost surely a forgotten
+    ** group (the collectives the layer exists to test would not happen) */
+    int init = 0, size = 1;
+    if (MPI_Initialized(&init) == MPI_SUCCESS && init) MPI_Comm_size(MPI_COMM_WORLD, &size);
+    FAIL_IF(ctx, size > 1, NVFP4_EINVAL, "linear: parallel mode %s without a TP group in a "
+            "job of %d ranks (the layer would run as TP = 1 on each rank): pass the group "
+            "(nvfp4_comm_split; Lua group = world:split(TP))",
+            c->parallel == NVFP4_PARALLEL_ROW ? "row" : "column", size);
+  }
   return NVFP4_OK;
 }
 
 
-nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
-                                  nvfp4_linear **out) {
+/* The TP group's ranks agree on create's local verdict (checks, memory),
+** then on every field that shapes the layer's collectives and numerics:
+** the seeds and keep_operands are each rank's own. */
+static nvfp4_status config_agree (const nvfp4_linear_config *c, nvfp4_status local) {
+  static const char *const name[] = {
+    "in_features", "out_features", "bias", "parallel", "sequence_parallel", "params_dtype",
+    "recipe kind", "no_input_rht", "no_weight_2d", "no_grad_rht", "no_grad_sr",
+    "no_amax_reduction", "four_over_six_weights", "four_over_six_activations",
+    "gather_rule", "frozen_weight"
+  };
+  const nvfp4_recipe *r = &c->recipe;
+  const int64_t v[] = {
+    c->in_features, c->out_features, c->bias != 0, c->parallel, c->sequence_parallel != 0,
+    c->params_dtype, r->kind, r->no_input_rht, r->no_weight_2d, r->no_grad_rht,
+    r->no_grad_sr, r->no_amax_reduction, r->four_over_six_weights,
+    r->four_over_six_activations, c->gather_rule, c->frozen_weight != 0
+  };
+  CHECK(nvfp4i_comm_agree(c->tp_group, "linear_create", local));
+  return nvfp4i_comm_same_i64(c->tp_group, "linear_create", v, name, (int)(sizeof v / sizeof v[0]),
+                              ": every rank of the TP group creates the layer alike");
+}
+
+
+/* The layer and its parameters (the local weight, a zero bias), on one
+** rank; *out NULL on failure. */
+static nvfp4_status layer_new (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg, int tp,
+                               nvfp4_linear **out) {
   nvfp4_linear *l;
   nvfp4_status st;
   int64_t d[2];
-  int tp;
-  if (ctx == NULL) return NVFP4_EINVAL;
-  FAIL_IF(ctx, cfg == NULL || out == NULL, NVFP4_EINVAL, "linear_create: NULL argument");
-  *out = NULL;
-  tp = cfg->tp_group ? nvfp4_comm_size(cfg->tp_group) : 1;
-  CHECK(check_config(ctx, cfg, tp));
   l = (nvfp4_linear *)calloc(1, sizeof *l);
   FAIL_IF(ctx, l == NULL, NVFP4_ENOMEM, "linear_create: out of memory");
   l->ctx = ctx;
@@ -168,16 +202,35 @@ nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg
   d[1] = l->K_l;
   CHECK_GOTO(nvfp4_tensor_randn(ctx, nvfp4_shape_make(2, d), cfg->params_dtype,
                                 cfg->init_seed + (uint64_t)l->rank, &l->w), st, fail);
-  if (cfg->bias) {
-    d[0] = l->N_l;
+  if (cfg->bias)
     CHECK_GOTO(nvfp4_tensor_create(ctx, nvfp4_shape_make(1, d), cfg->params_dtype, &l->b),
                st, fail);
-  }
   *out = l;
   return NVFP4_OK;
 fail:
   nvfp4_linear_destroy(l);
   return st;
+}
+
+
+nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
+                                  nvfp4_linear **out) {
+  nvfp4_linear *l = NULL;
+  nvfp4_status st;
+  int tp;
+  if (ctx == NULL) return NVFP4_EINVAL;
+  FAIL_IF(ctx, cfg == NULL || out == NULL, NVFP4_EINVAL, "linear_create: NULL argument");
+  *out = NULL;
+  tp = cfg->tp_group ? nvfp4_comm_size(cfg->tp_group) : 1;
+  st = check_config(ctx, cfg, tp);
+  if (st == NVFP4_OK) st = layer_new(ctx, cfg, tp, &l);
+  if (tp > 1) st = config_agree(cfg, st);
+  if (st != NVFP4_OK) {
+    nvfp4_linear_destroy(l);
+    return st;
+  }
+  *out = l;
+  return NVFP4_OK;
 }
 
 
@@ -346,11 +399,6 @@ static nvfp4_status forward_args (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_
           (!c->recipe.no_input_rht || !c->recipe.no_grad_rht), NVFP4_EINVAL,
           "linear: the NVFP4 recipe's RHT needs bf16 activations, input is %s "
           "(switch input and grad RHT off, or pass bf16)", nvfp4_dtype_name(x->dtype));
-  FAIL_IF(ctx, quantized(l) && c->recipe.four_over_six_activations && !c->frozen_weight &&
-          !c->recipe.no_input_rht, NVFP4_EINVAL,
-          "linear: 4over6 activations exclude the input's RHT (spec §9.1): switch the "
-          "input's RHT off, and the grad's with it (recipe no_input_rht, no_grad_rht; Lua "
-          "input_rht = false, grad_rht = false)");
   return NVFP4_OK;
 }
 
@@ -367,6 +415,13 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
   ctx = l->ctx;
   c = &l->cfg;
   CHECK(agree_args(l, "linear_forward", forward_args(l, x, y)));
+  /* every mode with a TP group gives every rank an input of one shape (row:
+  ** [.., K/TP], column: [.., K], SP: dim 0 S/TP): one that differs on some
+  ** rank is refused here on every rank, naming the shapes, instead of in the
+  ** first collective with an intermediate tensor's */
+  if (l->tp > 1 && c->parallel != NVFP4_PARALLEL_NONE)
+    CHECK(nvfp4i_comm_check_same(c->tp_group, "linear_forward: x", NVFP4_OK, x->shape,
+                                 x->dtype, 0));
   col = c->parallel == NVFP4_PARALLEL_COLUMN;
   row = c->parallel == NVFP4_PARALLEL_ROW;
   sp = c->sequence_parallel;

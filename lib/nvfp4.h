@@ -562,10 +562,19 @@ typedef struct nvfp4_linear_config {
 typedef struct nvfp4_linear nvfp4_linear;
 
 /* Validates cfg (EINVAL naming the rule: features % 16, % TP, SP without a
-** parallel mode, dtype, recipe kind, RHT pairing, gather rule) and creates
-** the local weight (params dtype, seeded normal) and a zero bias.  The
-** layer borrows cfg->tp_group (it must outlive the layer; EUSAGE when it is
-** of another context); *out is the caller's.  Errors also ENOMEM. */
+** parallel mode, a parallel mode without a TP group in a job of several
+** ranks, dtype, recipe kind, RHT pairing, 4over6 activations with the input
+** RHT, gather rule) and creates the local weight (params dtype, seeded
+** normal) and a zero bias.  Collective over cfg->tp_group when TP > 1
+** (every rank of the group calls it, passing the group): the ranks agree on
+** the verdict (a rank whose config or memory fails keeps its error, its
+** peers get EPEER), then on the config (EMISMATCH on every rank "the ranks
+** disagree on <field> (from A to B)" for the first of in_features,
+** out_features, bias, parallel, sequence_parallel, params_dtype, the
+** recipe's kind and switches, gather_rule, frozen_weight that differs; the
+** seeds and keep_operands are each rank's own).  The layer borrows
+** cfg->tp_group (it must outlive the layer; EUSAGE when it is of another
+** context); *out is the caller's.  Errors also ENOMEM, EMPI. */
 nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
                                   nvfp4_linear **out);
 void         nvfp4_linear_destroy (nvfp4_linear *l);    /* NULL: no-op */
@@ -587,13 +596,16 @@ nvfp4_status nvfp4_linear_set_bias   (nvfp4_linear *l, const nvfp4_tensor *b);
 ** Saves what backward needs (quantized, as TE: input columnwise, weight).
 ** The TP group's ranks agree on the argument checks first (a rank whose
 ** arguments fail keeps its error and the layer as it was; its peers get
-** EPEER), then before every collective of the step and at its end, so a
-** failure on one rank (a shard that cannot be quantized, memory, a device
-** error) reaches every rank and none waits.  A forward failing after its
-** argument checks drops what the previous one saved (a backward then gets
-** EUSAGE).
-** Errors: EINVAL (shape rules, naming the value), EPEER, plus those of
-** quantize, the gathers and the GEMM. */
+** EPEER) and, in a parallel mode, on x's shape and dtype, which every rank
+** gives alike (EMISMATCH naming both shapes), then before every collective
+** of the step and at its end, so a failure on one rank (memory, a device
+** error) reaches every rank and none waits.  M (the product of x's leading
+** dims) must be a multiple of 16 where the input's columnwise copy is made
+** (NVFP4 recipe, not frozen_weight; quantize's EINVAL, naming M).  A forward failing
+** after its argument checks drops what the previous one saved (a backward
+** then gets EUSAGE).
+** Errors: EINVAL (shape rules, naming the value), EPEER, EMISMATCH, plus
+** those of quantize, the gathers and the GEMM. */
 nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
                                    nvfp4_tensor **y);
 /* Backward of the last forward (EUSAGE if none).  dy: y's shape and dtype,

@@ -12,7 +12,6 @@
 **     l:config() -> table
 */
 #include <string.h>
-#include <mpi.h>
 #include "lnvfp4.h"
 
 #define LINEAR_T  "nvfp4.linear"
@@ -115,11 +114,11 @@ static const char *const rule_names[] = {"flat2d", "nd", NULL};
 static const char *const fo6_names[] = {"none", "weights", "activations", "all", NULL};
 
 
-/* nvfp4.linear{..}: every key optional except the two feature counts; the
-** recipe switches default to TE's NVFP4 defaults (all on). */
-static int mod_linear (lua_State *L) {
-  nvfp4_linear_config c;
-  LLinear *p;
+/* nvfp4.linear's options (the table at 1) into the config userdata at 2;
+** the group (when given) is left at 3. */
+static int linear_args (lua_State *L) {
+  nvfp4_linear_config *cp = (nvfp4_linear_config *)lua_touserdata(L, 2), c;
+  lua_settop(L, 2);
   luaL_checktype(L, 1, LUA_TTABLE);
   nvfp4L_checkopts(L, 1, linear_opts);
   memset(&c, 0, sizeof c);
@@ -150,28 +149,51 @@ static int mod_linear (lua_State *L) {
   c.keep_operands = nvfp4L_optbool(L, 1, "keep_operands", 0);
   c.init_seed = (uint64_t)nvfp4L_optint(L, 1, "init_seed", 1);
   c.params_dtype = nvfp4L_optdtype(L, 1, "params_dtype", c.params_dtype);
-  p = (LLinear *)lua_newuserdatauv(L, sizeof(LLinear), 1);   /* closed first */
+  if (nvfp4L_getopt(L, 1, "group") != LUA_TNIL) c.tp_group = nvfp4L_optcomm(L, 1, "group");
+  *cp = c;
+  return 1;                               /* the group, or nil */
+}
+
+
+/* nvfp4.linear{..}: every key optional except the two feature counts; the
+** recipe switches default to TE's NVFP4 defaults (all on).  Collective
+** over the group (the library's create agrees on the verdict and the
+** config): when this rank's options are refused here, the library is
+** called with a config it refuses first, so that the group's other ranks
+** learn of it (EPEER) instead of waiting in the agreement. */
+static int mod_linear (lua_State *L) {
+  nvfp4_linear_config *c;
+  LLinear *p;
+  lua_settop(L, 1);
+  c = (nvfp4_linear_config *)lua_newuserdatauv(L, sizeof *c, 0);     /* 2 */
+  lua_pushcfunction(L, linear_args);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {                           /* 3: the error */
+    nvfp4_comm *g = NULL;
+    if (lua_type(L, 1) == LUA_TTABLE) {
+      lua_getfield(L, 1, "group");
+      g = nvfp4L_commof(L, -1);
+      lua_pop(L, 1);
+    }
+    if (g != NULL) {
+      nvfp4_linear_config tell;
+      nvfp4_linear *none = NULL;
+      memset(&tell, 0, sizeof tell);
+      tell.tp_group = g;                  /* in_features 0: refused, and told */
+      (void)nvfp4_linear_create(nvfp4L_getctx(L), &tell, &none);
+    }
+    return nvfp4L_reraise(L, "linear", 0);
+  }
+  p = (LLinear *)lua_newuserdatauv(L, sizeof(LLinear), 1);   /* 4, closed first */
   p->l = NULL;
   luaL_setmetatable(L, LINEAR_T);
-  if (nvfp4L_getopt(L, 1, "group") != LUA_TNIL) {
-    c.tp_group = nvfp4L_optcomm(L, 1, "group");
-    lua_setiuservalue(L, -2, 1);        /* the layer keeps its group alive */
+  if (c->tp_group != NULL) {
+    lua_pushvalue(L, 3);
+    lua_setiuservalue(L, -2, 1);          /* the layer keeps its group alive */
   }
-  else {
-    /* without a group the layer is TP = 1; in a job of several ranks a
-    ** parallel layer without one is almost surely a forgotten group (the
-    ** gather it is there to test would not happen) */
-    int init = 0, size = 1;
-    lua_pop(L, 1);
-    if (MPI_Initialized(&init) == MPI_SUCCESS && init) MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (c.parallel != NVFP4_PARALLEL_NONE && size > 1)
-      nvfp4L_opterror(L, 1, "group", lua_pushfstring(L,
-                      "is needed with parallel = '%s' in a job of %d ranks (without it the layer "
-                      "runs as TP = 1 on each rank): pass group = world:split(TP)",
-                      parallel_names[c.parallel], size));
-  }
-  nvfp4L_checkstatus(L, nvfp4_linear_create(nvfp4L_getctx(L), &c, &p->l));
-  p->cfg = c;
+  nvfp4L_checkstatus(L, nvfp4_linear_create(nvfp4L_getctx(L), c, &p->l));
+  p->cfg = *c;
   return 1;
 }
 

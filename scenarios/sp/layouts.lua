@@ -173,7 +173,7 @@ sc.case("config and group", function ()
   sc.eq(c.grad_rht, true, "grad_rht (TE's default)")
   sc.eq(c.in_features, K, "in_features")
   sc.ok(c.group == tp, "the group itself")
-  sc.error("option 'group' is needed with parallel = 'row' in a job of " .. world.size .. " ranks",
+  sc.error("parallel mode row without a TP group in a job of " .. world.size .. " ranks",
            nvfp4.linear, {in_features = K, out_features = N, parallel = "row", sequence_parallel = true})
   local plain <close> = nvfp4.linear{in_features = K, out_features = N}   -- no parallel mode: no group needed
   sc.eq(plain:config().tp, 1, "tp without a group")

@@ -461,12 +461,64 @@ static void test_config_and_usage_errors (void) {
   nvfp4_linear_destroy(l);
   l = NULL;
   c.recipe.four_over_six_activations = 1;                      /* with input RHT on */
-  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
-  x = randn(SHAPE3(32 * mc_size, 1, 64), NVFP4_BF16, 1);
-  EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
+  EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);  /* a config rule: at create */
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "4over6 activations exclude the input's RHT");
-  EXPECT(y == NULL);
-  nvfp4_tensor_destroy(x);
+  EXPECT(l == NULL);
+  c.frozen_weight = 1;                                         /* no columnwise input: fine */
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  nvfp4_linear_destroy(l);
+  l = NULL;
+  /* a parallel layer without a group in a job of several ranks: TP = 1 on
+  ** each rank, surely a forgotten group */
+  c = config(64, 48, NVFP4_PARALLEL_COLUMN, 0);
+  c.tp_group = NULL;
+  if (mc_size > 1) {
+    EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "parallel mode column without a TP group in a job of");
+  }
+  c.parallel = NVFP4_PARALLEL_NONE;                            /* a local layer: fine */
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  nvfp4_linear_destroy(l);
+}
+
+
+/* create is collective over the TP group: a config refused on one rank
+** only (its peers used to create theirs and wait in the first forward), and
+** configs that pass on every rank but differ (sequence parallelism: the
+** ranks then called different collectives and hung; in_features: a layer
+** of mixed K ran silently) are refused on every rank. */
+static void test_create_agreement (void) {
+  const int bad = mc_size - 1;
+  nvfp4_linear_config c;
+  nvfp4_linear *l = NULL;
+  nvfp4_status st;
+  if (mc_size < 2) return;
+  c = config(64 * mc_size, 64, NVFP4_PARALLEL_ROW, 1);
+  if (mc_rank == bad) c.recipe.no_grad_rht = 1;                /* the RHT pairing rule */
+  st = nvfp4_linear_create(mc_ctx, &c, &l);
+  EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "input RHT is on but grad RHT is off"
+                                                         : "linear_create: rank");
+  EXPECT(l == NULL);
+  c = config(64 * mc_size, 64, NVFP4_PARALLEL_ROW, mc_rank != bad);
+  EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx),
+                "linear_create: the ranks disagree on sequence_parallel (from 0 to 1)");
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  EXPECT(l == NULL);
+  c = config(mc_rank == bad ? 32 * mc_size : 64 * mc_size, 64, NVFP4_PARALLEL_ROW, 0);
+  EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EMISMATCH);
+  {
+    char want[128];
+    snprintf(want, sizeof want, "the ranks disagree on in_features (from %d to %d)",
+             32 * mc_size, 64 * mc_size);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  }
+  c = config(64 * mc_size, 64, NVFP4_PARALLEL_ROW, 0);
+  c.recipe.seed = 7 + (uint64_t)mc_rank;                       /* each rank's own: fine */
+  c.init_seed = 100 + (uint64_t)mc_rank;
+  c.keep_operands = mc_rank == 0;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
   nvfp4_linear_destroy(l);
 }
 
@@ -502,19 +554,29 @@ static void test_one_rank_bad_arguments (void) {
   nvfp4_linear_destroy(l);
   l = NULL;
   /* a row-parallel layer whose input on the last rank passes the argument
-  ** checks but cannot be quantized (M = 24: the columnwise copy needs M %
-  ** 16 == 0): its peers must not wait in the output's all-reduce */
+  ** checks but has another shape (M = 24): refused on every rank, naming
+  ** both shapes (it used to fail later, in the output's all-reduce, with an
+  ** intermediate tensor's shape); then M = 24 on every rank, which passes
+  ** the checks but cannot be quantized (the columnwise copy needs M % 16 ==
+  ** 0): every rank keeps quantize's error, none waits in the all-reduce */
   {
     nvfp4_linear_config cr = config(64, 64, NVFP4_PARALLEL_ROW, 0);
     nvfp4_tensor *xr = randn(SHAPE3(mc_rank == bad ? 24 : 32, 1, 64 / mc_size), NVFP4_BF16, 3);
+    nvfp4_tensor *x24 = randn(SHAPE3(24, 1, 64 / mc_size), NVFP4_BF16, 3);
     nvfp4_tensor *yr = NULL;
+    char want[128];
     cr.bias = 1;
     EXPECT_OK(nvfp4_linear_create(mc_ctx, &cr, &l));
-    st = nvfp4_linear_forward(l, xr, &yr);
-    EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
-    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "M=24" : "failed");
+    EXPECT_ST(nvfp4_linear_forward(l, xr, &yr), NVFP4_EMISMATCH);
+    snprintf(want, sizeof want, "linear_forward: x: ranks disagree: rank %d has [24, 1, %d] bf16, "
+             "rank 0 has [32, 1, %d] bf16", bad, 64 / mc_size, 64 / mc_size);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+    EXPECT(yr == NULL);
+    EXPECT_ST(nvfp4_linear_forward(l, x24, &yr), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "M=24");
     EXPECT(yr == NULL);
     nvfp4_tensor_destroy(xr);
+    nvfp4_tensor_destroy(x24);
     nvfp4_linear_destroy(l);
   }
   nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(xbad); nvfp4_tensor_destroy(y);
@@ -528,6 +590,7 @@ int main (int argc, char **argv) {
   if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK) MPI_Abort(MPI_COMM_WORLD, 99);
   RUN(test_config_and_usage_errors);
   RUN(test_one_rank_bad_arguments);
+  RUN(test_create_agreement);
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
   RUN(test_row_sp_odd_b_nd_caught_by_shape_check);
   RUN(test_numerics_default_recipe);
