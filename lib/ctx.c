@@ -50,7 +50,10 @@ nvfp4_status nvfp4_ctx_create (nvfp4_backend want, nvfp4_ctx **out,
   nvfp4_ctx *ctx;
   nvfp4_status st;
   if (errmsg) *errmsg = "";
-  if (out == NULL) return NVFP4_EINVAL;
+  if (out == NULL) {
+    if (errmsg) *errmsg = "ctx_create: out is NULL";
+    return NVFP4_EINVAL;
+  }
   *out = NULL;
   if (want != NVFP4_BACKEND_AUTO && want != NVFP4_BACKEND_CPU && want != NVFP4_BACKEND_CUDA) {
     snprintf(create_why, sizeof create_why, "backend %d is not NVFP4_BACKEND_AUTO (0), "
@@ -66,7 +69,10 @@ nvfp4_status nvfp4_ctx_create (nvfp4_backend want, nvfp4_ctx **out,
            ? NVFP4_EINVAL : NVFP4_ENOTSUP;
   }
   ctx = (nvfp4_ctx *)calloc(1, sizeof *ctx);
-  if (ctx == NULL) return NVFP4_ENOMEM;
+  if (ctx == NULL) {
+    if (errmsg) *errmsg = "ctx_create: out of memory";
+    return NVFP4_ENOMEM;
+  }
   ctx->ops = ops;
   if (ops->init != NULL && (st = ops->init(ctx)) != NVFP4_OK) {
     if (errmsg) *errmsg = "backend initialisation failed";

@@ -96,7 +96,8 @@ typedef struct nvfp4_shape {
 } nvfp4_shape;
 
 /* Build a shape from ndim dims (EINVAL through the return value is not
-** possible here: dims are copied as given, ndim is clamped to 0..8). */
+** possible here: dims are copied as given, ndim is clamped to 0..8; NULL
+** dims give ndim 0). */
 nvfp4_shape nvfp4_shape_make (int ndim, const int64_t *dims);
 int         nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b);
 /* numel and M saturate at INT64_MAX; tensors and quantizable shapes are
@@ -105,7 +106,8 @@ int         nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b);
 int64_t     nvfp4_shape_numel (nvfp4_shape s);           /* 1 for ndim 0 */
 int64_t     nvfp4_shape_M (nvfp4_shape s);   /* product of leading dims */
 int64_t     nvfp4_shape_K (nvfp4_shape s);   /* last dim */
-/* "[4096, 1, 8192]" into buf (always NUL-terminated); returns buf. */
+/* "[4096, 1, 8192]" into buf (always NUL-terminated when n > 0; NULL or
+** n == 0: nothing written); returns buf. */
 char       *nvfp4_shape_format (nvfp4_shape s, char *buf, size_t n);
 
 /* Buffer shapes of an NVFP4 tensor of logical shape x (spec §6):
@@ -212,7 +214,8 @@ nvfp4_ctx   *nvfp4_tensor_ctx   (const nvfp4_tensor *t);
 ** differ in the last bit between libm versions), uniform lo + (hi - lo) * u
 ** with u in [0, 1); values rounded once (RNE) to dt, so hi itself can occur
 ** (bf16 [1, 2): 2.0 in about 1 of 230).  dt: F32 or BF16.  Errors: EINVAL
-** (dtype, shape, lo >= hi or a bound not finite), ENOMEM. */
+** (dtype, shape, lo >= hi, a bound not finite or beyond dt's largest
+** finite value), ENOMEM. */
 nvfp4_status nvfp4_tensor_randn   (nvfp4_ctx *ctx, nvfp4_shape shape,
                                    nvfp4_dtype dt, uint64_t seed,
                                    nvfp4_tensor **out);
@@ -238,7 +241,8 @@ nvfp4_shape  nvfp4_tensor_buffer_shape (const nvfp4_tensor *t, nvfp4_buffer b);
 nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
                                        void *host, size_t nbytes);
 /* The FP32 amax of a direction (0 rowwise, 1 columnwise).  Errors: EUSAGE
-** when that copy is absent or t is not FP4, EINVAL for a NULL amax. */
+** when that copy is absent or t is not FP4, EINVAL for a NULL amax or
+** another direction. */
 nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
                                 float *amax);
 /* Assemble an NVFP4 tensor from host bytes (tests, checkpoints), spec §6.
@@ -249,7 +253,7 @@ nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
 ** which are read as they are: the shape is checked against the rules, the
 ** buffers' lengths cannot be.  amax: [rowwise, columnwise] (NULL: 0, 0).
 ** The tensor counts as made with 1D blocks, RN, no RHT, E4M3 maximum 448.
-** Errors: EINVAL (shape rule, usages), ENOMEM. */
+** Errors: EINVAL (shape rule, usages, an amax below 0 or NaN), ENOMEM. */
 nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
                                          const uint8_t *row_data,
                                          const uint8_t *row_scale,
@@ -424,7 +428,8 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
 ** inside nvfp4_all_gather_async; wait does the local finish step only.
 ** nvfp4_handle_finish_count: how often the finish step ran (0 or 1).
 ** nvfp4_handle_destroy frees the result wait lent out (not one taken).
-** Errors: those of nvfp4_all_gather; take: EINVAL for a NULL out. */
+** Errors: those of nvfp4_all_gather; take: EINVAL for a NULL out (*out is
+** NULL after any failure of wait or take). */
 typedef struct nvfp4_handle nvfp4_handle;
 nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
                                      const nvfp4_gather_opts *gopts,
@@ -491,9 +496,10 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
 ** c != NULL the two sums are added over c first (collective), so every rank
 ** gets the error of the concatenated tensors (a rank whose arguments fail
 ** keeps its error, the others get NVFP4_EPEER; none waits).  ||ref|| == 0
-** gives ||x||.  x and ref: fp32 or bf16 each (they may differ; FP4 and u8
-** are refused).  Errors: EINVAL (NULL, dtype, numel mismatch), ENOMEM,
-** EPEER, EMPI.  A test helper: no spec section. */
+** gives ||x|| (the absolute error: 0 when both are zero).  x and ref: fp32
+** or bf16 each (they may differ; FP4 and u8 are refused), of one context,
+** c's when given.  Errors: EINVAL (NULL, dtype, numel mismatch), EUSAGE
+** (another context), ENOMEM, EPEER, EMPI.  A test helper: no spec section. */
 nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
                               const nvfp4_tensor *ref, double *err);
 

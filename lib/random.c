@@ -20,6 +20,7 @@
 ** rare last-bit difference is possible.  Uniform values may round up to hi
 ** itself in bf16.
 */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include "nvfp4_int.h"
@@ -54,6 +55,13 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
           "%s: dtype %s is not fp32 or bf16", what, NVFP4I_DTYPE(dt));
   FAIL_IF(ctx, !normal && !(isfinite(lo) && isfinite(hi) && lo < hi),
           NVFP4_EINVAL, "%s: range [%g, %g) is empty or not finite", what, lo, hi);
+  {
+    /* the values lie in [lo, hi]: bounds the dtype holds keep them finite */
+    const double vmax = dt == NVFP4_BF16 ? 0x1.FEp127 : (double)FLT_MAX;
+    FAIL_IF(ctx, !normal && (fabs(lo) > vmax || fabs(hi) > vmax), NVFP4_EINVAL,
+            "%s: range [%g, %g) leaves %s's finite range (|bound| <= %g)", what, lo, hi,
+            nvfp4_dtype_name(dt), vmax);
+  }
   CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));
   n = nvfp4_shape_numel(shape);
   if (n == 0) { *out = t; return NVFP4_OK; }

@@ -38,6 +38,7 @@ nvfp4_shape nvfp4_shape_make (int ndim, const int64_t *dims) {
   memset(&s, 0, sizeof s);
   if (ndim < 0) ndim = 0;
   if (ndim > NVFP4_MAX_DIMS) ndim = NVFP4_MAX_DIMS;
+  if (dims == NULL) ndim = 0;
   s.ndim = ndim;
   for (i = 0; i < ndim; i++) s.dim[i] = dims[i];
   return s;
@@ -78,7 +79,7 @@ int64_t nvfp4_shape_K (nvfp4_shape s) {
 char *nvfp4_shape_format (nvfp4_shape s, char *buf, size_t n) {
   size_t used = 0;
   int i;
-  if (n == 0) return buf;
+  if (buf == NULL || n == 0) return buf;
   buf[0] = '\0';
   used += (size_t)snprintf(buf, n, "[");
   for (i = 0; i < s.ndim && used < n; i++)

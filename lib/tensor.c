@@ -423,6 +423,8 @@ nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
                                 float *amax) {
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, amax, "amax");
+  FAIL_IF(t->ctx, columnwise != 0 && columnwise != 1, NVFP4_EINVAL,
+          "amax: direction %d is not 0 (rowwise) or 1 (columnwise)", columnwise);
   FAIL_IF(t->ctx, t->dtype != NVFP4_FP4, NVFP4_EUSAGE,
           "amax: a %s tensor has no amax", nvfp4_dtype_name(t->dtype));
   FAIL_IF(t->ctx, columnwise ? !t->has_col : !t->has_row, NVFP4_EUSAGE,
@@ -461,6 +463,10 @@ nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
           "fp4_from_host: a usage needs both its data and its scale_inv");
   if (nvfp4_shape_check_quantizable(shape, row, col, msg, sizeof msg) != NVFP4_OK)
     return nvfp4i_fail(ctx, NVFP4_EINVAL, "fp4_from_host: %s", msg);
+  /* the global scale divides by it: as quantize's given amax */
+  FAIL_IF(ctx, amax != NULL && (!(amax[0] >= 0.0f) || !(amax[1] >= 0.0f)), NVFP4_EINVAL,
+          "fp4_from_host: %s amax %g must be >= 0 and not NaN", !(amax[0] >= 0.0f) ?
+          "rowwise" : "columnwise", (double)(!(amax[0] >= 0.0f) ? amax[0] : amax[1]));
   CHECK(nvfp4i_tensor_alloc_fp4(ctx, shape, row, col, &t));
   if (amax != NULL) { t->amax[0] = amax[0]; t->amax[1] = amax[1]; }
   if (row) {

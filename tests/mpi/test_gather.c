@@ -325,6 +325,9 @@ static void test_shape_table_tp2 (void) {
   EXPECT_ST(nvfp4_handle_wait(h, &t), NVFP4_EINVAL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "Input is not allocated");
   EXPECT_EQ_I(nvfp4_handle_finish_count(h), 1);
+  t = (nvfp4_tensor *)0x1;                   /* take clears it too (it left it as it was) */
+  EXPECT_ST(nvfp4_handle_take(h, &t), NVFP4_EINVAL);
+  EXPECT(t == NULL);
   nvfp4_handle_destroy(h);
   /* and the group still works */
   EXPECT_OK(nvfp4_comm_barrier(tp2));

@@ -1204,6 +1204,21 @@ static void test_random_tensors (void **state) {
   assert_err(nvfp4_tensor_randn(ctx, S2(4, 4), NVFP4_U8, 1, &a), NVFP4_EINVAL, "u8");
   assert_null(a);
   assert_err(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_F32, 1, 3.0, 3.0, &a), NVFP4_EINVAL, "[3, 3)");
+  /* finite bounds beyond the dtype's range gave a tensor of Infs */
+  assert_err(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_F32, 1, -1e300, 1e300, &a), NVFP4_EINVAL,
+             "leaves fp32's finite range");
+  assert_err(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_BF16, 1, 0.0, 3.4e38, &a), NVFP4_EINVAL,
+             "leaves bf16's finite range");
+  assert_null(a);
+  assert_int_equal(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_F32, 1, -3.4e38, 3.4e38, &a), NVFP4_OK);
+  {
+    float v[16];
+    int i;
+    assert_int_equal(nvfp4_tensor_to_host(a, v, sizeof v), NVFP4_OK);
+    for (i = 0; i < 16; i++) assert_true(isfinite(v[i]) && fabsf(v[i]) <= 3.4e38f);
+  }
+  nvfp4_tensor_destroy(a);
+  a = NULL;
   assert_err(nvfp4_tensor_randn(ctx, S2(4, -4), NVFP4_F32, 1, &a), NVFP4_EINVAL, "negative");
   assert_err(nvfp4_tensor_randn(ctx, S2(4, 4), NVFP4_F32, 1, NULL), NVFP4_EINVAL, "out");
   nvfp4_tensor_destroy(b); nvfp4_tensor_destroy(c); nvfp4_tensor_destroy(u);

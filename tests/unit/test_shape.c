@@ -201,6 +201,8 @@ static void test_shape_basics (void **state) {
   assert_string_equal(nvfp4_shape_format(S(0), buf, sizeof buf), "[]");
   nvfp4_shape_format(x, buf, 8);
   assert_int_equal(strlen(buf), 7);          /* truncated, terminated */
+  assert_null(nvfp4_shape_format(x, NULL, 10));      /* no buffer: nothing written */
+  assert_int_equal(nvfp4_shape_make(2, NULL).ndim, 0);
   assert_true(nvfp4_shape_equal(x, S(3, D(4096), D(1), D(8192))));
   assert_false(nvfp4_shape_equal(x, S(2, D(4096), D(8192))));
   /* huge shapes saturate (no overflow), and the scale shapes with them */

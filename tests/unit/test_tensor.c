@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <float.h>
+#include <math.h>
 #include <cmocka.h>
 #include "config.h"         /* PACKAGE_VERSION, from configure.ac's AC_INIT */
 #include "nvfp4.h"
@@ -49,6 +50,8 @@ static void test_ctx_backend_and_env (void **state) {
   unsetenv("NVFP4_BACKEND");
   nvfp4_ctx_destroy(NULL);
   assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, NULL, NULL), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, NULL, &why), NVFP4_EINVAL);
+  assert_string_equal(why, "ctx_create: out is NULL");      /* the reason, not "" */
   /* a value outside the enum is refused, not taken for AUTO */
   assert_int_equal(nvfp4_ctx_create((nvfp4_backend)9, &c, &why), NVFP4_EINVAL);
   assert_null(c);
@@ -227,6 +230,9 @@ static void test_fp4_from_host (void **state) {
   assert_int_equal(nvfp4_tensor_amax(q, 0, &a), NVFP4_OK);
   assert_true(a == 2688.0f);
   assert_int_equal(nvfp4_tensor_amax(q, 1, &a), NVFP4_EUSAGE);
+  assert_int_equal(nvfp4_tensor_amax(q, 5, &a), NVFP4_EINVAL);  /* not taken for columnwise */
+  assert_string_equal(nvfp4_last_error(ctx), "amax: direction 5 is not 0 (rowwise) or 1 (columnwise)");
+  assert_true(a == 2688.0f);
   assert_int_equal(nvfp4_tensor_buffer_read(q, NVFP4_COLUMNWISE_DATA, back, 8), NVFP4_EUSAGE);
   assert_non_null(strstr(nvfp4_last_error(ctx), "columnwise data"));
   assert_int_equal(nvfp4_tensor_to_host(q, back, 8), NVFP4_EINVAL);
@@ -236,6 +242,16 @@ static void test_fp4_from_host (void **state) {
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, NULL, NULL, NULL, amax, &q), NVFP4_EINVAL);
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 24), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "K=24"));
+  assert_null(q);
+  /* an amax below 0 or NaN (the global scale divides by it: dequantize gave
+  ** -1 for a code worth +1), refused as quantize refuses a given one */
+  amax[0] = -2688.0f;
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "fp4_from_host: rowwise amax -2688 must be >= 0 and not NaN");
+  amax[0] = 1.0f;
+  amax[1] = NAN;
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "fp4_from_host: columnwise amax nan must be >= 0 and not NaN");
   assert_null(q);
 }
 
@@ -257,6 +273,18 @@ static void test_foreign_context (void **state) {
   assert_int_equal(nvfp4_dequantize(ctx, t, NVFP4_F32, &q), NVFP4_EUSAGE);
   assert_int_equal(nvfp4_tensor_to_host(t, out, sizeof out), NVFP4_OK);
   assert_memory_equal(in, out, sizeof in);
+  {
+    /* rel_error took the two contexts' tensors and gave a value */
+    nvfp4_tensor *r = NULL;
+    double e = -1;
+    assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 16), NVFP4_F32, in, sizeof in, &r), NVFP4_OK);
+    assert_int_equal(nvfp4_rel_error(NULL, t, r, &e), NVFP4_EUSAGE);
+    assert_non_null(strstr(nvfp4_last_error(other), "rel_error: ref belongs to another context"));
+    assert_true(e == -1);
+    assert_int_equal(nvfp4_rel_error(NULL, r, r, &e), NVFP4_OK);
+    assert_true(e == 0);
+    nvfp4_tensor_destroy(r);
+  }
   nvfp4_tensor_destroy(t);
   nvfp4_ctx_destroy(other);
 }
