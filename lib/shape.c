@@ -153,7 +153,14 @@ nvfp4_status nvfp4_shape_check_quantizable (nvfp4_shape x, int rowwise,
              (long long)nvfp4_shape_M(x), NVFP4_BLOCK);
     return NVFP4_EINVAL;
   }
-  (void)rowwise;
+  /* the scale buffers' padding: a row of K = 2^60 takes 128 * 2^56 bytes */
+  if ((rowwise && nvfp4_shape_numel(nvfp4_rowwise_scale_shape(x)) > NVFP4_MAX_NUMEL) ||
+      (columnwise && nvfp4_shape_numel(nvfp4_columnwise_scale_shape(x)) > NVFP4_MAX_NUMEL)) {
+    snprintf(msg, n, "shape %s: its padded %s scale_inv would exceed 2^60 bytes", sb,
+             rowwise && nvfp4_shape_numel(nvfp4_rowwise_scale_shape(x)) > NVFP4_MAX_NUMEL
+             ? "rowwise" : "columnwise");
+    return NVFP4_EINVAL;
+  }
   if (msg != dummy) msg[0] = '\0';
   return NVFP4_OK;
 }

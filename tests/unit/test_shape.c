@@ -183,6 +183,12 @@ static void test_check_quantizable (void **state) {
   assert_int_equal(nvfp4_shape_check_quantizable(S(3, D(12), D(1), D(64)), 1, 1, NULL, 0), NVFP4_EINVAL);
   assert_int_equal(nvfp4_shape_check_quantizable(S(2, D(1) << 40, D(1) << 40), 1, 0, msg, sizeof msg), NVFP4_EINVAL);
   assert_non_null(strstr(msg, "2^60"));
+  /* 2^60 elements in one row: the rowwise scale pads its one row to 128
+  ** (128 * 2^56 bytes, which saturated the byte count); columnwise only,
+  ** [2^56, 16]: that scale is [128, 2^52] (2^59 bytes) and the shape passes */
+  assert_int_equal(nvfp4_shape_check_quantizable(S(2, D(1), D(1) << 60), 1, 0, msg, sizeof msg), NVFP4_EINVAL);
+  assert_non_null(strstr(msg, "padded rowwise scale_inv would exceed 2^60 bytes"));
+  assert_int_equal(nvfp4_shape_check_quantizable(S(2, D(1) << 56, D(16)), 0, 1, msg, sizeof msg), NVFP4_OK);
   /* n == 0: msg is not written, on success (it wrote msg[0]) or failure */
   msg[0] = 'x';
   assert_int_equal(nvfp4_shape_check_quantizable(S(2, D(16), D(16)), 1, 1, msg, 0), NVFP4_OK);
