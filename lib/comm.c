@@ -26,6 +26,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns,
   nvfp4_comm *c = (nvfp4_comm *)calloc(1, sizeof *c);
   FAIL_IF(ctx, c == NULL, NVFP4_ENOMEM, "cannot allocate a communicator");
   c->ctx = ctx;
+  nvfp4i_ctx_hold(ctx);
   c->mpi = mc;
   c->owns_mpi = owns;
   MPI_Comm_rank(mc, &c->rank);
@@ -67,13 +68,30 @@ const char *nvfp4_comm_transport (const nvfp4_comm *c) {
 }
 
 
-void nvfp4_comm_destroy (nvfp4_comm *c) {
-  if (c == NULL) return;
+static void comm_free (nvfp4_comm *c) {
 #ifdef HAVE_CUDA
   nvfp4i_cuda_comm_fini(c);
 #endif
   if (c->owns_mpi) MPI_Comm_free(&c->mpi);
+  nvfp4i_ctx_release(c->ctx);
   free(c);
+}
+
+
+void nvfp4i_comm_use (nvfp4_comm *c) {
+  c->users++;
+}
+
+
+void nvfp4i_comm_unuse (nvfp4_comm *c) {
+  if (--c->users == 0 && c->closing) comm_free(c);
+}
+
+
+void nvfp4_comm_destroy (nvfp4_comm *c) {
+  if (c == NULL || c->closing) return;
+  if (c->users > 0) c->closing = 1;
+  else comm_free(c);
 }
 
 

@@ -25,7 +25,14 @@ struct nvfp4_comm {
   int rank, size;
   nvfp4i_transport transport;
   void *nccl;            /* ncclComm_t when transport == NVFP4I_NCCL */
+  int users;             /* layers borrowing it (nvfp4i_comm_use) */
+  int closing;           /* nvfp4_comm_destroy came while users > 0 */
 };
+
+/* A layer borrows c (use) and gives it back (unuse): a comm destroyed
+** while borrowed is freed when the last borrower gives it back. */
+NVFP4I_FUNC void nvfp4i_comm_use (nvfp4_comm *c);
+NVFP4I_FUNC void nvfp4i_comm_unuse (nvfp4_comm *c);
 
 /* Byte all-gather in rank order: recv holds size * n bytes.  Buffers are in
 ** the ctx's memory; the transport decides how they move.  what: the public

@@ -84,10 +84,26 @@ nvfp4_status nvfp4_ctx_create (nvfp4_backend want, nvfp4_ctx **out,
 }
 
 
-void nvfp4_ctx_destroy (nvfp4_ctx *ctx) {
-  if (ctx == NULL) return;
+static void ctx_free (nvfp4_ctx *ctx) {
   if (ctx->ops->fini != NULL) ctx->ops->fini(ctx);
   free(ctx);
+}
+
+
+void nvfp4i_ctx_hold (nvfp4_ctx *ctx) {
+  ctx->live++;
+}
+
+
+void nvfp4i_ctx_release (nvfp4_ctx *ctx) {
+  if (--ctx->live == 0 && ctx->closing) ctx_free(ctx);
+}
+
+
+void nvfp4_ctx_destroy (nvfp4_ctx *ctx) {
+  if (ctx == NULL || ctx->closing) return;
+  if (ctx->live > 0) ctx->closing = 1;
+  else ctx_free(ctx);
 }
 
 

@@ -30,6 +30,7 @@ struct nvfp4_linear {
   nvfp4_ctx *ctx;
   nvfp4_linear_config cfg;
   int tp, rank;
+  int uses_group;                   /* holds cfg.tp_group (nvfp4i_comm_use) */
   int64_t K_l, N_l;                 /* local weight [N_l, K_l] */
   nvfp4_tensor *w, *b;              /* parameters (params dtype) */
   /* saved by forward for backward */
@@ -229,6 +230,8 @@ nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg
     nvfp4_linear_destroy(l);
     return st;
   }
+  if (cfg->tp_group != NULL) nvfp4i_comm_use(cfg->tp_group);
+  l->uses_group = 1;
   *out = l;
   return NVFP4_OK;
 }
@@ -239,6 +242,8 @@ void nvfp4_linear_destroy (nvfp4_linear *l) {
   forget_forward(l);
   nvfp4_tensor_destroy(l->w);
   nvfp4_tensor_destroy(l->b);
+  /* last: the group may be freed here (destroyed while the layer had it) */
+  if (l->uses_group && l->cfg.tp_group != NULL) nvfp4i_comm_unuse(l->cfg.tp_group);
   free(l);
 }
 

@@ -68,10 +68,12 @@ typedef enum nvfp4_backend {
 } nvfp4_backend;
 
 /* A context: one backend, one stream (CUDA), the last error.  *out is the
-** caller's (nvfp4_ctx_destroy it after every tensor, comm and layer made on
-** it).  Errors: EINVAL for a NULL out, a want outside the enum or an
-** unknown $NVFP4_BACKEND (naming the value), ENOTSUP when CUDA is asked for
-** and not usable, ECUDA or ENOMEM when the backend's set-up fails.  The
+** caller's: nvfp4_ctx_destroy it after every tensor, comm and layer made on
+** it (destroyed before some of them, it stays alive for them and is freed
+** with the last one; make nothing new on it).  Errors: EINVAL for a NULL
+** out, a want outside the enum or an unknown $NVFP4_BACKEND (naming the
+** value), ENOTSUP when CUDA is asked for and not usable, ECUDA or ENOMEM
+** when the backend's set-up fails.  The
 ** reason is in *errmsg if errmsg != NULL: a string the library owns, valid
 ** until this thread's next nvfp4_ctx_create. */
 nvfp4_status nvfp4_ctx_create  (nvfp4_backend want, nvfp4_ctx **out,
@@ -334,7 +336,10 @@ nvfp4_ctx   *nvfp4_comm_ctx  (const nvfp4_comm *c);
 ** through host memory), "nccl". */
 const char  *nvfp4_comm_transport (const nvfp4_comm *c);
 /* Frees c (NULL: no-op); collective for a comm from nvfp4_comm_split or
-** with NCCL (every rank of it calls it); before c's context. */
+** with NCCL (every rank of it calls it).  Destroy it after the layers that
+** use it: a comm destroyed while a layer still has it stays usable by that
+** layer and is freed with the last such layer (no further call may use it
+** otherwise). */
 void         nvfp4_comm_destroy (nvfp4_comm *c);
 /* Collective: split into tensor-parallel groups of tp consecutive ranks
 ** (world 8, tp 2 -> {0,1},{2,3},..); *out is the caller's (destroy it,

@@ -28,7 +28,15 @@ struct nvfp4_ctx {
   const nvfp4_backend_ops *ops;
   void *impl;                       /* backend state (CUDA: stream, cuBLAS) */
   char err[NVFP4I_ERRLEN];          /* why the last call failed */
+  int64_t live;                     /* tensors and comms made on it, not yet destroyed */
+  int closing;                      /* nvfp4_ctx_destroy came while live > 0 */
 };
+
+/* A tensor or comm made on ctx (hold) and destroyed (release): a context
+** destroyed while some are alive is freed with the last of them, so that
+** destroying them afterwards still finds their backend (nvfp4_ctx_destroy). */
+NVFP4I_FUNC void nvfp4i_ctx_hold (nvfp4_ctx *ctx);
+NVFP4I_FUNC void nvfp4i_ctx_release (nvfp4_ctx *ctx);
 
 /* One buffer of a tensor, in the ctx's memory (host for cpu, device for cuda). */
 typedef struct nvfp4i_buf {

@@ -69,7 +69,10 @@ void nvfp4i_buf_free (nvfp4_ctx *ctx, nvfp4i_buf *b) {
 
 nvfp4_tensor *nvfp4i_tensor_new (nvfp4_ctx *ctx) {
   nvfp4_tensor *t = (nvfp4_tensor *)calloc(1, sizeof *t);
-  if (t != NULL) t->ctx = ctx;
+  if (t != NULL) {
+    t->ctx = ctx;
+    nvfp4i_ctx_hold(ctx);
+  }
   return t;
 }
 
@@ -114,7 +117,7 @@ static nvfp4_status alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype 
   t->dtype = dt;
   t->shape = shape;
   if ((st = buf_alloc(ctx, &t->data, shape, nvfp4_dtype_size(dt), zero)) != NVFP4_OK) {
-    free(t);
+    nvfp4_tensor_destroy(t);
     return st;
   }
   *out = t;
@@ -342,6 +345,7 @@ void nvfp4_tensor_destroy (nvfp4_tensor *t) {
   nvfp4i_buf_free(t->ctx, &t->row_scale);
   nvfp4i_buf_free(t->ctx, &t->col_data);
   nvfp4i_buf_free(t->ctx, &t->col_scale);
+  nvfp4i_ctx_release(t->ctx);         /* last: it may free a destroyed ctx */
   free(t);
 }
 

@@ -520,6 +520,25 @@ static void test_create_agreement (void) {
   c.keep_operands = mc_rank == 0;
   EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
   nvfp4_linear_destroy(l);
+  l = NULL;
+  /* a group destroyed before the layer that has it: the layer still works
+  ** (its MPI communicator was freed: the next collective crashed in
+  ** MPI_Allreduce) and the group is freed with the layer */
+  {
+    nvfp4_comm *g = NULL;
+    nvfp4_tensor *x = NULL, *y = NULL;
+    EXPECT_OK(nvfp4_comm_split(world, mc_size, &g));
+    c = config(64 * mc_size, 64, NVFP4_PARALLEL_ROW, 1);
+    c.tp_group = g;
+    EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+    nvfp4_comm_destroy(g);
+    x = randn(SHAPE3(32 * mc_size, 1, 64), NVFP4_BF16, 1 + mc_rank);
+    EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+    if (y) EXPECT_SHAPE(nvfp4_tensor_shape(y), SHAPE3(32, 1, 64));
+    nvfp4_tensor_destroy(x);
+    nvfp4_tensor_destroy(y);
+    nvfp4_linear_destroy(l);
+  }
 }
 
 

@@ -290,6 +290,29 @@ static void test_foreign_context (void **state) {
 }
 
 
+/* A context destroyed before its tensors stays alive for them (it was freed,
+** and destroying or reading them afterwards read freed memory: ASan and
+** valgrind in CI) and is freed with the last one. */
+static void test_ctx_destroyed_first (void **state) {
+  nvfp4_ctx *other = NULL;
+  nvfp4_tensor *a = NULL, *b = NULL;
+  float in[16], out[16];
+  int i;
+  (void)state;
+  for (i = 0; i < 16; i++) in[i] = (float)i;
+  assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, &other, NULL), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_from_host(other, shape2(1, 16), NVFP4_F32, in, sizeof in, &a), NVFP4_OK);
+  assert_int_equal(nvfp4_quantize(other, a, NULL, &b), NVFP4_OK);
+  nvfp4_ctx_destroy(other);
+  nvfp4_ctx_destroy(other);                 /* again while kept: a no-op */
+  assert_int_equal(nvfp4_tensor_to_host(a, out, sizeof out), NVFP4_OK);
+  assert_memory_equal(in, out, sizeof in);
+  assert_ptr_equal(nvfp4_tensor_ctx(b), other);
+  nvfp4_tensor_destroy(a);
+  nvfp4_tensor_destroy(b);                  /* the last: frees the context */
+}
+
+
 static void test_status_strings (void **state) {
   assert_string_equal(nvfp4_status_string(NVFP4_OK), "ok");
   assert_string_equal(nvfp4_status_string(NVFP4_EINVAL), "invalid argument");
@@ -310,6 +333,7 @@ int main (void) {
     cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_fp4_from_host, setup, teardown),
     cmocka_unit_test_setup_teardown(test_foreign_context, setup, teardown),
+    cmocka_unit_test(test_ctx_destroyed_first),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
