@@ -18,6 +18,7 @@ local nvfp4 = require "nvfp4"
 
 local M = {}
 local cases = {}                 -- every registered case, in order
+local casenames = {}             -- their full names (a set)
 local current = nil              -- the running case's record
 
 local PASS, SKIP, FAIL = 0, 1, 2
@@ -108,10 +109,16 @@ local function gridaxes (grid)
       axes[#axes + 1] = {name = k, values = grid[k]}
     end
   end
-  for _, ax in ipairs(axes) do
+  local seen = {}
+  for i, ax in ipairs(axes) do
     if ax.name == "seed" then
       error("grid parameter 'seed' is reserved: p.seed is the case's own seed (name it otherwise)", 3)
     end
+    if seen[ax.name] then   -- the later list would replace the earlier in every point
+      error(("grid parameter '%s' is given twice (entries %d and %d): give it once, with all its values")
+            :format(ax.name, seen[ax.name], i), 3)
+    end
+    seen[ax.name] = i
   end
   return axes
 end
@@ -141,22 +148,38 @@ function M.case (name, grid, fn)
   if fn == nil then grid, fn = nil, grid end
   if type(name) ~= "string" then error("case: name must be a string", 2) end
   if type(fn) ~= "function" then error("case '" .. name .. "': needs a function", 2) end
+  local new = {}
   if grid == nil then
-    cases[#cases + 1] = {name = name, params = {}, order = {}, fn = fn}
-    return
-  end
-  if type(grid) ~= "table" then error("case '" .. name .. "': grid must be a table", 2) end
-  local axes = gridaxes(grid)
-  local points = {}
-  expand(axes, 1, {}, points)
-  for _, p in ipairs(points) do
-    local parts, order = {}, {}
-    for _, ax in ipairs(axes) do
-      parts[#parts + 1] = ax.name .. "=" .. fmtvalue(p[ax.name])
-      order[#order + 1] = ax.name
+    new[1] = {name = name, params = {}, order = {}, fn = fn}
+  else
+    if type(grid) ~= "table" then error("case '" .. name .. "': grid must be a table", 2) end
+    local axes = gridaxes(grid)
+    local points = {}
+    expand(axes, 1, {}, points)
+    for _, p in ipairs(points) do
+      local parts, order = {}, {}
+      for _, ax in ipairs(axes) do
+        parts[#parts + 1] = ax.name .. "=" .. fmtvalue(p[ax.name])
+        order[#order + 1] = ax.name
+      end
+      new[#new + 1] = {name = name .. " [" .. table.concat(parts, ", ") .. "]",
+                       params = p, order = order, fn = fn}
     end
-    cases[#cases + 1] = {name = name .. " [" .. table.concat(parts, ", ") .. "]",
-                         params = p, order = order, fn = fn}
+  end
+  -- a case is known by its full name: --filter selects by it and p.seed is
+  -- derived from it, so two cases of one name could not be told apart
+  -- (checked for the whole grid before any of it is registered)
+  local names = {}
+  for _, c in ipairs(new) do
+    if casenames[c.name] or names[c.name] then
+      error(("case '%s' is registered twice (case names must be unique: --filter and p.seed go by "
+             .. "the name)"):format(c.name), 2)
+    end
+    names[c.name] = true
+  end
+  for _, c in ipairs(new) do
+    cases[#cases + 1] = c
+    casenames[c.name] = true
   end
 end
 

@@ -139,6 +139,34 @@ check "a grid parameter named seed is refused" grep -q "grid parameter 'seed' is
 check "sc.close with a nil tensor fails at the scenario's line" \
   grep -q "misuse.lua:6: grad_bias: cannot compare nil with userdata" "$tmp/misuse"
 check "... and the run still ends with its summary" grep -q "0 passed, 4 failed, 0 skipped" "$tmp/misuse"
+cat >"$tmp/register.lua" <<'EOS'
+-- np=1
+local sc = require "nvfp4.scenario"
+local function try (...) local ok, e = pcall(sc.case, ...); print("REGISTER " .. tostring(ok) .. " " .. tostring(e)) end
+try("a", {{"B", {1, 2}}, {"B", {3}}}, function () end)          -- collapsed to two 'a [B=3, B=3]'
+sc.case("b", function () end)
+try("b", function () end)                                        -- same name, same seed
+sc.case("c", {B = {1, 2}}, function () end)
+try("c", {{"B", {3, 2}}}, function () end)                       -- 'c [B=2]' again
+try("d", {{"B", {1, 1}}}, function () end)                       -- a value repeated in one grid
+sc.run()
+EOS
+"$RS" "$tmp/register.lua" --list >"$tmp/register" 2>&1; rc=$?
+cat "$tmp/register"
+check "a grid parameter given twice is refused at registration, naming it" \
+  grep -q "^REGISTER false grid parameter 'B' is given twice (entries 1 and 2)" "$tmp/register"
+check "a second case of the same name is refused, naming it" \
+  grep -q "^REGISTER false case 'b' is registered twice (case names must be unique" "$tmp/register"
+check "... also for a grid point that repeats an earlier case's name" \
+  grep -q "^REGISTER false case 'c \[B=2\]' is registered twice" "$tmp/register"
+check "... and for a value repeated within one grid" \
+  grep -q "^REGISTER false case 'd \[B=1\]' is registered twice" "$tmp/register"
+check "a refused registration registers none of its cases (--list: b, c [B=1], c [B=2])" \
+  test "$rc" -eq 0 -a "$(grep -v '^REGISTER\|^==' "$tmp/register" | tr '\n' ,)" = "b,c [B=1],c [B=2],"
+printf -- '-- np=1\nlocal sc = require "nvfp4.scenario"\nsc.case("x", function () end)\nsc.case("x", function () end)\nsc.run()\n' \
+  >"$tmp/register2.lua"
+"$RS" "$tmp/register2.lua" >"$tmp/register2" 2>&1
+check "... raised at the scenario's line" grep -q "register2.lua:4: case 'x' is registered twice" "$tmp/register2"
 "$RS" "$srcdir/fw_cases.lua" --filter "grid" --timeout 1e300 >"$tmp/bigto" 2>&1; rc=$?
 check "--timeout 1e300 is no deadline (the watchdog's overflowed and hung)" test "$rc" -eq 0
 "$RS" "$srcdir/fw_cases.lua" --timeout inf >"$tmp/infto" 2>&1; rc=$?
