@@ -71,9 +71,10 @@ local function getoptions ()
     o.seed = s
     nvfp4.options.seed, nvfp4.seed = s, s      -- the default seed of nvfp4.randn etc.
   end
+  local given = o.timeout
   o.timeout = tonumber(o.timeout or 60)
   if o.timeout == nil or not (o.timeout > 0 and o.timeout < math.huge) then
-    error("--timeout must be a positive, finite number of seconds", 0)
+    error(("--timeout must be a positive, finite number of seconds, got '%s'"):format(tostring(given)), 0)
   end
   o.timeout = math.min(o.timeout, 1e8)       -- ~3 years: the watchdog's deadline stays in range
   return o
@@ -538,7 +539,9 @@ local function guardcollectives (world)
 end
 
 --- sc.run(): run the selected cases on every rank, agree on each verdict,
--- report on rank 0, and set nvfp4-lua's exit status (1 on any failure).
+-- report on rank 0, and set nvfp4-lua's exit status: 1 when a case failed,
+-- 2 for a usage error (an unknown option or bad value, a --filter that
+-- matches no case, ranks with different case lists), before any case runs.
 -- Returns true when no case failed.
 function M.run ()
   if current then error("sc.run() inside a case: call it once, at the end of the script", 2) end
@@ -576,13 +579,24 @@ function M.run ()
     if keep then selected[#selected + 1] = c end
   end
 
+  -- a filter that selects nothing is a usage error, as an unknown option is
+  -- (status 2; a failed case gives 1)
+  local nomatch = #cases > 0 and #selected == 0
+  local function refuse_nomatch ()
+    if out then
+      io.stderr:write(("%s: no case matches --filter '%s' (%d case%s; --list names them)\n")
+                      :format(script, o.filter, #cases, #cases == 1 and "" or "s"))
+    end
+    nvfp4.exit_status(2)
+    return false
+  end
   if o.list then
+    if nomatch then return refuse_nomatch() end
     if out then for _, c in ipairs(selected) do print(c.name) end end
     return true
   end
   -- (no per-rank exit before the ranks compare their lists below: a rank
   -- whose filter matched nothing would leave the others waiting there)
-  local nomatch = #cases > 0 and #selected == 0
 
   -- verdicts travel on their own communicator, so they never match a
   -- collective that a failed rank left half-done on the world
@@ -628,11 +642,7 @@ function M.run ()
       return false
     end
   end
-  if nomatch then
-    if out then io.stderr:write(("%s: no case matches --filter '%s'\n"):format(script, o.filter)) end
-    nvfp4.exit_status(1)
-    return false
-  end
+  if nomatch then return refuse_nomatch() end
   bailout = o.tap and "Bail out!" or nil
   if out and o.tap then
     print("TAP version 13")

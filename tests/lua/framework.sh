@@ -71,8 +71,14 @@ check "--list names 8 cases and runs none" test "$(count '^grid \[n=\|^fails on\
 "$RS" "$srcdir/fw_cases.lua" --filter "grid" --verbose >"$tmp/filter" 2>&1; rc=$?
 check "--filter runs only the matching cases" grep -q "3 passed, 0 failed, 0 skipped" "$tmp/filter"
 check "--filter without the failing case exits 0" test "$rc" -eq 0
-"$RS" "$srcdir/fw_cases.lua" --filter "no such case" >"$tmp/nomatch" 2>&1
-check "--filter that matches nothing fails" test $? -ne 0
+"$RS" "$srcdir/fw_cases.lua" --filter "no such case" >"$tmp/nomatch" 2>&1; rc=$?
+check "--filter that matches nothing is a usage error: exit status 2 (a failed case gives 1)" test "$rc" -eq 2
+check "... saying so, with the number of cases" \
+  grep -q "fw_cases.lua: no case matches --filter 'no such case' (8 cases; --list names them)" "$tmp/nomatch"
+check "... before any case runs" test -z "$(grep '^PASS\|^FAIL\|passed' "$tmp/nomatch")"
+"$RS" "$srcdir/fw_cases.lua" --list --filter "no such case" >"$tmp/lnomatch" 2>&1; rc=$?
+check "--list with a --filter that matches nothing: exit status 2 too" \
+  test "$rc" -eq 2 -a "$(count 'no case matches' "$tmp/lnomatch")" -eq 1
 "$RS" "$srcdir/fw_cases.lua" --filter "[n=2]" --verbose >"$tmp/fplain" 2>&1
 check "--filter with a name fragment is plain text (one grid case)" grep -q "1 passed, 0 failed, 0 skipped" "$tmp/fplain"
 "$RS" "$srcdir/fw_cases.lua" --filter "n=[13]" --verbose >"$tmp/fpat" 2>&1
@@ -171,6 +177,11 @@ check "... raised at the scenario's line" grep -q "register2.lua:4: case 'x' is 
 check "--timeout 1e300 is no deadline (the watchdog's overflowed and hung)" test "$rc" -eq 0
 "$RS" "$srcdir/fw_cases.lua" --timeout inf >"$tmp/infto" 2>&1; rc=$?
 check "--timeout inf: refused in one line" grep -q "timeout must be a positive, finite number" "$tmp/infto"
+for v in abc 0 -1 inf nan; do
+  "$RS" "$srcdir/fw_cases.lua" --timeout "$v" >"$tmp/badto" 2>&1; rc=$?
+  check "--timeout $v: exit status 2, the message echoes the value" \
+    test "$rc" -eq 2 -a "$(count "timeout must be a positive, finite number of seconds, got '$v'$" "$tmp/badto")" -eq 1
+done
 
 start=$(date +%s)
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 --junit "$tmp/jt.xml" >"$tmp/to" 2>&1; rc=$?
