@@ -195,6 +195,25 @@ check "no later case ran" test "$(count 'NEVER REACHED' "$tmp/to")" -eq 0
 check "JUnit after a timeout: the cases so far, the hung one failed" \
   grep -q 'tests="2" failures="1"' "$tmp/jt.xml"
 check "... saying the job ended in it" grep -q "the job ended during this case" "$tmp/jt.xml"
+# the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
+# own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
+cat >"$tmp/grace.lua" <<'EOS'
+-- np=2
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+local w = nvfp4.world()
+sc.case("waits", function ()
+  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end end
+  w:barrier()
+end)
+sc.run()
+EOS
+start=$(date +%s)
+"$RS" "$tmp/grace.lua" --timeout 1 >"$tmp/grace" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+check "a rank waiting in a collective times out at S + G: 'timed out after 1.5 s' for --timeout 1" \
+  grep -q "^\[rank 0\] case 'waits' (waiting in comm:barrier for the other ranks) timed out after 1.5 s" "$tmp/grace"
+check "... and ends the job" test "$rc" -ne 0 -a "$took" -lt 30
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 --tap >"$tmp/totap" 2>/dev/null
 check "TAP after a timeout: a Bail out! line naming the rank and the case" \
   grep -q "^Bail out! \[rank 1\] case 'hangs'.* timed out after 1 s" "$tmp/totap"
