@@ -387,18 +387,26 @@ static int mod_shape (lua_State *L) {
 
 
 /* nvfp4.buffer_shapes(shape) -> {rowwise_data=, rowwise_scale_inv=, ..}:
-** the shape rules of spec §6 for a tensor of that logical shape. */
+** the shape rules of spec §6 for a tensor of that logical shape, for the
+** copies quantize would make: a shape it refuses even rowwise (K % 16)
+** raises its error; without the columnwise rules (ndim >= 2, M % 16) the
+** columnwise fields are absent (the formulas gave shapes of no tensor). */
 static int mod_buffer_shapes (lua_State *L) {
   nvfp4_shape s = nvfp4L_checkshape(L, 1);
+  char msg[512];
+  if (nvfp4_shape_check_quantizable(s, 1, 0, msg, sizeof msg) != NVFP4_OK)
+    return luaL_error(L, "buffer_shapes: %s (%s)", msg, nvfp4_status_string(NVFP4_EINVAL));
   lua_createtable(L, 0, 4);
   nvfp4L_pushshape(L, nvfp4_rowwise_data_shape(s));
   lua_setfield(L, -2, "rowwise_data");
   nvfp4L_pushshape(L, nvfp4_rowwise_scale_shape(s));
   lua_setfield(L, -2, "rowwise_scale_inv");
-  nvfp4L_pushshape(L, nvfp4_columnwise_data_shape(s));
-  lua_setfield(L, -2, "columnwise_data");
-  nvfp4L_pushshape(L, nvfp4_columnwise_scale_shape(s));
-  lua_setfield(L, -2, "columnwise_scale_inv");
+  if (nvfp4_shape_check_quantizable(s, 0, 1, NULL, 0) == NVFP4_OK) {
+    nvfp4L_pushshape(L, nvfp4_columnwise_data_shape(s));
+    lua_setfield(L, -2, "columnwise_data");
+    nvfp4L_pushshape(L, nvfp4_columnwise_scale_shape(s));
+    lua_setfield(L, -2, "columnwise_scale_inv");
+  }
   return 1;
 }
 

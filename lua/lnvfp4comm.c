@@ -266,6 +266,9 @@ static int comm_all_reduce (lua_State *L) {
 static const char *const gather_opts[] = {
   "rule", "rowwise", "columnwise", "quantize", "async", NULL
 };
+/* the option 'rule' (nvfp4_cw_rule_parse maps a name to the enum; the first
+** is the default) */
+static const char *const rule_names[] = {"flat2d", "nd", NULL};
 
 
 /* comm:all_gather(x [, dim] [, opts]) along dim 1 (the only one, TE's).
@@ -299,12 +302,9 @@ static int gather_parse (lua_State *L) {
   lua_settop(L, o);
   nvfp4L_checkopts(L, o, gather_opts);
   a->async = nvfp4L_optbool(L, o, "async", 0);
-  if (nvfp4L_getopt(L, o, "rule") != LUA_TNIL &&
-      (lua_type(L, -1) != LUA_TSTRING ||
-       nvfp4_cw_rule_parse(lua_tostring(L, -1), &a->g.rule) != NVFP4_OK))
-    nvfp4L_opterror(L, o, "rule", lua_pushfstring(L, "must be \"flat2d\" or \"nd\", got %s",
-                    luaL_tolstring(L, -1, NULL)));
-  lua_pop(L, 1);
+  /* the message of every rule option and argument: "must be one of
+  ** 'flat2d', 'nd'; got '2d'" (nvfp4.linear, nvfp4.cw_rule) */
+  (void)nvfp4_cw_rule_parse(rule_names[nvfp4L_optname(L, o, "rule", rule_names, 0)], &a->g.rule);
   a->hasq = nvfp4L_getopt(L, o, "quantize") != LUA_TNIL;  /* the qopts table, at top */
   if (a->fp4) {
     if (a->hasq) nvfp4L_opterror(L, o, "quantize", "applies to a plain tensor, not an fp4 one");
@@ -366,16 +366,28 @@ static int comm_all_gather (lua_State *L) {
 }
 
 
+/* The open handle at 1 for method `name`.  A closed one raises "calling
+** 'name' on bad self (handle is closed)" however the method was called:
+** luaL_argcheck names it only when Lua knows the name, and a method called
+** through pcall(h.wait, h) has none ("bad argument #1 to '?'"). */
+static nvfp4_handle *tohandle (lua_State *L, const char *name) {
+  LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
+  if (h->h == NULL) luaL_error(L, "calling '%s' on bad self (handle is closed)", name);
+  return h->h;
+}
+
+
 /* h:wait() -> the gathered tensor; waiting again returns the same one. */
 static int handle_wait (lua_State *L) {
-  LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
+  nvfp4_handle *h;
   nvfp4_tensor *borrowed = NULL;
   LTensor *p;
+  luaL_checkudata(L, 1, NVFP4L_HANDLE);
   if (lua_getiuservalue(L, 1, 3) != LUA_TNIL) return 1;
-  luaL_argcheck(L, h->h != NULL, 1, "handle is closed");
-  nvfp4L_checkstatus(L, nvfp4_handle_wait(h->h, &borrowed));
+  h = tohandle(L, "wait");
+  nvfp4L_checkstatus(L, nvfp4_handle_wait(h, &borrowed));
   p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_handle_take(h->h, &p->t));
+  nvfp4L_checkstatus(L, nvfp4_handle_take(h, &p->t));
   lua_pushvalue(L, -1);
   lua_setiuservalue(L, 1, 3);
   return 1;
@@ -383,9 +395,7 @@ static int handle_wait (lua_State *L) {
 
 
 static int handle_finish_count (lua_State *L) {
-  LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
-  luaL_argcheck(L, h->h != NULL, 1, "handle is closed");
-  lua_pushinteger(L, nvfp4_handle_finish_count(h->h));
+  lua_pushinteger(L, nvfp4_handle_finish_count(tohandle(L, "finish_count")));
   return 1;
 }
 

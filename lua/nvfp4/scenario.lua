@@ -18,6 +18,7 @@ local nvfp4 = require "nvfp4"
 
 local M = {}
 local cases = {}                 -- every registered case, in order
+local casenames = {}             -- their full names (a set)
 local current = nil              -- the running case's record
 
 local PASS, SKIP, FAIL = 0, 1, 2
@@ -70,9 +71,10 @@ local function getoptions ()
     o.seed = s
     nvfp4.options.seed, nvfp4.seed = s, s      -- the default seed of nvfp4.randn etc.
   end
+  local given = o.timeout
   o.timeout = tonumber(o.timeout or 60)
   if o.timeout == nil or not (o.timeout > 0 and o.timeout < math.huge) then
-    error("--timeout must be a positive, finite number of seconds", 0)
+    error(("--timeout must be a positive, finite number of seconds, got '%s'"):format(tostring(given)), 0)
   end
   o.timeout = math.min(o.timeout, 1e8)       -- ~3 years: the watchdog's deadline stays in range
   return o
@@ -108,10 +110,16 @@ local function gridaxes (grid)
       axes[#axes + 1] = {name = k, values = grid[k]}
     end
   end
-  for _, ax in ipairs(axes) do
+  local seen = {}
+  for i, ax in ipairs(axes) do
     if ax.name == "seed" then
       error("grid parameter 'seed' is reserved: p.seed is the case's own seed (name it otherwise)", 3)
     end
+    if seen[ax.name] then   -- the later list would replace the earlier in every point
+      error(("grid parameter '%s' is given twice (entries %d and %d): give it once, with all its values")
+            :format(ax.name, seen[ax.name], i), 3)
+    end
+    seen[ax.name] = i
   end
   return axes
 end
@@ -141,22 +149,38 @@ function M.case (name, grid, fn)
   if fn == nil then grid, fn = nil, grid end
   if type(name) ~= "string" then error("case: name must be a string", 2) end
   if type(fn) ~= "function" then error("case '" .. name .. "': needs a function", 2) end
+  local new = {}
   if grid == nil then
-    cases[#cases + 1] = {name = name, params = {}, order = {}, fn = fn}
-    return
-  end
-  if type(grid) ~= "table" then error("case '" .. name .. "': grid must be a table", 2) end
-  local axes = gridaxes(grid)
-  local points = {}
-  expand(axes, 1, {}, points)
-  for _, p in ipairs(points) do
-    local parts, order = {}, {}
-    for _, ax in ipairs(axes) do
-      parts[#parts + 1] = ax.name .. "=" .. fmtvalue(p[ax.name])
-      order[#order + 1] = ax.name
+    new[1] = {name = name, params = {}, order = {}, fn = fn}
+  else
+    if type(grid) ~= "table" then error("case '" .. name .. "': grid must be a table", 2) end
+    local axes = gridaxes(grid)
+    local points = {}
+    expand(axes, 1, {}, points)
+    for _, p in ipairs(points) do
+      local parts, order = {}, {}
+      for _, ax in ipairs(axes) do
+        parts[#parts + 1] = ax.name .. "=" .. fmtvalue(p[ax.name])
+        order[#order + 1] = ax.name
+      end
+      new[#new + 1] = {name = name .. " [" .. table.concat(parts, ", ") .. "]",
+                       params = p, order = order, fn = fn}
     end
-    cases[#cases + 1] = {name = name .. " [" .. table.concat(parts, ", ") .. "]",
-                         params = p, order = order, fn = fn}
+  end
+  -- a case is known by its full name: --filter selects by it and p.seed is
+  -- derived from it, so two cases of one name could not be told apart
+  -- (checked for the whole grid before any of it is registered)
+  local names = {}
+  for _, c in ipairs(new) do
+    if casenames[c.name] or names[c.name] then
+      error(("case '%s' is registered twice (case names must be unique: --filter and p.seed go by "
+             .. "the name)"):format(c.name), 2)
+    end
+    names[c.name] = true
+  end
+  for _, c in ipairs(new) do
+    cases[#cases + 1] = c
+    casenames[c.name] = true
   end
 end
 
@@ -515,7 +539,9 @@ local function guardcollectives (world)
 end
 
 --- sc.run(): run the selected cases on every rank, agree on each verdict,
--- report on rank 0, and set nvfp4-lua's exit status (1 on any failure).
+-- report on rank 0, and set nvfp4-lua's exit status: 1 when a case failed,
+-- 2 for a usage error (an unknown option or bad value, a --filter that
+-- matches no case, ranks with different case lists), before any case runs.
 -- Returns true when no case failed.
 function M.run ()
   if current then error("sc.run() inside a case: call it once, at the end of the script", 2) end
@@ -553,13 +579,24 @@ function M.run ()
     if keep then selected[#selected + 1] = c end
   end
 
+  -- a filter that selects nothing is a usage error, as an unknown option is
+  -- (status 2; a failed case gives 1)
+  local nomatch = #cases > 0 and #selected == 0
+  local function refuse_nomatch ()
+    if out then
+      io.stderr:write(("%s: no case matches --filter '%s' (%d case%s; --list names them)\n")
+                      :format(script, o.filter, #cases, #cases == 1 and "" or "s"))
+    end
+    nvfp4.exit_status(2)
+    return false
+  end
   if o.list then
+    if nomatch then return refuse_nomatch() end
     if out then for _, c in ipairs(selected) do print(c.name) end end
     return true
   end
   -- (no per-rank exit before the ranks compare their lists below: a rank
   -- whose filter matched nothing would leave the others waiting there)
-  local nomatch = #cases > 0 and #selected == 0
 
   -- verdicts travel on their own communicator, so they never match a
   -- collective that a failed rank left half-done on the world
@@ -605,11 +642,7 @@ function M.run ()
       return false
     end
   end
-  if nomatch then
-    if out then io.stderr:write(("%s: no case matches --filter '%s'\n"):format(script, o.filter)) end
-    nvfp4.exit_status(1)
-    return false
-  end
+  if nomatch then return refuse_nomatch() end
   bailout = o.tap and "Bail out!" or nil
   if out and o.tap then
     print("TAP version 13")

@@ -79,6 +79,40 @@ do
   assert(w:all_gather(x):shape() == nvfp4.shape{16 * size, 32})
 end
 
+print("testing what the README says of a layer's amax_reduction and frozen_weight")
+do
+  -- amax_reduction = false: row+SP backward's grad gather still reduces its amax over the group
+  local x = nvfp4.randn({16 * size, 1, 64 // size}, "bf16", {seed = 4})
+  local dy = nvfp4.uniform({16, 1, 32}, "bf16", {seed = 5 + me, lo = -(me + 1), hi = me + 1})
+  local amax_l = nvfp4.quantize(dy):amax()
+  local amax_g = w:all_reduce_max(amax_l)
+  assert(w:all_reduce_max(-amax_l) ~= -amax_g, "the ranks' amaxes differ")
+  local row = nvfp4.linear{in_features = 64, out_features = 32, parallel = "row", sequence_parallel = true,
+                           group = w, amax_reduction = false, keep_operands = true}
+  row:forward(x)
+  local dx, dw = row:backward(dy)
+  assert(dx:shape() == x:shape() and dw ~= nil)
+  local go = row:operand("grad_output")
+  assert(go:amax() == amax_g, ("grad_output's amax %s, the group's %s"):format(go:amax(), amax_g))
+  row:close()
+  -- ... while column+SP forward refuses the shards' different amaxes
+  local col = nvfp4.linear{in_features = 64, out_features = 16 * size, parallel = "column",
+                           sequence_parallel = true, group = w, amax_reduction = false}
+  fails("differs from rank", col.forward, col, nvfp4.uniform({16, 1, 64}, "bf16",
+                                                            {seed = 6 + me, lo = -(me + 1), hi = me + 1}))
+  col:close()
+  -- frozen_weight: backward returns dx, nil (no wgrad), nil (no bias)
+  local frozen = nvfp4.linear{in_features = 64, out_features = 32, parallel = "row", sequence_parallel = true,
+                              group = w, frozen_weight = true}
+  frozen:forward(x)
+  local r = table.pack(frozen:backward(dy))
+  assert(r.n == 3 and r[1]:shape() == x:shape() and r[2] == nil and r[3] == nil, tostring(r[2]))
+  frozen:close()
+  -- nvfp4.clock: a monotonic wall clock in seconds, a float
+  local t0 = nvfp4.clock()
+  assert(math.type(t0) == "float" and nvfp4.clock() >= t0)
+end
+
 print("testing split")
 local e = fails("split: the ranks disagree on tp (from 1 to " .. size .. ")", w.split, w, me == 1 and size or 1)
 local agreed = w:all_gather_string(e)

@@ -40,8 +40,15 @@ checkerror("bad argument #3 to 'randn' (unknown option 'sed')",
            function () return nvfp4.randn({4}, "fp32", {sed = 1}) end)
 checkerror("bad argument #3 to 'uniform' (option 'lo' must be less than hi)",
            function () return nvfp4.uniform({4}, "fp32", {lo = 1, hi = 0}) end)
-checkerror("bad argument #2 to 'all_gather' (option 'rule' must be \"flat2d\" or \"nd\", got 2d)",
+-- a rule name is refused in the same words everywhere, the value quoted
+checkerror("bad argument #2 to 'all_gather' (option 'rule' must be one of 'flat2d', 'nd'; got '2d')",
            function () return world:all_gather(x, {rule = "2d"}) end)
+checkerror("bad argument #2 to 'all_gather' (option 'rule' must be one of 'flat2d', 'nd'; got number)",
+           function () return world:all_gather(x, {rule = 2}) end)
+checkerror("bad argument #1 to 'cw_rule' (rule must be one of 'flat2d', 'nd'; got '2d')",
+           function () return nvfp4.cw_rule("2d", {16, 16}) end)
+checkerror("bad argument #1 to 'linear' (option 'rule' must be one of 'flat2d', 'nd'; got '2d')",
+           function () return nvfp4.linear{in_features = 64, out_features = 16, rule = "2d"} end)
 -- objects inside option tables: the option is named, on the call's own argument
 checkerror("bad argument #2 to 'all_gather' (option 'quantize' has an unknown option 'colwise')",
            function () return world:all_gather(x, {quantize = {colwise = true}}) end)
@@ -107,6 +114,17 @@ local c = nvfp4.zeros({16, 16})
 c:close()
 checkerror("bad argument #1 to 'quantize' (tensor is closed)", function () return nvfp4.quantize(c) end)
 checkerror("tensor is closed", function () return c:tolist() end)
+do   -- a closed handle names the method, also when Lua has no name for it (pcall(h.wait, h))
+  local h = world:all_gather(x, {quantize = {rowwise = true}, async = true})
+  h:close()
+  checkerror("calling 'wait' on bad self (handle is closed)", h.wait, h)
+  checkerror("calling 'finish_count' on bad self (handle is closed)", h.finish_count, h)
+  checkerror("calling 'wait' on bad self (handle is closed)", function () return h:wait() end)
+  local w = world:all_gather(x, {quantize = {rowwise = true}, async = true})
+  local g = w:wait()
+  w:close()
+  assert(rawequal(w:wait(), g), "a handle waited for before its close still returns its tensor")
+end
 
 print("testing library errors")
 checkerror("(invalid argument)", function () return nvfp4.quantize(nvfp4.zeros({4, 24})) end)

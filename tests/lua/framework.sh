@@ -71,8 +71,14 @@ check "--list names 8 cases and runs none" test "$(count '^grid \[n=\|^fails on\
 "$RS" "$srcdir/fw_cases.lua" --filter "grid" --verbose >"$tmp/filter" 2>&1; rc=$?
 check "--filter runs only the matching cases" grep -q "3 passed, 0 failed, 0 skipped" "$tmp/filter"
 check "--filter without the failing case exits 0" test "$rc" -eq 0
-"$RS" "$srcdir/fw_cases.lua" --filter "no such case" >"$tmp/nomatch" 2>&1
-check "--filter that matches nothing fails" test $? -ne 0
+"$RS" "$srcdir/fw_cases.lua" --filter "no such case" >"$tmp/nomatch" 2>&1; rc=$?
+check "--filter that matches nothing is a usage error: exit status 2 (a failed case gives 1)" test "$rc" -eq 2
+check "... saying so, with the number of cases" \
+  grep -q "fw_cases.lua: no case matches --filter 'no such case' (8 cases; --list names them)" "$tmp/nomatch"
+check "... before any case runs" test -z "$(grep '^PASS\|^FAIL\|passed' "$tmp/nomatch")"
+"$RS" "$srcdir/fw_cases.lua" --list --filter "no such case" >"$tmp/lnomatch" 2>&1; rc=$?
+check "--list with a --filter that matches nothing: exit status 2 too" \
+  test "$rc" -eq 2 -a "$(count 'no case matches' "$tmp/lnomatch")" -eq 1
 "$RS" "$srcdir/fw_cases.lua" --filter "[n=2]" --verbose >"$tmp/fplain" 2>&1
 check "--filter with a name fragment is plain text (one grid case)" grep -q "1 passed, 0 failed, 0 skipped" "$tmp/fplain"
 "$RS" "$srcdir/fw_cases.lua" --filter "n=[13]" --verbose >"$tmp/fpat" 2>&1
@@ -139,10 +145,43 @@ check "a grid parameter named seed is refused" grep -q "grid parameter 'seed' is
 check "sc.close with a nil tensor fails at the scenario's line" \
   grep -q "misuse.lua:6: grad_bias: cannot compare nil with userdata" "$tmp/misuse"
 check "... and the run still ends with its summary" grep -q "0 passed, 4 failed, 0 skipped" "$tmp/misuse"
+cat >"$tmp/register.lua" <<'EOS'
+-- np=1
+local sc = require "nvfp4.scenario"
+local function try (...) local ok, e = pcall(sc.case, ...); print("REGISTER " .. tostring(ok) .. " " .. tostring(e)) end
+try("a", {{"B", {1, 2}}, {"B", {3}}}, function () end)          -- collapsed to two 'a [B=3, B=3]'
+sc.case("b", function () end)
+try("b", function () end)                                        -- same name, same seed
+sc.case("c", {B = {1, 2}}, function () end)
+try("c", {{"B", {3, 2}}}, function () end)                       -- 'c [B=2]' again
+try("d", {{"B", {1, 1}}}, function () end)                       -- a value repeated in one grid
+sc.run()
+EOS
+"$RS" "$tmp/register.lua" --list >"$tmp/register" 2>&1; rc=$?
+cat "$tmp/register"
+check "a grid parameter given twice is refused at registration, naming it" \
+  grep -q "^REGISTER false grid parameter 'B' is given twice (entries 1 and 2)" "$tmp/register"
+check "a second case of the same name is refused, naming it" \
+  grep -q "^REGISTER false case 'b' is registered twice (case names must be unique" "$tmp/register"
+check "... also for a grid point that repeats an earlier case's name" \
+  grep -q "^REGISTER false case 'c \[B=2\]' is registered twice" "$tmp/register"
+check "... and for a value repeated within one grid" \
+  grep -q "^REGISTER false case 'd \[B=1\]' is registered twice" "$tmp/register"
+check "a refused registration registers none of its cases (--list: b, c [B=1], c [B=2])" \
+  test "$rc" -eq 0 -a "$(grep -v '^REGISTER\|^==' "$tmp/register" | tr '\n' ,)" = "b,c [B=1],c [B=2],"
+printf -- '-- np=1\nlocal sc = require "nvfp4.scenario"\nsc.case("x", function () end)\nsc.case("x", function () end)\nsc.run()\n' \
+  >"$tmp/register2.lua"
+"$RS" "$tmp/register2.lua" >"$tmp/register2" 2>&1
+check "... raised at the scenario's line" grep -q "register2.lua:4: case 'x' is registered twice" "$tmp/register2"
 "$RS" "$srcdir/fw_cases.lua" --filter "grid" --timeout 1e300 >"$tmp/bigto" 2>&1; rc=$?
 check "--timeout 1e300 is no deadline (the watchdog's overflowed and hung)" test "$rc" -eq 0
 "$RS" "$srcdir/fw_cases.lua" --timeout inf >"$tmp/infto" 2>&1; rc=$?
 check "--timeout inf: refused in one line" grep -q "timeout must be a positive, finite number" "$tmp/infto"
+for v in abc 0 -1 inf nan; do
+  "$RS" "$srcdir/fw_cases.lua" --timeout "$v" >"$tmp/badto" 2>&1; rc=$?
+  check "--timeout $v: exit status 2, the message echoes the value" \
+    test "$rc" -eq 2 -a "$(count "timeout must be a positive, finite number of seconds, got '$v'$" "$tmp/badto")" -eq 1
+done
 
 start=$(date +%s)
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 --junit "$tmp/jt.xml" >"$tmp/to" 2>&1; rc=$?
@@ -156,6 +195,25 @@ check "no later case ran" test "$(count 'NEVER REACHED' "$tmp/to")" -eq 0
 check "JUnit after a timeout: the cases so far, the hung one failed" \
   grep -q 'tests="2" failures="1"' "$tmp/jt.xml"
 check "... saying the job ended in it" grep -q "the job ended during this case" "$tmp/jt.xml"
+# the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
+# own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
+cat >"$tmp/grace.lua" <<'EOS'
+-- np=2
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+local w = nvfp4.world()
+sc.case("waits", function ()
+  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end end
+  w:barrier()
+end)
+sc.run()
+EOS
+start=$(date +%s)
+"$RS" "$tmp/grace.lua" --timeout 1 >"$tmp/grace" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+check "a rank waiting in a collective times out at S + G: 'timed out after 1.5 s' for --timeout 1" \
+  grep -q "^\[rank 0\] case 'waits' (waiting in comm:barrier for the other ranks) timed out after 1.5 s" "$tmp/grace"
+check "... and ends the job" test "$rc" -ne 0 -a "$took" -lt 30
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 --tap >"$tmp/totap" 2>/dev/null
 check "TAP after a timeout: a Bail out! line naming the rank and the case" \
   grep -q "^Bail out! \[rank 1\] case 'hangs'.* timed out after 1 s" "$tmp/totap"

@@ -18,6 +18,32 @@ local bs = nvfp4.buffer_shapes{32, 5, 64}          -- (64,5,64,2) per rank
 assert(bs.rowwise_data == S{32, 5, 32} and bs.rowwise_scale_inv == S{256, 4})
 assert(bs.columnwise_data == S{64, 80} and bs.columnwise_scale_inv == S{128, 12})
 
+print("testing buffer_shapes against what quantize makes")
+-- a copy quantize cannot make has no field (M = 12: the formulas gave columnwise_scale_inv [128, 0])
+bs = nvfp4.buffer_shapes{12, 1, 64}
+assert(bs.rowwise_data == S{12, 1, 32} and bs.rowwise_scale_inv == S{128, 4}, tostring(bs.rowwise_scale_inv))
+assert(bs.columnwise_data == nil and bs.columnwise_scale_inv == nil, tostring(bs.columnwise_scale_inv))
+for _, shape in ipairs{{32, 5, 64}, {12, 1, 64}, {3, 0}, {16}, {0, 16}, {48, 1, 16}} do
+  bs = nvfp4.buffer_shapes(shape)
+  local r = nvfp4.quantize(nvfp4.zeros(shape))
+  for _, b in ipairs{"rowwise_data", "rowwise_scale_inv"} do
+    assert(bs[b] == r:buffer_shape(b), ("%s %s: %s vs quantize's %s"):format(S(shape), b, bs[b], r:buffer_shape(b)))
+  end
+  local okc, c = pcall(nvfp4.quantize, nvfp4.zeros(shape), {columnwise = true})
+  for _, b in ipairs{"columnwise_data", "columnwise_scale_inv"} do
+    local want = okc and c:buffer_shape(b) or nil
+    assert(bs[b] == want, ("%s %s: %s vs quantize's %s"):format(S(shape), b, bs[b], want))
+  end
+end
+-- K = 72: quantize's error, the rowwise rule (it gave rowwise_scale_inv [384, 4])
+for _, shape in ipairs{{64, 5, 72}, {4, 24}} do
+  local ok, e = pcall(nvfp4.buffer_shapes, shape)
+  local _, qe = pcall(nvfp4.quantize, nvfp4.zeros(shape))
+  assert(not ok and e == qe:gsub("^quantize: ", "buffer_shapes: "), tostring(e) .. " vs " .. qe)
+end
+assert(select(2, pcall(nvfp4.buffer_shapes, {64, 5, 72})) ==
+       "buffer_shapes: shape [64, 5, 72]: last dim K=72 is not a multiple of 16 (invalid argument)")
+
 print("testing the columnwise rules")
 local f, n = nvfp4.cw_rule("flat2d", {32, 5, 64}), nvfp4.cw_rule("nd", {32, 5, 64})
 assert(f.in_shape_t == S{64, 80} and f.packed_cols == 80 and f.scale_width == 10)
