@@ -1,9 +1,11 @@
 -- np=2,4  Communicators from Lua: host-value collectives agree before they reduce (a bad argument on one
 -- rank is the same error on every rank, no rank waits), stay exact for 64-bit integers and keep NaN;
--- split refuses different tp per rank; the world cannot be closed; a layer refuses a closed group.
+-- split refuses different tp per rank; nvfp4.linear agrees on its options and settings, a layer's forward on
+-- x's shape; the world cannot be closed; a layer refuses a closed group.
 local nvfp4 = require "nvfp4"
 local w = nvfp4.world()
 local me, size = w.rank, w.size
+local last = size - 1
 
 local function fails (pattern, f, ...)
   local ok, e = pcall(f, ...)
@@ -123,6 +125,42 @@ fails("split", w.split, w, me == 0 and 0 or 1)
 local one <close> = w:split(1)
 assert(one.size == 1)
 
+local function opts (t)
+  local o = {in_features = 64 * size, out_features = 64, parallel = "row", group = w}
+  for k, v in pairs(t or {}) do o[k] = v end
+  return o
+end
+
+-- nvfp4.linear is collective over its group: options refused on one rank only (by the binding or by the
+-- library) reach the other ranks instead of leaving them waiting in the first forward; settings that pass on
+-- every rank but differ between ranks are refused on every rank, naming the setting; a forward whose x has
+-- another shape on one rank is refused on every rank, naming both shapes
+print("testing linear creation: options refused on one rank")
+-- by the binding (an unknown key, a bad rule name), then by the library (the RHT pairing rule)
+local bogus = opts()
+if me == 0 then bogus.bogus = 1 end
+fails(me == 0 and "unknown option 'bogus'" or "linear_create: rank 0 failed", nvfp4.linear, bogus)
+fails(me == last and "option 'rule' must be one of" or ("linear_create: rank " .. last .. " failed"),
+      nvfp4.linear, opts{rule = me == last and "2d" or "nd"})
+fails(me == last and "input RHT is on but grad RHT is off" or ("linear_create: rank " .. last .. " failed"),
+      nvfp4.linear, opts{grad_rht = me ~= last})
+
+print("testing settings that differ between ranks")
+local ce = fails("linear_create: the ranks disagree on sequence_parallel (from 0 to 1)",
+                nvfp4.linear, opts{sequence_parallel = me ~= last})
+local cagreed = w:all_gather_string(ce)
+for r = 2, #cagreed do assert(cagreed[r] == cagreed[1], "the same message on every rank") end
+fails(("linear_create: the ranks disagree on in_features (from %d to %d)"):format(32 * size, 64 * size),
+      nvfp4.linear, opts{in_features = (me == last and 32 or 64) * size})
+-- each rank's own: the seeds
+local al <close> = nvfp4.linear(opts{sequence_parallel = true, seed = 1 + me, init_seed = 5 + me})
+assert(al:config().sequence_parallel == true)
+
+print("testing a forward whose x differs on one rank")
+fails(("linear_forward: x: ranks disagree: rank %d has [48, 1, 64] bf16, rank 0 has [32, 1, 64] bf16"):format(last),
+      al.forward, al, nvfp4.randn({me == last and 48 or 32, 1, 64}, "bf16"))
+local ay = al:forward(nvfp4.randn({32, 1, 64}, "bf16", {seed = 3 + me}))
+assert(ay:shape() == nvfp4.shape{32 // size, 1, 64}, tostring(ay:shape()))
 print("testing closing")
 do local ww <close> = nvfp4.world() end         -- the shared world: closing it does nothing
 w:close()
