@@ -68,7 +68,9 @@ static int own_gpus (nvfp4_comm *c) {
 ** which would be charged to the first gather (a case's timeout in the
 ** harness: a 2 s case timed out in its first all-gather under make -j check
 ** on two GPUs).  One all-gather of a byte per rank does it here.  1 when it
-** worked on every rank. */
+** worked on every rank; else nc is aborted (on every rank: a rank whose
+** all-gather was refused leaves the others' pending, which the abort
+** cancels instead of their waiting on it). */
 static int nccl_warm_up (nvfp4_comm *c, ncclComm_t nc) {
   cudaStream_t s = nvfp4i_stream(c->ctx);
   unsigned char *d = NULL;
@@ -76,10 +78,14 @@ static int nccl_warm_up (nvfp4_comm *c, ncclComm_t nc) {
   ok = cudaMalloc((void **)&d, (size_t)c->size) == cudaSuccess;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->mpi);
   if (all_ok) {
-    ok = ncclAllGather(d + c->rank, d, 1, ncclUint8, nc, s) == ncclSuccess &&
-         cudaStreamSynchronize(s) == cudaSuccess;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->mpi);
+    ok = ncclAllGather(d + c->rank, d, 1, ncclUint8, nc, s) == ncclSuccess;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->mpi);       /* all queued? */
+    if (all_ok) {
+      ok = cudaStreamSynchronize(s) == cudaSuccess;
+      MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->mpi);
+    }
   }
+  if (!all_ok) ncclCommAbort(nc);
   if (d != NULL) cudaFree(d);
   cudaGetLastError();
   return all_ok;
@@ -111,10 +117,7 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
       if (ok) ncclCommDestroy(nc);
       return NVFP4_OK;
     }
-    if (!nccl_warm_up(c, nc)) {
-      ncclCommDestroy(nc);
-      return NVFP4_OK;
-    }
+    if (!nccl_warm_up(c, nc)) return NVFP4_OK;      /* nc aborted there */
     c->nccl = nc;
     c->transport = NVFP4I_NCCL;
   }

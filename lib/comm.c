@@ -72,7 +72,13 @@ static void comm_free (nvfp4_comm *c) {
 #ifdef HAVE_CUDA
   nvfp4i_cuda_comm_fini(c);
 #endif
-  if (c->owns_mpi) MPI_Comm_free(&c->mpi);
+  if (c->owns_mpi) {
+    /* a layer destroyed after MPI_Finalize may free a comm destroyed
+    ** before it: MPI_Comm_free then would abort the job */
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&c->mpi);
+  }
   nvfp4i_ctx_release(c->ctx);
   free(c);
 }

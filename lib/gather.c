@@ -514,6 +514,7 @@ nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
   else if (h == NULL) lst = nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "cannot allocate a gather handle");
   if (h != NULL) {
     h->ctx = c->ctx;
+    nvfp4i_ctx_hold(h->ctx);            /* wait/take write its error */
     h->size = c->size;
     st = gather_start(c, x, gopts, lst, h);
   }
@@ -574,6 +575,7 @@ void nvfp4_handle_destroy (nvfp4_handle *h) {
   nvfp4_tensor_destroy(h->out);
   nvfp4_tensor_destroy(h->il_scale);
   nvfp4_tensor_destroy(h->il_data);
+  if (h->ctx != NULL) nvfp4i_ctx_release(h->ctx);   /* last: it may free a destroyed ctx */
   free(h);
 }
 

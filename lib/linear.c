@@ -219,11 +219,17 @@ nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg
   nvfp4_linear *l = NULL;
   nvfp4_status st;
   int tp;
-  if (ctx == NULL) return NVFP4_EINVAL;
-  FAIL_IF(ctx, cfg == NULL || out == NULL, NVFP4_EINVAL, "linear_create: NULL argument");
-  *out = NULL;
+  if (cfg == NULL)                                   /* no group to tell */
+    return ctx ? nvfp4i_fail(ctx, NVFP4_EINVAL, "linear_create: cfg is NULL") : NVFP4_EINVAL;
+  if (out != NULL) *out = NULL;
   tp = cfg->tp_group ? nvfp4_comm_size(cfg->tp_group) : 1;
-  st = check_config(ctx, cfg, tp);
+  if (ctx == NULL || out == NULL) {
+    /* with a group, a failure like any other: the peers must learn of it */
+    if (tp <= 1 && ctx == NULL) return NVFP4_EINVAL;
+    st = nvfp4i_fail(ctx ? ctx : nvfp4_comm_ctx(cfg->tp_group), NVFP4_EINVAL,
+                     "linear_create: %s is NULL", ctx == NULL ? "ctx" : "out");
+  }
+  else st = check_config(ctx, cfg, tp);
   if (st == NVFP4_OK) st = layer_new(ctx, cfg, tp, &l);
   if (tp > 1) st = config_agree(cfg, st);
   if (st != NVFP4_OK) {

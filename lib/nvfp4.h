@@ -68,9 +68,9 @@ typedef enum nvfp4_backend {
 } nvfp4_backend;
 
 /* A context: one backend, one stream (CUDA), the last error.  *out is the
-** caller's: nvfp4_ctx_destroy it after every tensor, comm and layer made on
-** it (destroyed before some of them, it stays alive for them and is freed
-** with the last one; make nothing new on it).  Errors: EINVAL for a NULL
+** caller's: nvfp4_ctx_destroy it after every tensor, comm, gather handle and
+** layer made on it (destroyed before some of them, it stays alive for them
+** and is freed with the last one; make nothing new on it).  Errors: EINVAL for a NULL
 ** out, a want outside the enum or an unknown $NVFP4_BACKEND (naming the
 ** value), ENOTSUP when CUDA is asked for and not usable, ECUDA or ENOMEM
 ** when the backend's set-up fails.  The
@@ -339,7 +339,8 @@ const char  *nvfp4_comm_transport (const nvfp4_comm *c);
 ** with NCCL (every rank of it calls it).  Destroy it after the layers that
 ** use it: a comm destroyed while a layer still has it stays usable by that
 ** layer and is freed with the last such layer (no further call may use it
-** otherwise). */
+** otherwise; a layer destroyed after MPI_Finalize frees the comm's memory
+** and leaves its MPI communicator to MPI's teardown). */
 void         nvfp4_comm_destroy (nvfp4_comm *c);
 /* Collective: split into tensor-parallel groups of tp consecutive ranks
 ** (world 8, tp 2 -> {0,1},{2,3},..); *out is the caller's (destroy it,

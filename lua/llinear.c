@@ -25,15 +25,18 @@ typedef struct LLinear {
 static const char *const usage_names[] = {"rowwise", "columnwise", NULL};
 
 
-/* The open layer at arg; its group (uservalue 1), when it has one, must be
-** open too: the library layer borrows it, and a closed one is freed memory. */
-static nvfp4_linear *tolinear (lua_State *L, int arg) {
-  LLinear *p = (LLinear *)luaL_checkudata(L, arg, LINEAR_T);
+/* The open layer at 1, for its method `name`; its group (uservalue 1), when
+** it has one, must be open too (closed in Lua, it is done with). */
+static nvfp4_linear *tolinear (lua_State *L, const char *name) {
+  LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
   int closed;
-  luaL_argcheck(L, p->l != NULL, arg, "linear layer is closed");
-  closed = lua_getiuservalue(L, arg, 1) != LUA_TNIL && nvfp4L_commof(L, -1) == NULL;
+  /* named here: called as pcall(l.forward, l, x) Lua knows no name ('?') */
+  if (p->l == NULL) luaL_error(L, "calling '%s' on bad self (linear layer is closed)", name);
+  closed = lua_getiuservalue(L, 1, 1) != LUA_TNIL && nvfp4L_commof(L, -1) == NULL;
   lua_pop(L, 1);
-  luaL_argcheck(L, !closed, arg, "its group (comm) was closed: close a layer before its group");
+  if (closed)
+    luaL_error(L, "calling '%s' on bad self (its group (comm) was closed: close a layer "
+               "before its group)", name);
   return p->l;
 }
 
@@ -204,7 +207,7 @@ static int linear_config (lua_State *L) {
   LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
   const nvfp4_linear_config *c = &p->cfg;
   const nvfp4_recipe *r = &c->recipe;
-  tolinear(L, 1);                       /* raises when closed */
+  tolinear(L, "config");                /* raises when closed */
   lua_createtable(L, 0, 22);
 #define SETI(k, v) (lua_pushinteger(L, (lua_Integer)(v)), lua_setfield(L, -2, k))
 #define SETB(k, v) (lua_pushboolean(L, (v) != 0), lua_setfield(L, -2, k))
@@ -269,7 +272,7 @@ static nvfp4_tensor *collective_tensor (lua_State *L, int arg, nvfp4_linear *l, 
 
 
 static int linear_forward (lua_State *L) {
-  nvfp4_linear *l = tolinear(L, 1);
+  nvfp4_linear *l = tolinear(L, "forward");
   nvfp4_tensor *x = collective_tensor(L, 2, l, 0);
   LTensor *y = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_linear_forward(l, x, &y->t));
@@ -279,7 +282,7 @@ static int linear_forward (lua_State *L) {
 
 /* l:backward(dy) -> dx, dw (nil when frozen), db (nil without a bias). */
 static int linear_backward (lua_State *L) {
-  nvfp4_linear *l = tolinear(L, 1);
+  nvfp4_linear *l = tolinear(L, "backward");
   nvfp4_tensor *dy = collective_tensor(L, 2, l, 1);
   LTensor *dx = nvfp4L_newtensor(L), *dw = nvfp4L_newtensor(L), *db = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_linear_backward(l, dy, &dx->t, &dw->t, &db->t));
@@ -290,23 +293,25 @@ static int linear_backward (lua_State *L) {
 
 
 static int linear_weight (lua_State *L) {
-  return pushclone(L, nvfp4_linear_weight(tolinear(L, 1)));
+  return pushclone(L, nvfp4_linear_weight(tolinear(L, "weight")));
 }
 
 
 static int linear_bias (lua_State *L) {
-  return pushclone(L, nvfp4_linear_bias(tolinear(L, 1)));
+  return pushclone(L, nvfp4_linear_bias(tolinear(L, "bias")));
 }
 
 
 static int linear_set_weight (lua_State *L) {
-  nvfp4L_checkstatus(L, nvfp4_linear_set_weight(tolinear(L, 1), nvfp4L_totensor(L, 2)));
+  nvfp4L_checkstatus(L, nvfp4_linear_set_weight(tolinear(L, "set_weight"),
+                                                nvfp4L_totensor(L, 2)));
   return 0;
 }
 
 
 static int linear_set_bias (lua_State *L) {
-  nvfp4L_checkstatus(L, nvfp4_linear_set_bias(tolinear(L, 1), nvfp4L_totensor(L, 2)));
+  nvfp4L_checkstatus(L, nvfp4_linear_set_bias(tolinear(L, "set_bias"),
+                                              nvfp4L_totensor(L, 2)));
   return 0;
 }
 
@@ -314,7 +319,7 @@ static int linear_set_bias (lua_State *L) {
 static int linear_operand (lua_State *L) {
   static const char *const names[] = {"fprop_input", "weight", "wgrad_input",
                                       "grad_output", NULL};
-  nvfp4_linear *l = tolinear(L, 1);
+  nvfp4_linear *l = tolinear(L, "operand");
   int which = nvfp4L_checkname(L, 2, NULL, names, "operand");
   const nvfp4_tensor *t = NULL;
   nvfp4L_checkstatus(L, nvfp4_linear_operand_get(l, (nvfp4_linear_operand)which, &t));

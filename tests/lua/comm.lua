@@ -170,9 +170,11 @@ local function layer ()
   return nvfp4.linear{in_features = 32, out_features = 16 * size, parallel = "column", group = tp}
 end
 local lin = layer()
-fails("its group (comm) was closed: close a layer before its group", lin.forward, lin,
-      nvfp4.randn({16, 32}, "bf16"))
-fails("its group (comm) was closed", lin.config, lin)
+-- named however the method is called (pcall(lin.forward, ..) gave "bad argument #1 to '?'")
+fails("calling 'forward' on bad self (its group (comm) was closed: close a layer before its group)",
+      lin.forward, lin, nvfp4.randn({16, 32}, "bf16"))
+fails("calling 'config' on bad self (its group (comm) was closed", lin.config, lin)
 lin:close()
+fails("calling 'weight' on bad self (linear layer is closed)", lin.weight, lin)
 
 print("OK")

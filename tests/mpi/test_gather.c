@@ -637,6 +637,34 @@ static void test_amax_disagree (void) {
 
 
 /* The async handle finishes exactly once, however often waited. */
+/* A handle holds its context: destroyed before the handle, the context
+** stays until the handle and its result are gone (a wait after take wrote
+** its EUSAGE into the freed context: ASan and valgrind in CI). */
+static void test_async_outlives_ctx (void) {
+  nvfp4_ctx *ctx = NULL;
+  nvfp4_comm *w = NULL;
+  nvfp4_handle *h = NULL;
+  nvfp4_tensor *x = NULL, *out = NULL;
+  nvfp4_qopts o;
+  nvfp4_gather_opts g;
+  memset(&o, 0, sizeof o);
+  o.rowwise = o.columnwise = 1;
+  g = gopts_plain(&o, NVFP4_CW_FLAT2D);
+  EXPECT_OK(nvfp4_ctx_create(NVFP4_BACKEND_CPU, &ctx, NULL));
+  EXPECT_OK(nvfp4_comm_create_mpi(ctx, MPI_COMM_WORLD, &w));
+  EXPECT_OK(nvfp4_tensor_randn(ctx, SHAPE2(32, 64), NVFP4_F32, 1 + (uint64_t)mc_rank, &x));
+  EXPECT_OK(nvfp4_all_gather_async(w, x, &g, &h));
+  nvfp4_tensor_destroy(x);
+  nvfp4_comm_destroy(w);
+  nvfp4_ctx_destroy(ctx);                  /* kept: the handle holds it */
+  EXPECT_OK(nvfp4_handle_take(h, &out));
+  if (out) EXPECT_SHAPE(nvfp4_tensor_shape(out), SHAPE2(32 * mc_size, 64));
+  nvfp4_tensor_destroy(out);
+  EXPECT_ST(nvfp4_handle_wait(h, NULL), NVFP4_EUSAGE);
+  nvfp4_handle_destroy(h);                 /* the last: frees the context */
+}
+
+
 static void test_async_idempotent (void) {
   int P = mc_size;
   nvfp4_qopts o = qopts(1, 1, 0, NULL), orow = qopts(1, 0, 0, NULL);
@@ -906,6 +934,7 @@ int main (int argc, char **argv) {
   RUN(test_nd_rule_other_ranks);
   RUN(test_empty_shards);
   RUN(test_bh28_dim0_only);
+  RUN(test_async_outlives_ctx);
   nvfp4_comm_destroy(tp2);
   nvfp4_comm_destroy(world);
   return mc_finish();

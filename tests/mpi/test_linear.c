@@ -500,6 +500,16 @@ static void test_create_agreement (void) {
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "input RHT is on but grad RHT is off"
                                                          : "linear_create: rank");
   EXPECT(l == NULL);
+  /* a NULL out or ctx on one rank is such a failure too (its peers waited
+  ** in the agreement) */
+  c = config(64 * mc_size, 64, NVFP4_PARALLEL_ROW, 1);
+  st = nvfp4_linear_create(mc_ctx, &c, mc_rank == bad ? NULL : &l);
+  EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "linear_create: out is NULL"
+                                                         : "linear_create: rank");
+  st = nvfp4_linear_create(mc_rank == bad ? NULL : mc_ctx, &c, &l);
+  EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
+  EXPECT(l == NULL);
   c = config(64 * mc_size, 64, NVFP4_PARALLEL_ROW, mc_rank != bad);
   EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EMISMATCH);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx),
