@@ -19,7 +19,17 @@
 --                             are drawn exactly as usual; only the rule differs)
 --   --expect TEXT             exit 0 only if a case failed with TEXT in its
 --                             message (make check: --rule nd must find odd B)
---   --no-shrink, --timeout S (per case, default 60), --junit FILE, -v
+--   --no-shrink, --max-shrink N (shrink runs, default 300), --timeout S (per
+--   case, default 60), --junit FILE, -v (print every case)
+-- A bad option value ends the job with exit status 2, as the framework's do.
+--
+-- Output: a progress line "#   N cases so far, F failures" every 5 s, a
+-- failure's FAIL line and replay command at once (before shrinking), and last
+-- the summary "# N cases, F failures, ..." (.ci/nightly reads it: a job that
+-- a crash or a timeout ends has none).  With --junit, rank 0 rewrites the
+-- file before every case, naming the case under way as failed ("the job ended
+-- during this case", with its replay command), so a crash or a timeout still
+-- leaves the case to triage; the last write holds the verdicts.
 --
 -- A case: kind "gather" (a shard [S_l, d.., H] gathered over a TP group with
 -- quantize options, sync or async) or "linear" (column/row parallel, SP on or
@@ -35,8 +45,14 @@
 --            error must say so;
 --   linear   forward and backward complete with the oracle's shapes, finite
 --            values, and errors against an fp32 layer with the same weights
---            within the Linear layer's bounds (y 0.18, dx and dw 0.22) unless
---            SP runs without the amax reduction (wrong by design, §2.2);
+--            within the Linear layer's bounds (y 0.18, dx and dw 0.22); with
+--            frozen_weight no dw; an input whose M (product of x's leading
+--            dims on a rank) is not a multiple of 16 must fail with quantize's
+--            error (te.Linear quantizes it locally, column+SP included; the
+--            grad's row+SP gather falls back, but its whole M is x's); column
+--            +SP without the amax reduction must fail, if at all, with the
+--            gather's "one global scale" error (§2.2); --rule nd reaches the
+--            layer's grad gather (row+SP backward) too;
 --   replay   the same case run twice gives the same bytes.
 local nvfp4 = require "nvfp4"
 local sc = require "nvfp4.scenario"
@@ -68,14 +84,25 @@ local function parseargs ()
       if val == nil then i = i + 1; val = arg[i] end
       local v = val and withval[name](val)
       if v == nil then error(("--%s: bad value '%s'"):format(name, tostring(val)), 0) end
+      if v ~= v then error(("--%s: bad value '%s'"):format(name, tostring(val)), 0) end
       o[name] = v
     else
       error(("layouts.lua: unknown argument '%s' (see the header of the script)"):format(a), 0)
     end
     i = i + 1
   end
-  if o.rule ~= "flat2d" and o.rule ~= "nd" then error("--rule must be flat2d or nd", 0) end
-  if nvfp4.options.tap then error("layouts.lua: no TAP output (its report: the lines it prints, --junit FILE)", 0) end
+  local function need (ok, msg) if not ok then error(msg, 0) end end
+  need(o.rule == "flat2d" or o.rule == "nd", "--rule must be flat2d or nd, got '" .. tostring(o.rule) .. "'")
+  need(not nvfp4.options.tap, "layouts.lua: no TAP output (its report: the lines it prints, --junit FILE)")
+  need(not nvfp4.options.list and not nvfp4.options.filter, "layouts.lua: no --list or --filter (its cases " ..
+       "are drawn from the seed, not registered): --case K runs case K alone")
+  need(not o.minutes or (o.minutes > 0 and o.minutes < math.huge),
+       "--minutes must be a positive, finite number, got " .. tostring(o.minutes))
+  need(not o.cases or o.cases >= 0, "--cases must be 0 or more, got " .. tostring(o.cases))
+  need(not o.case or o.case >= 1, "--case must be 1 or more (the cases a seed draws), got " .. tostring(o.case))
+  need(o.timeout > 0 and o.timeout < math.huge, "--timeout must be a positive, finite number of seconds, got " ..
+       tostring(o.timeout))
+  need(not o["max-shrink"] or o["max-shrink"] >= 0, "--max-shrink must be 0 or more")
   if not o.minutes and not o.cases and not o.case and not o.replay then o.cases = 50 end
   nvfp4.seed = o.seed
   return o
@@ -147,6 +174,10 @@ local function draw (s, k, rule)
     c.amax_reduction = g.chance(0.8)
     c.fo6_recipe = g.pick{"none", "none", "weights", "all"}
     if c.fo6_recipe == "all" then c.rht = false end      -- 4over6 inputs take no RHT
+    -- drawn last, so that the fields above stay what they were for a seed
+    c.frozen = g.chance(0.15)
+    if not c.frozen and g.chance(0.15) then c.S = g.pick{8, 12, 24, 40} end  -- x's M may not be quantizable
+    c.rule = rule
   end
   return c
 end
@@ -184,7 +215,7 @@ end
 
 local KEYS = {"kind", "tp", "dtype", "S", "lead", "H", "N", "rowwise", "columnwise", "rht", "sr",
               "two_d", "async", "rule", "parallel", "sp", "bias",
-              "grad_sr", "weight_2d", "amax_reduction", "fo6", "fo6_recipe", "data"}
+              "grad_sr", "weight_2d", "amax_reduction", "fo6", "fo6_recipe", "frozen", "data"}
 
 local function show (c)
   local p = {}
@@ -284,7 +315,7 @@ local function linear_case (c, tp, chk)
                sequence_parallel = c.sp, group = tp, input_rht = c.rht,
                grad_rht = c.rht, grad_sr = c.grad_sr, weight_2d = c.weight_2d,
                amax_reduction = c.amax_reduction, four_over_six = c.fo6_recipe,
-               seed = c.data, init_seed = c.data + 1}
+               rule = c.rule, frozen_weight = c.frozen, seed = c.data, init_seed = c.data + 1}
   local x = nvfp4.randn(xshape, c.dtype, {seed = c.data + 2 + me})
   local dy = nvfp4.randn(yshape, c.dtype, {seed = c.data + 3 + me})
   local function run (recipe, w)
@@ -301,6 +332,13 @@ local function linear_case (c, tp, chk)
     local dx, dw, db = l:backward(dy)
     return y, dx, dw, db, l:weight()
   end
+  -- x's M (this rank's, the same on every rank) not a multiple of 16: the
+  -- NVFP4 layer quantizes x with a columnwise copy (unless the weight is
+  -- frozen) and must refuse it, naming M
+  if prod(xshape) // Kl % 16 ~= 0 and not c.frozen then
+    chk:run(sc.error, "is not a multiple of 16", run, "nvfp4")
+    return
+  end
   -- Column-parallel SP without the amax reduction gathers NVFP4 shards quantized
   -- with different amaxes: the gather refuses them (one global scale per tensor).
   if c.parallel == "column" and c.sp and not c.amax_reduction and T > 1 then
@@ -313,26 +351,27 @@ local function linear_case (c, tp, chk)
   local y, dx, dw, db, w = run("nvfp4")
   chk:shape(y, nil, yshape, "y")
   chk:shape(dx, nil, xshape, "dx")
-  chk:shape(dw, nil, {Nl, Kl}, "dw")
+  if c.frozen then chk:run(sc.ok, dw == nil, "no dw with a frozen weight")
+  else chk:shape(dw, nil, {Nl, Kl}, "dw") end
   if c.bias then chk:shape(db, nil, {Nl}, "db") else chk:run(sc.ok, db == nil, "no db without a bias") end
-  chk:finite(y, "y"); chk:finite(dx, "dx"); chk:finite(dw, "dw")
+  chk:finite(y, "y"); chk:finite(dx, "dx")
+  if dw then chk:finite(dw, "dw") end
   local ry, rdx, rdw = run("fp32", w)
   local grp = T > 1 and tp or nil
-  -- errors over the whole group (collective: every rank computes them)
-  local ey, edx, edw = nvfp4.rel_error_group(grp, y, ry), nvfp4.rel_error_group(grp, dx, rdx),
-                       nvfp4.rel_error_group(grp, dw, rdw)
+  -- errors over the whole group (collective: every rank computes them).
   -- Row-parallel SP gathers the grad in high precision and always reduces its
-  -- amax in the gather, so every remaining case is bounded.
-  local bounded = true
+  -- amax in the gather, so every case that gets here is bounded.
+  local ey, edx = nvfp4.rel_error_group(grp, y, ry), nvfp4.rel_error_group(grp, dx, rdx)
+  local edw = dw and nvfp4.rel_error_group(grp, dw, rdw) or 0
   chk:run(function ()
-    if bounded and not (ey <= 0.18 and edx <= 0.22 and edw <= 0.22) then
+    if not (ey <= 0.18 and edx <= 0.22 and edw <= 0.22) then
       error(("errors against fp32: y %.3f (bound 0.18), dx %.3f, dw %.3f (bound 0.22)"):format(ey, edx, edw), 0)
     end
   end)
   local y2, dx2, dw2 = run("nvfp4")
   chk:run(sc.bytes, y2, y, "y, same case twice")
   chk:run(sc.bytes, dx2, dx, "dx, same case twice")
-  chk:run(sc.bytes, dw2, dw, "dw, same case twice")
+  if dw then chk:run(sc.bytes, dw2, dw, "dw, same case twice") end
 end
 
 local vcomm                                   -- verdicts, apart from the cases' collectives
@@ -393,9 +432,9 @@ local function candidates (c)
   if c.S > 16 then add(function (d) d.S = 16 end) end
   if c.kind == "gather" and c.S > 1 then add(function (d) d.S = c.S // 2 end) end
   if c.kind == "linear" and c.S > 16 then add(function (d) d.S = c.S - 16 end) end
-  if c.tp > 2 then add(function (d) d.tp = 2 end) end
+  if c.tp > 2 and world.size % 2 == 0 then add(function (d) d.tp = 2 end) end
   for _, k in ipairs{"async", "sr", "rht", "two_d", "bias", "grad_sr",
-                     "weight_2d", "amax_reduction", "sp", "fo6"} do
+                     "weight_2d", "amax_reduction", "sp", "fo6", "frozen"} do
     if c[k] then add(function (d) d[k] = false end) end
   end
   if c.fo6_recipe and c.fo6_recipe ~= "none" then add(function (d) d.fo6_recipe = "none" end) end
@@ -416,6 +455,12 @@ local function signature (msg)
              :gsub("%d+", "#"))
 end
 
+-- With --minutes, shrinking ends by the run's deadline plus a minute or a
+-- tenth of the budget, whichever is more (rank 0's clock decides, as for the
+-- cases), so that a failure found late still gets shrunk a little and the
+-- run stays bounded.
+local shrink_until
+
 local function shrink (c, msg)
   local steps, runs = 0, 0
   local sig = signature(msg)
@@ -424,6 +469,10 @@ local function shrink (c, msg)
   while progress and runs < limit do
     progress = false
     for _, d in ipairs(candidates(c)) do
+      if shrink_until and
+         vcomm:all_reduce_max(me == 0 and nvfp4.clock() >= shrink_until and 1 or 0) == 1 then
+        return c, msg, steps, runs, true
+      end
       runs = runs + 1
       local ok, m = runcase(d, "fuzz shrink step " .. steps + 1 .. " " .. show(d))
       if not ok and signature(m) == sig then
@@ -439,28 +488,64 @@ end
 
 -- ---- reports ---------------------------------------------------------------------
 
-local function xmlesc (s)
-  return (tostring(s):gsub("[&<>\"']", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;",
-                                         ['"'] = "&quot;", ["'"] = "&apos;"}))
+-- Text for XML 1.0: valid UTF-8 (bytes of a broken sequence become '?'),
+-- no control characters (C0 other than tab and newline, and DEL, as \xNN),
+-- the five markup characters as entities; in an attribute, tab and newline
+-- as character references too (a parser would turn them into spaces).
+local function xmlesc (s, attr)
+  s = tostring(s)
+  if not utf8.len(s) then
+    local ok, p = {}, 1
+    while p <= #s do
+      local n = utf8.len(s, p, p)          -- 1 if a whole character starts at p
+      local c = n and s:match("^[%z\1-\127\194-\244][\128-\191]*", p)
+      if c and utf8.len(c) == 1 then ok[#ok + 1] = c; p = p + #c
+      else ok[#ok + 1] = "?"; p = p + 1 end
+    end
+    s = table.concat(ok)
+  end
+  s = s:gsub("[%z\1-\8\11\12\13\14-\31\127]", function (c) return ("\\x%02x"):format(c:byte()) end)
+  s = s:gsub("[&<>\"']", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&apos;"})
+  if attr then s = s:gsub("[\t\n]", {["\t"] = "&#9;", ["\n"] = "&#10;"}) end
+  return s
 end
 
-local function writejunit (file, n, fails, secs)
-  local f = assert(io.open(file, "w"))
+-- The JUnit file: one testsuite "fuzz.layouts.npN" (the rank count in the
+-- name, so the runs at 2 and 4 ranks do not collide), one testcase for the
+-- cases that passed (a name that stays the same from night to night; the
+-- count is a property), one per failure named by seed and case, and, while
+-- a case runs, that case as failed (the job may end in it).
+local function writejunit (file, n, fails, secs, running)
+  local suite = "fuzz.layouts.np" .. world.size
+  local nf = #fails + (running and 1 or 0)
+  local f, err = io.open(file, "w")
+  if not f then error("--junit: cannot write " .. tostring(err), 0) end
   f:write('<?xml version="1.0" encoding="UTF-8"?>\n')
-  f:write(('<testsuites tests="%d" failures="%d" time="%.3f">\n'):format(#fails + 1, #fails, secs))
-  f:write(('  <testsuite name="fuzz.layouts" tests="%d" failures="%d" errors="0" skipped="0" time="%.3f">\n')
-          :format(#fails + 1, #fails, secs))
+  f:write(('<testsuites tests="%d" failures="%d" time="%.3f">\n'):format(nf + 1, nf, secs))
+  f:write(('  <testsuite name="%s" tests="%d" failures="%d" errors="0" skipped="0" time="%.3f">\n')
+          :format(suite, nf + 1, nf, secs))
   f:write('    <properties>\n')
-  for k, v in pairs{seed = opts.seed, np = world.size, backend = nvfp4.backend(), cases = n, rule = opts.rule} do
-    f:write(('      <property name="%s" value="%s"/>\n'):format(k, xmlesc(v)))
+  for _, kv in ipairs{{"seed", opts.seed}, {"np", world.size}, {"backend", nvfp4.backend()},
+                      {"rule", opts.rule}, {"cases", n}, {"passed", n - #fails}} do
+    f:write(('      <property name="%s" value="%s"/>\n'):format(kv[1], xmlesc(kv[2], true)))
   end
   f:write('    </properties>\n')
-  f:write(('    <testcase classname="fuzz.layouts" name="%d cases" time="%.3f"/>\n'):format(n - #fails, secs))
-  for _, r in ipairs(fails) do
-    f:write(('    <testcase classname="fuzz.layouts" name="case %d" time="0">\n'):format(r.k))
-    f:write(('      <failure message="%s" type="failure">%s</failure>\n')
-            :format(xmlesc(r.msg), xmlesc(r.report)))
+  f:write(('    <testcase classname="%s" name="layout fuzz" time="%.3f">\n'):format(suite, secs))
+  f:write(('      <system-out>%d cases, %d passed (seed %d, rule %s)</system-out>\n    </testcase>\n')
+          :format(n, n - #fails, opts.seed, opts.rule))
+  local function failed (name, time, msg, text)
+    f:write(('    <testcase classname="%s" name="%s" time="%.3f">\n'):format(suite, xmlesc(name, true), time))
+    f:write(('      <failure message="%s" type="failure">%s</failure>\n'):format(xmlesc(msg, true), xmlesc(text)))
     f:write('    </testcase>\n')
+  end
+  for _, r in ipairs(fails) do
+    failed(r.k > 0 and ("seed %d case %d"):format(opts.seed, r.k) or "the --replay case", r.secs or 0, r.msg,
+           r.report)
+  end
+  if running then
+    failed(("seed %d case %d"):format(opts.seed, running.k), 0,
+           "the job ended during this case (a crash, a timeout or an os.exit)",
+           "replay: " .. running.replay .. "\ncase: " .. running.show)
   end
   f:write('  </testsuite>\n</testsuites>\n')
   f:close()
@@ -473,32 +558,65 @@ end
 
 -- ---- main ------------------------------------------------------------------------
 
-opts = parseargs()
+-- A usage error (a bad option, an unwritable --junit file) ends the job with
+-- status 2 on every rank, as the framework's usage errors do.
+local function usage (msg)
+  if out then io.stderr:write("layouts.lua: ", msg, "\n"); io.stderr:flush() end
+  world:barrier()
+  os.exit(2)
+end
+
+do
+  local ok, o = pcall(parseargs)
+  if not ok then usage(tostring(o)) end
+  opts = o
+end
 vcomm = world:split(world.size)
 local script = arg[0] or "scenarios/fuzz/layouts.lua"
 local np = world.size
 local rulearg = opts.rule ~= "flat2d" and (" --rule " .. opts.rule) or ""
 local prog = sc.program()               -- as typed, e.g. _build/lua/nvfp4-lua --backend cuda
 
-local function report (k, c0, msg0)
-  local c, msg, steps, runs = c0, msg0, 0, 0
-  if not opts["no-shrink"] then c, msg, steps, runs = shrink(c0, msg0) end
-  local lines = {
+local function replaycmd (k)
+  return ("mpirun -np %d %s %s --seed %d --case %d%s"):format(np, prog, script, opts.seed, k, rulearg)
+end
+
+-- A failure: its FAIL line and replay command first (a crash while
+-- shrinking must not lose them), then the shrunk case.
+local function report (k, c0, msg0, secs)
+  local head = {
     k and ("FAIL  case %d (seed %d): %s"):format(k, opts.seed, msg0) or ("FAIL  the --replay case: %s"):format(msg0),
-    ("      shrunk in %d steps (%d runs) to a minimal case that fails with: %s"):format(steps, runs, msg),
-    k and ("      replay:  mpirun -np %d %s %s --seed %d --case %d%s"):format(np, prog, script, opts.seed, k,
-                                                                            rulearg)
-      or "",
-    ("      minimal: mpirun -np %d %s %s --replay '%s'"):format(np, prog, script, show(c)),
-    "      as a Lua table: " .. show(c),
+    k and ("      replay:  " .. replaycmd(k)) or ("      replay:  mpirun -np %d %s %s --replay '%s'")
+                                                     :format(np, prog, script, show(c0)),
   }
-  local text = table.concat(lines, "\n"):gsub("\n\n", "\n")
-  say("%s", text)
-  return {k = k or 0, msg = msg0, report = text, minimal = c}
+  say("%s", table.concat(head, "\n"))
+  local lines = {}
+  local c = c0
+  if not opts["no-shrink"] then
+    local msg, steps, runs, cut
+    c, msg, steps, runs, cut = shrink(c0, msg0)
+    lines = {
+      ("      shrunk in %d steps (%d runs%s) to a case that fails with: %s"):format(steps, runs,
+        cut and ", cut short by --minutes" or "", msg),
+      ("      minimal: mpirun -np %d %s %s --replay '%s'"):format(np, prog, script, show(c)),
+    }
+  end
+  lines[#lines + 1] = "      as a Lua table: " .. show(c)
+  say("%s", table.concat(lines, "\n"))
+  local text = table.concat(head, "\n") .. "\n" .. table.concat(lines, "\n")
+  return {k = k or 0, msg = msg0, report = text, minimal = c, secs = secs}
 end
 
 local t0 = nvfp4.clock()
 local fails, n = {}, 0
+if opts.junit then
+  -- written at once (and before every case): an old file of an earlier run
+  -- does not survive a job that ends early, and an unwritable path is found
+  -- now, not after the run
+  local ok, e = true, nil
+  if out then ok, e = pcall(writejunit, opts.junit, 0, fails, 0) end
+  if vcomm:all_reduce_max(ok and 0 or 1) == 1 then usage(e or "--junit: rank 0 cannot write the file") end
+end
 local replay_rule = opts.replay and opts.replay:match('rule%s*=%s*"(%w+)"')
 if opts.replay then
   say("# %s: np=%d, backend %s, rule %s, the case given by --replay", script, np, nvfp4.backend(),
@@ -513,11 +631,13 @@ if opts.replay then
   local f = assert(load("return " .. opts.replay, "=--replay", "t", {}))
   local c = f()
   n = 1
+  local ts = nvfp4.clock()
   local ok, msg = runcase(c, "fuzz replay " .. show(c))
-  if ok then say("PASS  %s", show(c)) else fails[1] = report(nil, c, msg) end
+  if ok then say("PASS  %s", show(c)) else fails[1] = report(nil, c, msg, nvfp4.clock() - ts) end
 else
   local first, last = opts.case or 1, opts.case or opts.cases or math.maxinteger
   local deadline = opts.minutes and t0 + 60 * opts.minutes
+  shrink_until = deadline and deadline + math.max(60, 6 * opts.minutes)
   local tick = t0
   for k = first, last do
     if deadline then
@@ -527,13 +647,18 @@ else
     end
     local c = draw(opts.seed, k, opts.rule)
     if opts.verbose then say("      case %d: %s", k, show(c)) end
-    local ok, msg = runcase(c, ("fuzz case %d (seed %d) %s"):format(k, opts.seed, show(c)))
+    local ts = nvfp4.clock()
+    if out and opts.junit then
+      writejunit(opts.junit, n, fails, ts - t0, {k = k, replay = replaycmd(k), show = show(c)})
+    end
+    local ok, msg = runcase(c, ("fuzz case %d (seed %d; replay: %s) %s"):format(k, opts.seed, replaycmd(k),
+                                                                             show(c)))
     n = n + 1
-    if not ok then fails[#fails + 1] = report(k, c, msg) end
+    if not ok then fails[#fails + 1] = report(k, c, msg, nvfp4.clock() - ts) end
     local now = nvfp4.clock()
     if now - tick >= 5 then
       tick = now
-      say("# %d cases, %d failures, %.1f cases/s (%.0f s)", n, #fails, n / (now - t0), now - t0)
+      say("#   %d cases so far, %d failures, %.1f cases/s (%.0f s)", n, #fails, n / (now - t0), now - t0)
     end
   end
 end

@@ -1,0 +1,65 @@
+#!/bin/sh
+# The layout fuzz's reports (scenarios/fuzz/layouts.lua), through whole runs at 2 ranks: a bad option exits 2;
+# the summary line differs from the progress lines (.ci/nightly reads the last summary); the JUnit file is
+# well-formed XML even for a message with control characters and broken UTF-8, names its suite by the rank
+# count and its failures by seed and case; --rule nd reaches the Linear layer's row+SP grad gather.
+: "${top_builddir:=.}" "${top_srcdir:=..}" "${MPIRUN:=mpirun}"
+: "${OMPI_ALLOW_RUN_AS_ROOT:=1}" "${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:=1}"
+: "${OMPI_MCA_rmaps_base_oversubscribe:=1}" "${OMPI_MCA_plm:=isolated}"
+: "${OMPI_MCA_btl_vader_backing_directory:=/tmp}" "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
+: "${OPENBLAS_NUM_THREADS:=1}"
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe \
+       OMPI_MCA_plm OMPI_MCA_btl_vader_backing_directory OMPI_MCA_btl_vader_single_copy_mechanism \
+       OPENBLAS_NUM_THREADS
+prog="$top_builddir/lua/nvfp4-lua"
+fuzz="$top_srcdir/scenarios/fuzz/layouts.lua"
+test -x "$prog" || { echo "$prog is not built"; exit 99; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-fz.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+check () {  # check DESCRIPTION COMMAND..
+  d=$1; shift
+  if "$@" >/dev/null 2>&1; then echo "ok - $d"; else echo "not ok - $d"; failed=1; fi
+}
+run () { timeout 120 "$MPIRUN" -np 2 "$prog" "$fuzz" "$@" </dev/null >"$tmp/out" 2>&1; echo $? >"$tmp/rc"; }
+xml_ok () {  # well-formed XML (python3's parser; without python3 the check passes)
+  command -v python3 >/dev/null 2>&1 || return 0
+  python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$1"
+}
+
+run --case 0
+check "--case 0 is a usage error: exit 2" test "$(cat "$tmp/rc")" -eq 2
+check "... naming the rule" grep -q "case must be 1 or more" "$tmp/out"
+run --minutes inf
+check "--minutes inf: exit 2" test "$(cat "$tmp/rc")" -eq 2
+run --cases 5 --junit "$tmp/no/such/dir/f.xml"
+check "an unwritable --junit file: exit 2 before any case" test "$(cat "$tmp/rc")" -eq 2
+check "... and no case ran" sh -c "! grep -q '^# 5 cases' '$tmp/out'"
+
+run --cases 40 --seed 3 --junit "$tmp/ok.xml"
+cat "$tmp/out"
+check "a clean run: exit 0" test "$(cat "$tmp/rc")" -eq 0
+check "its summary line" grep -q "^# 40 cases, 0 failures, " "$tmp/out"
+check "the JUnit file is well-formed" xml_ok "$tmp/ok.xml"
+check "its suite is named by the rank count" grep -q 'testsuite name="fuzz.layouts.np2" tests="1" failures="0"' "$tmp/ok.xml"
+check "one testcase for the passed cases, under a stable name" grep -q 'name="layout fuzz"' "$tmp/ok.xml"
+check "the count is a property" grep -q '<property name="passed" value="40"/>' "$tmp/ok.xml"
+
+# a message with control characters and bytes that are not UTF-8 (the dtype is refused, naming it)
+run --junit "$tmp/odd.xml" --replay '{kind = "gather", tp = 2, dtype = "bf\255\1\27", S = 16, lead = {}, H = 16, rowwise = true, columnwise = false, data = 1}'
+check "a failing replay: exit 1" test "$(cat "$tmp/rc")" -eq 1
+check "its FAIL line comes with a replay command" grep -q "^      replay:  mpirun -np 2 " "$tmp/out"
+check "the JUnit file is well-formed with such a message" xml_ok "$tmp/odd.xml"
+check "... the control characters written out" grep -q 'bf?\\x01\\x1b' "$tmp/odd.xml"
+
+# --rule nd in the Linear layer: row+SP, B = 1, the grad gather's columnwise scale
+run --rule nd --no-shrink --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 16, lead = {1}, H = 32, N = 32, parallel = "row", sp = true, bias = false, rht = true, grad_sr = false, weight_2d = true, amax_reduction = true, fo6_recipe = "none", frozen = false, rule = "nd", data = 5}'
+cat "$tmp/out"
+check "rule nd fails the row+SP backward with B = 1" grep -q "Input is not allocated" "$tmp/out"
+run --no-shrink --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 16, lead = {1}, H = 32, N = 32, parallel = "row", sp = true, bias = false, rht = true, grad_sr = false, weight_2d = true, amax_reduction = true, fo6_recipe = "none", frozen = false, rule = "flat2d", data = 5}'
+check "... and flat2d completes it" test "$(cat "$tmp/rc")" -eq 0
+# an input whose M is not a multiple of 16: the layer must refuse it (12 rows per rank, column+SP)
+run --no-shrink --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 12, lead = {1}, H = 32, N = 32, parallel = "column", sp = true, bias = false, rht = false, grad_sr = false, weight_2d = true, amax_reduction = true, fo6_recipe = "none", frozen = false, rule = "flat2d", data = 5}'
+check "a Linear input with M = 12 is refused, as the case expects" test "$(cat "$tmp/rc")" -eq 0
+
+exit $failed
