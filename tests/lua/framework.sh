@@ -5,13 +5,8 @@ builddir=${top_builddir:-.}
 srcdir=${top_srcdir:-..}/tests/lua
 RS="$builddir/tests/run-scenario"
 test -x "$RS" || { echo "framework.sh: $RS is not built"; exit 99; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-fw.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-check () {  # check DESCRIPTION COMMAND..
-  d=$1; shift
-  if "$@" >/dev/null 2>&1; then echo "ok - $d"; else echo "not ok - $d"; failed=1; fi
-}
+. "${top_srcdir:-..}/tests/testlib.sh"
+testlib_tmp nvfp4-fw
 count () { grep -c -- "$1" "$2"; }
 
 "$RS" "$srcdir/fw_cases.lua" --verbose --seed 7 >"$tmp/run1" 2>&1; rc=$?

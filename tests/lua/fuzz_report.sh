@@ -4,23 +4,11 @@
 # well-formed XML even for a message with control characters and broken UTF-8, names its suite by the rank
 # count and its failures by seed and case; --rule nd reaches the Linear layer's row+SP grad gather.
 : "${top_builddir:=.}" "${top_srcdir:=..}" "${MPIRUN:=mpirun}"
-: "${OMPI_ALLOW_RUN_AS_ROOT:=1}" "${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:=1}"
-: "${OMPI_MCA_rmaps_base_oversubscribe:=1}" "${OMPI_MCA_plm:=isolated}"
-: "${OMPI_MCA_btl_vader_backing_directory:=/tmp}" "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
-: "${OPENBLAS_NUM_THREADS:=1}"
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe \
-       OMPI_MCA_plm OMPI_MCA_btl_vader_backing_directory OMPI_MCA_btl_vader_single_copy_mechanism \
-       OPENBLAS_NUM_THREADS
+. "$top_srcdir/tests/testlib.sh"
 prog="$top_builddir/lua/nvfp4-lua"
 fuzz="$top_srcdir/scenarios/fuzz/layouts.lua"
 test -x "$prog" || { echo "$prog is not built"; exit 99; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/nvfp4-fz.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-check () {  # check DESCRIPTION COMMAND..
-  d=$1; shift
-  if "$@" >/dev/null 2>&1; then echo "ok - $d"; else echo "not ok - $d"; failed=1; fi
-}
+testlib_tmp nvfp4-fz
 run () { timeout 120 "$MPIRUN" -np 2 "$prog" "$fuzz" "$@" </dev/null >"$tmp/out" 2>&1; echo $? >"$tmp/rc"; }
 xml_ok () {  # well-formed XML (python3's parser; without python3 the check passes)
   command -v python3 >/dev/null 2>&1 || return 0

@@ -6,14 +6,8 @@
 # Environment: top_builddir (make check sets it), MPIRUN (SH_LOG_COMPILER
 # passes configure's), NVFP4_INJECT_TIMEOUT (default 2 s).
 : "${top_builddir:=.}" "${MPIRUN:=mpirun}" "${NVFP4_INJECT_TIMEOUT:=2}"
-: "${OMPI_ALLOW_RUN_AS_ROOT:=1}" "${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:=1}"
-: "${OMPI_MCA_rmaps_base_oversubscribe:=1}" "${OMPI_MCA_plm:=isolated}"
-: "${OMPI_MCA_btl_vader_backing_directory:=/tmp}" "${OMPI_MCA_btl_vader_single_copy_mechanism:=none}"
-: "${OPENBLAS_NUM_THREADS:=1}"
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM OMPI_MCA_rmaps_base_oversubscribe \
-       OMPI_MCA_plm OMPI_MCA_btl_vader_backing_directory OMPI_MCA_btl_vader_single_copy_mechanism \
-       OPENBLAS_NUM_THREADS
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../testlib.sh"
 prog="$top_builddir/lua/nvfp4-lua"
 test -x "$prog" || { echo "$prog is not built" >&2; exit 99; }
 T=$NVFP4_INJECT_TIMEOUT
