@@ -115,12 +115,16 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
     mine.amax[1] = amax[1];
   }
   if (c->size > 16) {
-    /* If this allocation fails the rank still joins, with a failed status. */
+    /* a table on the heap: the ranks agree on it first (a rank out of
+    ** memory could not take part in the gather below, and its peers would
+    ** wait in it; nvfp4i_comm_agree allocates nothing) */
     all = (meta *)malloc(sizeof *all * (size_t)c->size);
-    if (all == NULL) {
-      all = stackbuf;
-      return nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the "
-                         "metadata table for %d ranks", what, c->size);
+    st = all != NULL ? NVFP4_OK
+         : nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the metadata table "
+                       "for %d ranks", what, c->size);
+    if ((st = nvfp4i_comm_agree(c, what, st)) != NVFP4_OK) {
+      free(all);
+      return st;
     }
   }
   if ((st = nvfp4i_comm_all_gather_host(c, &mine, sizeof mine, all)) != NVFP4_OK)

@@ -576,9 +576,12 @@ local script = arg[0] or "scenarios/fuzz/layouts.lua"
 local np = world.size
 local rulearg = opts.rule ~= "flat2d" and (" --rule " .. opts.rule) or ""
 local prog = sc.program()               -- as typed, e.g. _build/lua/nvfp4-lua --backend cuda
+local envb = os.getenv("NVFP4_BACKEND")  -- the nightly's way to pick the backend: the replay keeps it
+local mpirun = (envb and envb ~= "" and ("NVFP4_BACKEND=" .. envb .. " ") or "") .. "mpirun"
 
 local function replaycmd (k)
-  return ("mpirun -np %d %s %s --seed %d --case %d%s"):format(np, prog, script, opts.seed, k, rulearg)
+  return ("%s -np %d %s %s --seed %d --case %d%s"):format(mpirun, np, prog, script, opts.seed, k,
+                                                          rulearg)
 end
 
 -- A failure: its FAIL line and replay command first (a crash while
@@ -586,8 +589,8 @@ end
 local function report (k, c0, msg0, secs)
   local head = {
     k and ("FAIL  case %d (seed %d): %s"):format(k, opts.seed, msg0) or ("FAIL  the --replay case: %s"):format(msg0),
-    k and ("      replay:  " .. replaycmd(k)) or ("      replay:  mpirun -np %d %s %s --replay '%s'")
-                                                     :format(np, prog, script, show(c0)),
+    k and ("      replay:  " .. replaycmd(k)) or ("      replay:  %s -np %d %s %s --replay '%s'")
+                                                     :format(mpirun, np, prog, script, show(c0)),
   }
   say("%s", table.concat(head, "\n"))
   local lines = {}
@@ -598,7 +601,7 @@ local function report (k, c0, msg0, secs)
     lines = {
       ("      shrunk in %d steps (%d runs%s) to a case that fails with: %s"):format(steps, runs,
         cut and ", cut short by --minutes" or "", msg),
-      ("      minimal: mpirun -np %d %s %s --replay '%s'"):format(np, prog, script, show(c)),
+      ("      minimal: %s -np %d %s %s --replay '%s'"):format(mpirun, np, prog, script, show(c)),
     }
   end
   lines[#lines + 1] = "      as a Lua table: " .. show(c)
