@@ -30,7 +30,7 @@ struct nvfp4_linear {
   nvfp4_ctx *ctx;
   nvfp4_linear_config cfg;
   int tp, rank;
-  int uses_group;                   /* holds cfg.tp_group (nvfp4i_comm_use) */
+  int uses_group;                   /* holds cfg.tp_group (nvfp4i_comm_use; not while created) */
   int64_t K_l, N_l;                 /* local weight [N_l, K_l] */
   nvfp4_tensor *w, *b;              /* parameters (params dtype) */
   /* saved by forward for backward */
@@ -179,7 +179,8 @@ static nvfp4_status config_agree (const nvfp4_linear_config *c, nvfp4_status loc
     r->four_over_six_activations, c->gather_rule, c->frozen_weight != 0
   };
   CHECK(nvfp4i_comm_agree(c->tp_group, "linear_create", local));
-  return nvfp4i_comm_same_i64(c->tp_group, "linear_create", v, name, (int)(sizeof v / sizeof v[0]),
+  return nvfp4i_comm_same_i64(c->tp_group, "linear_create", v, name,
+                              (int)(sizeof v / sizeof v[0]),
                               ": every rank of the TP group creates the layer alike");
 }
 
@@ -236,8 +237,10 @@ nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg
     nvfp4_linear_destroy(l);
     return st;
   }
-  if (cfg->tp_group != NULL) nvfp4i_comm_use(cfg->tp_group);
-  l->uses_group = 1;
+  if (cfg->tp_group != NULL) {
+    nvfp4i_comm_use(cfg->tp_group);
+    l->uses_group = 1;
+  }
   *out = l;
   return NVFP4_OK;
 }
@@ -249,7 +252,7 @@ void nvfp4_linear_destroy (nvfp4_linear *l) {
   nvfp4_tensor_destroy(l->w);
   nvfp4_tensor_destroy(l->b);
   /* last: the group may be freed here (destroyed while the layer had it) */
-  if (l->uses_group && l->cfg.tp_group != NULL) nvfp4i_comm_unuse(l->cfg.tp_group);
+  if (l->uses_group) nvfp4i_comm_unuse(l->cfg.tp_group);
   free(l);
 }
 
