@@ -30,6 +30,10 @@
 #endif
 
 static int rank = 0;
+/* set before a usage error is raised (an option before the script): the
+** job then ends with status 2, as the framework's usage errors do */
+static int usage_error = 0;
+#define USAGE_ERROR(...) (usage_error = 1, luaL_error(L, __VA_ARGS__))
 
 static const char usage[] =
   "usage: nvfp4-lua [options] [script [args]]\n"
@@ -87,19 +91,19 @@ static int collectargs (lua_State *L, int argc, char **argv) {
     if (strcmp(a, "--") == 0) { i++; break; }
     if (strcmp(a, "-e") == 0 || strcmp(a, "-v") == 0 || strcmp(a, "-h") == 0) {
       if (a[1] == 'v' || a[1] == 'h') { lua_pushboolean(L, 1); lua_setfield(L, -3, a[1] == 'v' ? "verbose" : "help"); continue; }
-      if (++i >= argc) luaL_error(L, "'-e' needs an argument\n%s", usage);
+      if (++i >= argc) USAGE_ERROR("'-e' needs an argument\n%s", usage);
       lua_pushstring(L, argv[i]);
       lua_rawseti(L, -2, ++ne);
       continue;
     }
-    if (a[1] != '-') luaL_error(L, "unrecognized option '%s'\n%s", a, usage);
+    if (a[1] != '-') USAGE_ERROR("unrecognized option '%s'\n%s", a, usage);
     eq = strchr(name, '=');
     lua_pushlstring(L, name, eq ? (size_t)(eq - name) : strlen(name));
     for (k = 0; flags[k] && strcmp(lua_tostring(L, -1), flags[k]) != 0; k++) ;
     if (flags[k] != NULL && eq == NULL) { lua_pushboolean(L, 1); lua_settable(L, -4); continue; }
     for (k = 0; withval[k] && strcmp(lua_tostring(L, -1), withval[k]) != 0; k++) ;
-    if (withval[k] == NULL) luaL_error(L, "unrecognized option '%s'\n%s", a, usage);
-    if (eq == NULL && ++i >= argc) luaL_error(L, "'%s' needs an argument\n%s", a, usage);
+    if (withval[k] == NULL) USAGE_ERROR("unrecognized option '%s'\n%s", a, usage);
+    if (eq == NULL && ++i >= argc) USAGE_ERROR("'%s' needs an argument\n%s", a, usage);
     lua_pushstring(L, eq ? eq + 1 : argv[i]);
     lua_settable(L, -4);
   }
@@ -116,7 +120,8 @@ static void setseed (lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
   if (lua_getfield(L, -1, "seed") != LUA_TNIL) {
     seed = (long long)lua_tointegerx(L, -1, &isnum);
-    if (!isnum || seed < 0) luaL_error(L, "--seed: '%s' is not a non-negative integer", lua_tostring(L, -1));
+    if (!isnum || seed < 0)
+      USAGE_ERROR("--seed: '%s' is not a non-negative integer", lua_tostring(L, -1));
   } else if (rank == 0)
     seed = (long long)((unsigned long long)time(NULL) * 2654435761u ^ (unsigned)getpid()) & 0x7fffffffLL;
   MPI_Bcast(&seed, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
@@ -243,8 +248,12 @@ static int pmain (lua_State *L) {
     return 0;
   }
   lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
-  if (lua_getfield(L, -1, "backend") == LUA_TSTRING)
-    setenv("NVFP4_BACKEND", lua_tostring(L, -1), 1);   /* the module's ctx reads it */
+  if (lua_getfield(L, -1, "backend") == LUA_TSTRING) {
+    const char *b = lua_tostring(L, -1);
+    if (strcmp(b, "cpu") != 0 && strcmp(b, "cuda") != 0)
+      USAGE_ERROR("--backend: '%s' is not cpu or cuda", b);
+    setenv("NVFP4_BACKEND", b, 1);                     /* the module's ctx reads it */
+  }
   lua_settop(L, 2);
   createargtable(L, argv, argc, script < argc ? script : 0);
   lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
@@ -291,9 +300,10 @@ int main (int argc, char **argv) {
     fflush(stdout);
     fflush(stderr);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    status = usage_error ? 2 : 1;
     if (size > 1)
-      MPI_Abort(MPI_COMM_WORLD, 1); /* peers may be waiting in a collective */
-    status = 1;                     /* alone: no peers to stop, end normally */
+      MPI_Abort(MPI_COMM_WORLD, status); /* peers may be waiting in a collective */
+    /* alone: no peers to stop, end normally */
   }
   else if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT) == LUA_TNUMBER)
     status = (int)lua_tointeger(L, -1);

@@ -381,6 +381,19 @@ local function rankslist (ranks)
   return table.concat(ranks, ", ")
 end
 
+-- The --filter that runs the case named name alone: the name itself, or,
+-- when it is part of another case's name (a case 'shape' beside 'shapes'),
+-- the name as an anchored Lua pattern (no name contains "^shape$" as it
+-- is, so --filter takes it as a pattern).
+local function replay_filter (name)
+  for _, c in ipairs(cases) do
+    if c.name ~= name and c.name:find(name, 1, true) then
+      return "^" .. name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "$"
+    end
+  end
+  return name
+end
+
 -- results: {name, case, verdict, ranks, message, detail, time, seed}.  The
 -- file is written whole to file .. ".tmp" and renamed, so a reader never sees
 -- half a file; sc.run writes it before each case too (the pending case as
@@ -431,6 +444,38 @@ end
 
 
 -- ---- running -------------------------------------------------------------
+
+--- sc.params(defaults [, timeout]): the script's NAME=integer arguments
+--- (S=512 H=1024), taken out of arg so that the framework does not see
+--- them, over a copy of defaults; a NAME not in defaults is an error naming
+--- the known ones.  The value of a framework option (--filter 'TP=2') is
+--- not taken for one.  timeout: the default --timeout for this script when
+--- the command line gives none (a full-size run takes minutes).
+function M.params (defaults, timeout)
+  local P, names, i, have_timeout = {}, {}, 1, false
+  for k, v in pairs(defaults) do P[k] = v; names[#names + 1] = k end
+  table.sort(names)
+  arg = arg or {}
+  while arg[i] ~= nil do
+    local a = arg[i]
+    local opt = a:match("^%-%-([%w%-]+)$")
+    local k, v = a:match("^(%u[%u%d_]*)=(%-?%d+)$")
+    if a:match("^%-%-timeout") then have_timeout = true end
+    if opt and OPTS_WITH_VALUE[opt] then
+      i = i + 2                                 -- the option and its value
+    elseif k then
+      if P[k] == nil then
+        error(("unknown argument '%s' (this script takes %s)"):format(a, table.concat(names, ", ")), 0)
+      end
+      P[k] = math.tointeger(tonumber(v))
+      table.remove(arg, i)
+    else
+      i = i + 1
+    end
+  end
+  if timeout and not have_timeout then arg[#arg + 1] = "--timeout=" .. timeout end
+  return P
+end
 
 --- sc.program(): the command that runs this script as it was typed, up to
 -- the script: the program and its options before the script (e.g.
@@ -743,7 +788,7 @@ function M.run ()
         print(("FAIL  %s  (on rank%s %s)"):format(c.name, #ranks > 1 and "s" or "", rankslist(ranks)))
         print("      " .. msg:gsub("\n", "\n      "))
         print(("      replay: mpirun -np %d %s %s --seed %d --filter '%s'")
-              :format(world.size, M.program(), script, seed, c.name:gsub("'", "'\\''")))
+              :format(world.size, M.program(), script, seed, replay_filter(c.name):gsub("'", "'\\''")))
         if o.verbose then      -- the traceback, without the message it repeats
           local tb = detail:sub(1, #msg + 1) == msg .. "\n" and detail:sub(#msg + 2) or detail
           print("      " .. tb:gsub("\n", "\n      "))

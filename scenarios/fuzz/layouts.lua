@@ -561,7 +561,10 @@ end
 -- A usage error (a bad option, an unwritable --junit file) ends the job with
 -- status 2 on every rank, as the framework's usage errors do.
 local function usage (msg)
-  if out then io.stderr:write("layouts.lua: ", msg, "\n"); io.stderr:flush() end
+  if out then
+    io.stderr:write(msg:find("^layouts%.lua: ") and "" or "layouts.lua: ", msg, "\n")
+    io.stderr:flush()
+  end
   world:barrier()
   os.exit(2)
 end
@@ -675,8 +678,8 @@ if opts.expect then
     if r.msg:find(opts.expect, 1, true) then found = found or r end
   end
   if found then
-    say("ok: the expected failure ('%s') was found in case %d and shrunk to %s", opts.expect, found.k,
-        show(found.minimal))
+    say("ok: the expected failure ('%s') was found in case %d%s %s", opts.expect, found.k,
+        opts["no-shrink"] and ":" or " and shrunk to", show(found.minimal))
   else
     say("FAIL  no case failed with '%s' (--expect)", opts.expect)
   end

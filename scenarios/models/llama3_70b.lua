@@ -11,18 +11,7 @@ local nvfp4 = require "nvfp4"
 local sc = require "nvfp4.scenario"
 local clock = nvfp4.clock or os.clock     -- wall clock when the module has one
 
-local P = {SL = 32, SCALE = 1, B = 1}
-for i = #(arg or {}), 1, -1 do
-  local k, v = arg[i]:match("^(%u+)=(%d+)$")
-  if k then
-    if P[k] == nil then error("unknown argument '" .. arg[i] .. "' (SL, SCALE, B)", 0) end
-    P[k] = math.tointeger(tonumber(v))
-    table.remove(arg, i)
-  end
-end
-local have_timeout = false                   -- full size: close to a minute per case on a CPU
-for _, a in ipairs(arg or {}) do if a:match("^%-%-timeout") then have_timeout = true end end
-if not have_timeout then arg[#arg + 1] = "--timeout=1800" end
+local P = sc.params({SL = 32, SCALE = 1, B = 1}, 1800)   -- full size: up to a minute per case on a CPU
 
 local world = nvfp4.world()
 local HID, FFN, QKV = 8192 // P.SCALE, 28672 // P.SCALE, 10240 // P.SCALE

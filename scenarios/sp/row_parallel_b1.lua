@@ -22,18 +22,7 @@ local nvfp4 = require "nvfp4"
 local sc = require "nvfp4.scenario"
 local clock = nvfp4.clock or os.clock     -- wall clock when the module has one
 
-local P = {S = 4096, B = 1, H = 8192, REF = 1}
-for i = #(arg or {}), 1, -1 do              -- take NAME=value arguments, leave the framework's
-  local k, v = arg[i]:match("^(%u+)=(%d+)$")
-  if k then
-    if P[k] == nil then error("unknown size argument '" .. arg[i] .. "' (S, B, H, REF)", 0) end
-    P[k] = math.tointeger(tonumber(v))
-    table.remove(arg, i)
-  end
-end
-local have_timeout = false
-for _, a in ipairs(arg or {}) do if a:match("^%-%-timeout") then have_timeout = true end end
-if not have_timeout then arg[#arg + 1] = "--timeout=3600" end   -- full size takes minutes
+local P = sc.params({S = 4096, B = 1, H = 8192, REF = 1}, 3600)   -- full size takes minutes
 
 local world = nvfp4.world()
 local TP = world.size

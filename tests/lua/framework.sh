@@ -212,4 +212,22 @@ check "... and ends the job" test "$rc" -ne 0 -a "$took" -lt 30
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 --tap >"$tmp/totap" 2>/dev/null
 check "TAP after a timeout: a Bail out! line naming the rank and the case" \
   grep -q "^Bail out! \[rank 1\] case 'hangs'.* timed out after 1 s" "$tmp/totap"
+# a failed case whose name is part of another's: its replay command runs it alone
+cat >"$tmp/shape.lua" <<'EOS'
+local sc = require "nvfp4.scenario"
+sc.case("shape", function () sc.eq(1, 2, "x") end)
+sc.case("shapes [B=1]", function () end)
+sc.run()
+EOS
+"$RS" "$tmp/shape.lua" >"$tmp/shape" 2>&1
+check "the replay filter of 'shape' beside 'shapes [B=1]' is anchored" \
+  grep -q -- "--filter '^shape\$'" "$tmp/shape"
+"$RS" "$tmp/shape.lua" --filter '^shape$' >"$tmp/shape2" 2>&1
+check "... and runs that case alone" grep -q "^0 passed, 1 failed, 0 skipped" "$tmp/shape2"
+# the same usage errors before the script (nvfp4-lua's own parsing): exit status 2 too (they gave 1)
+for a in "--filtr x" "--seed abc" "--backend foo"; do
+  "$builddir/lua/nvfp4-lua" $a "$srcdir/fw_cases.lua" >"$tmp/pre" 2>&1; rc=$?
+  check "'$a' before the script: exit status 2" test "$rc" -eq 2
+done
+check "... --backend names the value and the rule" grep -q -- "--backend: 'foo' is not cpu or cuda" "$tmp/pre"
 exit $failed
