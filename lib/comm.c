@@ -101,16 +101,17 @@ void nvfp4_comm_destroy (nvfp4_comm *c) {
 }
 
 
-/* The ranks first tell each other their verdict, then their tp (two small
-** reductions): a rank whose arguments fail keeps its error and the others
-** get NVFP4_EPEER naming it, and ranks asking for different tp all get
-** NVFP4_EMISMATCH, instead of waiting in MPI_Comm_split or splitting into
-** groups of different sizes. */
-static nvfp4_status split_agree (nvfp4_comm *c, nvfp4_status local, int tp) {
-  static const char *const name[] = {"tp"};
-  const int64_t v = tp;
-  CHECK(nvfp4i_comm_agree(c, "split", local));
-  return nvfp4i_comm_same_i64(c, "split", &v, name, 1, NULL);
+/* The ranks first tell each other their verdict, then one value they must
+** give alike (a few small reductions): a rank whose arguments fail keeps its
+** error and the others get NVFP4_EPEER naming it; different values are
+** NVFP4_EMISMATCH on every rank.  split: tp (instead of waiting in
+** MPI_Comm_split or splitting into groups of different sizes); the
+** host-value collectives: n (a rank passing another count would leave the
+** others inside MPI_Allreduce or truncate). */
+static nvfp4_status agree_value (nvfp4_comm *c, const char *what, nvfp4_status local,
+                                 const char *name, int64_t v, const char *hint) {
+  CHECK(nvfp4i_comm_agree(c, what, local));
+  return nvfp4i_comm_same_i64(c, what, &v, &name, 1, hint);
 }
 
 
@@ -126,7 +127,7 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
                        "split: tp=%d must be >= 1 and divide the communicator size %d",
                        tp, c->size);
   }
-  CHECK(split_agree(c, st, tp));
+  CHECK(agree_value(c, "split", st, "tp", tp, NULL));
   MPI_CHECK(c->ctx, MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub));
   if ((st = comm_new(c->ctx, sub, 1, out)) != NVFP4_OK) {
     MPI_Comm_free(&sub);
@@ -144,16 +145,7 @@ nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c) {
 }
 
 
-/* The host-value collectives' start: the ranks agree on the local checks'
-** verdict, then on n (a rank passing another count would leave the others
-** inside MPI_Allreduce or truncate). */
-static nvfp4_status host_agree (nvfp4_comm *c, const char *what, nvfp4_status local, int n) {
-  static const char *const name[] = {"n"};
-  const int64_t v = n;
-  CHECK(nvfp4i_comm_agree(c, what, local));
-  return nvfp4i_comm_same_i64(c, what, &v, name, 1, " (every rank passes the same count)");
-}
-
+#define SAME_N " (every rank passes the same count)"
 
 static nvfp4_status host_args (nvfp4_comm *c, const char *what, const void *v, int n) {
   FAIL_IF(c->ctx, n < 0, NVFP4_EINVAL, "%s: n=%d is negative", what, n);
@@ -173,7 +165,7 @@ nvfp4_status nvfp4i_comm_max_f32 (nvfp4_comm *c, float *v, int n) {
 nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n) {
   static const char what[] = "comm_all_reduce_max_f32";
   if (c == NULL) return NVFP4_EINVAL;
-  CHECK(host_agree(c, what, host_args(c, what, v, n), n));
+  CHECK(agree_value(c, what, host_args(c, what, v, n), "n", n, SAME_N));
   return nvfp4i_comm_max_f32(c, v, n);
 }
 
@@ -181,7 +173,7 @@ nvfp4_status nvfp4_comm_all_reduce_max_f32 (nvfp4_comm *c, float *v, int n) {
 nvfp4_status nvfp4_comm_all_reduce_max_int (nvfp4_comm *c, int *v, int n) {
   static const char what[] = "comm_all_reduce_max_int";
   if (c == NULL) return NVFP4_EINVAL;
-  CHECK(host_agree(c, what, host_args(c, what, v, n), n));
+  CHECK(agree_value(c, what, host_args(c, what, v, n), "n", n, SAME_N));
   MPI_CHECK(c->ctx, MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_INT, MPI_MAX, c->mpi));
   return NVFP4_OK;
 }

@@ -494,17 +494,12 @@ end
 -- as character references too (a parser would turn them into spaces).
 local function xmlesc (s, attr)
   s = tostring(s)
-  if not utf8.len(s) then
-    local ok, p = {}, 1
-    while p <= #s do
-      local n = utf8.len(s, p, p)          -- 1 if a whole character starts at p
-      local c = n and s:match("^[%z\1-\127\194-\244][\128-\191]*", p)
-      if c and utf8.len(c) == 1 then ok[#ok + 1] = c; p = p + #c
-      else ok[#ok + 1] = "?"; p = p + 1 end
-    end
-    s = table.concat(ok)
+  while true do                           -- each byte where no character starts: '?'
+    local ok, bad = utf8.len(s)
+    if ok then break end
+    s = s:sub(1, bad - 1) .. "?" .. s:sub(bad + 1)
   end
-  s = s:gsub("[%z\1-\8\11\12\13\14-\31\127]", function (c) return ("\\x%02x"):format(c:byte()) end)
+  s = s:gsub("[%z\1-\8\11-\31\127]", function (c) return ("\\x%02x"):format(c:byte()) end)
   s = s:gsub("[&<>\"']", {["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&apos;"})
   if attr then s = s:gsub("[\t\n]", {["\t"] = "&#9;", ["\n"] = "&#10;"}) end
   return s
