@@ -16,6 +16,8 @@
 **               fails with "Input is not allocated" (after the four gathers,
 **               so no rank is left inside a collective); odd B gives a
 **               too-narrow scale, reported as produced (buffer_shape).
+**               A group of one rank applies no rule (TE returns
+**               quantize(x) at world size 1, before the rule).
 **   amax        both amaxes copied from the local tensor (TE aliases them).
 **
 ** Deliberate choices, documented for users:
@@ -261,8 +263,10 @@ static nvfp4_status prepare (nvfp4_comm *c, const nvfp4_tensor *x,
   }
   if (!p->col) return NVFP4_OK;
   /* High precision in: the named rule on the logical shape (the bug lives
-  ** here).  FP4 in: the real buffer, as TE. */
-  bk = nvfp4_cw_rule_apply(p->plain ? g->rule : NVFP4_CW_FLAT2D,
+  ** here).  FP4 in: the real buffer, as TE.  A group of one: no rule, as
+  ** TE's gather_along_first_dim quantizes and returns at world size 1,
+  ** before _all_gather_nvfp4 computes one. */
+  bk = nvfp4_cw_rule_apply(p->plain && c->size > 1 ? g->rule : NVFP4_CW_FLAT2D,
                            p->plain ? x->shape : qx->shape);
   K = qx->col_data.shape.dim[0];
   half_ml = qx->col_data.shape.dim[1];

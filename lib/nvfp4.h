@@ -390,6 +390,8 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** requantize, as TE does).  Output logical shape [size*d0, d1, ..].
 ** Columnwise bookkeeping follows gopts->rule; under ND a zero width fails
 ** in swap_first_dims with "Input is not allocated" (EINVAL, every rank).
+** A group of one rank ignores the rule: TE's gather_along_first_dim
+** quantizes and returns at world size 1, before the rule is reached.
 ** A plain shard that is not quantizable locally (M or K % 16 != 0) is
 ** gathered in high precision and quantized afterwards (= quantize(full));
 ** the gathered tensor must then have M % 16 == 0 and K % 16 == 0 (EINVAL

@@ -887,6 +887,23 @@ static void test_nd_rule_other_ranks (void) {
 }
 
 
+/* A group of one rank: TE's gather_along_first_dim returns quantize(x) at
+** world size 1 before _all_gather_nvfp4, so its N-D rule is never reached
+** and [S, 1, H] under ND gives what FLAT2D gives (it failed with "Input is
+** not allocated"). */
+static void test_nd_rule_group_of_one (void) {
+  nvfp4_comm *one = NULL;
+  nvfp4_qopts o = qopts(1, 1, 0, NULL);
+  nvfp4_gather_opts gn = gopts_plain(&o, NVFP4_CW_ND);
+  nvfp4_tensor *x = full_randn(SHAPE3(32, 1, 64), NVFP4_F32, 97), *ref = quant(x, &o), *g = NULL;
+  EXPECT_OK(nvfp4_comm_split(world, 1, &one));
+  EXPECT_OK(nvfp4_all_gather(one, x, &gn, &g));
+  expect_same_fp4(g, ref, "[32, 1, 64] under nd, group of one");
+  nvfp4_comm_destroy(one);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(g);
+}
+
+
 /* BH-28: we gather along dim 0 only.  Batch-first [B, S, H] sharded on S:
 ** with B = 1 the dim-0 gather has the full tensor's bytes; with B = 2 it
 ** does not (rank 1's rows land in batch slot 1): transpose first. */
@@ -932,6 +949,7 @@ int main (int argc, char **argv) {
   RUN(test_bh02);
   RUN(test_bh25);
   RUN(test_nd_rule_other_ranks);
+  RUN(test_nd_rule_group_of_one);
   RUN(test_empty_shards);
   RUN(test_bh28_dim0_only);
   RUN(test_async_outlives_ctx);
