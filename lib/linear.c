@@ -417,6 +417,20 @@ static nvfp4_status forward_args (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_
 }
 
 
+/* TE's NVFP4 create_tensor checks M % 16 for any usage, so a frozen weight
+** (its input quantized rowwise only) does not lift the rule.  Local; after
+** the shape agreement, so that a rank whose x differs is named first. */
+static nvfp4_status check_input_m (nvfp4_linear *l, const nvfp4_tensor *x) {
+  char sb[128];
+  FAIL_IF(l->ctx, quantized(l) && nvfp4_shape_M(x->shape) % NVFP4_BLOCK != 0, NVFP4_EINVAL,
+          "linear: input %s: M=%lld (the product of its leading dims) is not a multiple "
+          "of %d, which te.Linear's NVFP4 quantizer requires of every input, rowwise-only "
+          "(frozen weight) too", nvfp4_shape_format(x->shape, sb, sizeof sb),
+          (long long)nvfp4_shape_M(x->shape), NVFP4_BLOCK);
+  return NVFP4_OK;
+}
+
+
 nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
                                    nvfp4_tensor **y) {
   const nvfp4_linear_config *c;
@@ -436,6 +450,7 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
   if (l->tp > 1 && c->parallel != NVFP4_PARALLEL_NONE)
     CHECK(nvfp4i_comm_check_same(c->tp_group, "linear_forward: x", NVFP4_OK, x->shape,
                                  x->dtype, 0));
+  CHECK(agree_args(l, "linear_forward", check_input_m(l, x)));
   col = c->parallel == NVFP4_PARALLEL_COLUMN;
   row = c->parallel == NVFP4_PARALLEL_ROW;
   sp = c->sequence_parallel;

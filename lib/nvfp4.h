@@ -614,8 +614,9 @@ nvfp4_status nvfp4_linear_set_bias   (nvfp4_linear *l, const nvfp4_tensor *b);
 ** gives alike (EMISMATCH naming both shapes), then before every collective
 ** of the step and at its end, so a failure on one rank (memory, a device
 ** error) reaches every rank and none waits.  M (the product of x's leading
-** dims) must be a multiple of 16 where the input's columnwise copy is made
-** (NVFP4 recipe, not frozen_weight; quantize's EINVAL, naming M).  A forward failing
+** dims) must be a multiple of 16 under the NVFP4 recipe, frozen_weight too (TE's
+** quantizer requires it of a rowwise-only input as well; EINVAL naming M,
+** after the shape agreement).  A forward failing
 ** after its argument checks drops what the previous one saved (a backward
 ** then gets EUSAGE).
 ** Errors: EINVAL (shape rules, naming the value), EPEER, EMISMATCH, plus

@@ -47,9 +47,10 @@
 --            values, and errors against an fp32 layer with the same weights
 --            within the Linear layer's bounds (y 0.18, dx and dw 0.22); with
 --            frozen_weight no dw; an input whose M (product of x's leading
---            dims on a rank) is not a multiple of 16 must fail with quantize's
---            error (te.Linear quantizes it locally, column+SP included; the
---            grad's row+SP gather falls back, but its whole M is x's); column
+--            dims on a rank) is not a multiple of 16 must fail, frozen weight
+--            too (te.Linear quantizes it locally, column+SP included, and its
+--            NVFP4 quantizer wants M % 16 for any usage; the grad's row+SP
+--            gather falls back, but its whole M is x's); column
 --            +SP without the amax reduction must fail, if at all, with the
 --            gather's "one global scale" error (§2.2); --rule nd reaches the
 --            layer's grad gather (row+SP backward) too;
@@ -176,7 +177,7 @@ local function draw (s, k, rule)
     if c.fo6_recipe == "all" then c.rht = false end      -- 4over6 inputs take no RHT
     -- drawn last, so that the fields above stay what they were for a seed
     c.frozen = g.chance(0.15)
-    if not c.frozen and g.chance(0.15) then c.S = g.pick{8, 12, 24, 40} end  -- x's M may not be quantizable
+    if g.chance(0.15) then c.S = g.pick{8, 12, 24, 40} end  -- x's M may not be quantizable
     c.rule = rule
   end
   return c
@@ -333,9 +334,9 @@ local function linear_case (c, tp, chk)
     return y, dx, dw, db, l:weight()
   end
   -- x's M (this rank's, the same on every rank) not a multiple of 16: the
-  -- NVFP4 layer quantizes x with a columnwise copy (unless the weight is
-  -- frozen) and must refuse it, naming M
-  if prod(xshape) // Kl % 16 ~= 0 and not c.frozen then
+  -- NVFP4 layer must refuse it, naming M, frozen weight or not (TE's NVFP4
+  -- quantizer wants M % 16 for a rowwise-only copy too)
+  if prod(xshape) // Kl % 16 ~= 0 then
     chk:run(sc.error, "is not a multiple of 16", run, "nvfp4")
     return
   end

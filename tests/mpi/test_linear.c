@@ -614,12 +614,39 @@ static void test_one_rank_bad_arguments (void) {
 }
 
 
+/* te.Linear's NVFP4 quantizer refuses an input whose M is not a multiple
+** of 16 for any usage (create_tensor's check), so a frozen weight, whose
+** input is quantized rowwise only, does not make M = 24 acceptable (the
+** layer ran it); the bf16 baseline recipe quantizes nothing and takes it. */
+static void test_frozen_weight_input_m24_refused (void) {
+  nvfp4_linear_config c = config(64, 64 * mc_size, NVFP4_PARALLEL_COLUMN, 0);
+  nvfp4_linear *l = NULL;
+  nvfp4_tensor *x = randn(SHAPE3(24, 1, 64), NVFP4_BF16, 5), *y = NULL;
+  c.frozen_weight = 1;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "M=24");
+  EXPECT(y == NULL);
+  nvfp4_linear_destroy(l);
+  l = NULL;
+  nvfp4_tensor_destroy(y);
+  y = NULL;
+  c.recipe.kind = NVFP4_RECIPE_BF16;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  nvfp4_linear_destroy(l);
+  nvfp4_tensor_destroy(x);
+  nvfp4_tensor_destroy(y);
+}
+
+
 int main (int argc, char **argv) {
   mc_init(&argc, &argv);
   if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK) MPI_Abort(MPI_COMM_WORLD, 99);
   RUN(test_config_and_usage_errors);
   RUN(test_one_rank_bad_arguments);
   RUN(test_create_agreement);
+  RUN(test_frozen_weight_input_m24_refused);
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
   RUN(test_row_sp_odd_b_nd_caught_by_shape_check);
   RUN(test_numerics_default_recipe);
