@@ -613,11 +613,15 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   if (col && sp && dist) l->kept[NVFP4_LIN_WGRAD_INPUT] = NULL;
   l->bwd_failed = 1;                     /* until it returns OK */
 
-  /* grad_output quantizer (§2.1, §2.2): rowwise for dgrad, columnwise for
-  ** wgrad; RHT and SR; amax reduced over TP for row+SP. */
+  /* grad_output quantizer (§2.1, §2.2, §2.4): rowwise for dgrad, columnwise
+  ** for wgrad; RHT and SR; amax reduced over TP for row+SP.  TE drops the
+  ** columnwise usage only when "not use_bias and not requires_wgrad", and
+  ** use_bias is false inside _Linear for row (bias added after the
+  ** reduction): with a frozen weight, a column or local layer's bias keeps
+  ** it (no GEMM reads it). */
   memset(&qg, 0, sizeof qg);
   qg.rowwise = 1;
-  qg.columnwise = !c->frozen_weight;
+  qg.columnwise = !c->frozen_weight || (l->b != NULL && !row);
   qg.rht = qg.columnwise && !c->recipe.no_grad_rht;
   qg.sr = !c->recipe.no_grad_sr;
   qg.sr_seed = c->recipe.seed + (uint64_t)l->rank * 0x9E3779B97F4A7C15ull;

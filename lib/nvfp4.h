@@ -568,7 +568,8 @@ typedef struct nvfp4_linear_config {
   nvfp4_dtype params_dtype; /* F32 (0) or BF16 */
   nvfp4_recipe recipe;
   nvfp4_cw_rule gather_rule;/* columnwise bookkeeping of the row+SP grad gather */
-  int frozen_weight;        /* no wgrad: grad_output rowwise only (§2.4) */
+  int frozen_weight;        /* no wgrad: grad_output rowwise only, unless a
+                               bias is in the GEMM (column, none), as TE (§2.4) */
   int keep_operands;        /* keep the GEMM operands for nvfp4_linear_operand */
   uint64_t init_seed;       /* weights ~ N(0,1) from this seed (+ rank) */
 } nvfp4_linear_config;

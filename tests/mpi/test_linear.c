@@ -640,6 +640,42 @@ static void test_frozen_weight_input_m24_refused (void) {
 }
 
 
+/* TE drops grad_output's columnwise usage only when "not use_bias and not
+** requires_wgrad" (spec §2.4): with a frozen weight it keeps it when the
+** bias is inside _Linear (column, none), not for row (bias added after the
+** reduction, outside _Linear).  The layer dropped it for every frozen one. */
+static void test_frozen_weight_grad_output_usages (void) {
+  static const nvfp4_parallel par[2] = {NVFP4_PARALLEL_COLUMN, NVFP4_PARALLEL_ROW};
+  int i, b;
+  for (i = 0; i < 2; i++)
+    for (b = 0; b < 2; b++) {
+      int row = par[i] == NVFP4_PARALLEL_ROW;
+      nvfp4_linear_config c = config(row ? 64 * mc_size : 64, row ? 64 : 64 * mc_size, par[i], 0);
+      nvfp4_linear *l = NULL;
+      nvfp4_tensor *x = randn(SHAPE3(32, 1, 64), NVFP4_BF16, 11), *y = NULL, *dy = NULL,
+                   *dx = NULL, *db = NULL;
+      const nvfp4_tensor *g = NULL;
+      c.frozen_weight = 1;
+      c.keep_operands = 1;
+      c.bias = b;
+      EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+      EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+      if (y) dy = randn(nvfp4_tensor_shape(y), NVFP4_BF16, 12 + (uint64_t)mc_rank);
+      EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, NULL, &db));
+      EXPECT_OK(nvfp4_linear_operand_get(l, NVFP4_LIN_GRAD_OUTPUT, &g));
+      if (g) {
+        EXPECT_EQ_I(nvfp4_tensor_has_rowwise(g), 1);
+        EXPECT_MSG(nvfp4_tensor_has_columnwise(g) == (b && !row),
+                   "%s, bias %d, frozen weight: grad_output columnwise %d, expected %d",
+                   row ? "row" : "column", b, nvfp4_tensor_has_columnwise(g), b && !row);
+      }
+      nvfp4_linear_destroy(l);
+      nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dy);
+      nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(db);
+    }
+}
+
+
 int main (int argc, char **argv) {
   mc_init(&argc, &argv);
   if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK) MPI_Abort(MPI_COMM_WORLD, 99);
@@ -647,6 +683,7 @@ int main (int argc, char **argv) {
   RUN(test_one_rank_bad_arguments);
   RUN(test_create_agreement);
   RUN(test_frozen_weight_input_m24_refused);
+  RUN(test_frozen_weight_grad_output_usages);
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
   RUN(test_row_sp_odd_b_nd_caught_by_shape_check);
   RUN(test_numerics_default_recipe);
