@@ -1,0 +1,69 @@
+#!/bin/sh
+# tests/install/installed.sh -- make installcheck: the installed copy used as a downstream user uses it,
+# from a directory outside the source and build trees: the files are there, the headers compile alone, a
+# program builds with `pkg-config --cflags --libs nvfp4` and runs, and the installed nvfp4-lua runs a
+# scenario with the installed framework. Ends with "N passed, N failed" (exit 1 on a failure).
+# The Makefile passes the install directories (bindir, includedir, libdir, pkgdatadir, docdir), VERSION,
+# CC, PKG_CONFIG, MPIRUN and top_srcdir; DESTDIR is not supported (the installed nvfp4-lua looks for its
+# framework where it was configured to be, not under a staging directory).
+for v in bindir includedir libdir pkgdatadir docdir VERSION CC PKG_CONFIG MPIRUN top_srcdir; do
+  eval "test -n \"\${$v:-}\"" || { echo "installed.sh: \$$v is not set (make installcheck sets it)"; exit 1; }
+done
+test -z "${DESTDIR:-}" || { echo "installed.sh: DESTDIR='$DESTDIR': make installcheck checks an install at its prefix"; exit 1; }
+srcdir=$(cd "$top_srcdir" && pwd)
+. "$srcdir/tests/testlib.sh"
+testlib_tmp nvfp4-installcheck
+cd "$tmp" || exit 1
+PKG_CONFIG_PATH=$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export PKG_CONFIG_PATH
+lua=$bindir/nvfp4-lua
+# checkv DESCRIPTION COMMAND..: check, showing the command's output when it fails
+checkv () {
+  d=$1; shift
+  "$@" >"$tmp/out" 2>&1
+  rc=$?
+  check "$d" test "$rc" -eq 0
+  test "$rc" -eq 0 || sed 's/^/    /' "$tmp/out" | tail -n 30
+}
+
+for f in "$lua" "$libdir/libnvfp4.a" "$includedir/nvfp4.h" "$includedir/nvfp4_mpi.h" \
+         "$libdir/pkgconfig/nvfp4.pc" "$pkgdatadir/lua/nvfp4/scenario.lua" "$docdir/README.md" \
+         "$docdir/NUMERICS.md"; do
+  check "installed: $f" test -f "$f"
+done
+
+# ---- the C library through pkg-config -------------------------------------------------------
+checkv "pkg-config --modversion nvfp4 is $VERSION" sh -c "test \"\$($PKG_CONFIG --modversion nvfp4)\" = '$VERSION'"
+cflags=$($PKG_CONFIG --cflags nvfp4) && libs=$($PKG_CONFIG --libs nvfp4) ||
+  { check "pkg-config --cflags --libs nvfp4" false; cflags= libs=; }
+for h in nvfp4.h nvfp4_mpi.h; do
+  printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' "$h" "$h" >"$tmp/h.c"
+  checkv "$h compiles alone (and twice) in C with -Wall -Wextra -Werror" \
+    $CC -Wall -Wextra -Werror $cflags -c "$tmp/h.c" -o "$tmp/h.o"
+done
+checkv "a C program builds with \$(CC) and pkg-config's flags" \
+  $CC -o "$tmp/consumer" "$srcdir/tests/install/consumer.c" $cflags $libs
+checkv "... and runs at 2 ranks" sh -c "'$MPIRUN' -np 2 '$tmp/consumer' </dev/null >'$tmp/run' 2>&1 && grep -q '^consumer: ok' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
+if command -v mpicc >/dev/null 2>&1; then
+  checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
+    mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c" $cflags $libs
+fi
+
+# ---- the installed nvfp4-lua ----------------------------------------------------------------
+checkv "nvfp4-lua --help: usage on standard output, status 0" sh -c "'$lua' --help </dev/null 2>/dev/null | grep -q '^usage: nvfp4-lua'"
+checkv "nvfp4-lua --version names nvfp4 $VERSION" sh -c "'$lua' --version </dev/null | grep -q 'nvfp4 $VERSION'"
+# scenario_from EXPECTED: the installed nvfp4-lua's nvfp4.scenario is the file EXPECTED
+scenario_from () {
+  got=$("$lua" -e 'print(package.searchpath("nvfp4.scenario", package.path))' </dev/null 2>&1)
+  test "$got" = "$1" || { echo "nvfp4.scenario is $got, expected $1"; return 1; }
+}
+checkv "nvfp4-lua takes nvfp4.scenario from \$(pkgdatadir)/lua" scenario_from "$pkgdatadir/lua/nvfp4/scenario.lua"
+mkdir -p "$tmp/mylua/nvfp4" && echo 'return {mine = true}' >"$tmp/mylua/nvfp4/scenario.lua"
+checkv "... and from \$NVFP4_LUA_PATH when it is set" \
+  sh -c "NVFP4_LUA_PATH='$tmp/mylua' '$lua' -e 'assert(require(\"nvfp4.scenario\").mine)' </dev/null"
+cp "$srcdir/scenarios/sp/gather_grad_output.lua" "$tmp/gather.lua"
+checkv "mpirun -np 2 nvfp4-lua runs a scenario copied out of the tree" \
+  sh -c "'$MPIRUN' -np 2 '$lua' gather.lua </dev/null >'$tmp/run' 2>&1 && grep -qE '^[1-9][0-9]* passed, 0 failed' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
+
+echo "$npassed passed, $nfailed failed (installcheck)"
+exit "$failed"
