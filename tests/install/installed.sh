@@ -4,9 +4,10 @@
 # program builds with `pkg-config --cflags --libs nvfp4` and runs, and the installed nvfp4-lua runs a
 # scenario with the installed framework. Ends with "N passed, N failed" (exit 1 on a failure).
 # The Makefile passes the install directories (bindir, includedir, libdir, pkgdatadir, docdir), VERSION,
-# CC, PKG_CONFIG, MPIRUN and top_srcdir; DESTDIR is not supported (the installed nvfp4-lua looks for its
+# CC, PKG_CONFIG, MPIRUN, top_srcdir and how configure found MPI and OpenBLAS (mpi_how, MPI_CFLAGS,
+# MPI_LIBS, blas_how, BLAS_LIBS); DESTDIR is not supported (the installed nvfp4-lua looks for its
 # framework where it was configured to be, not under a staging directory).
-for v in bindir includedir libdir pkgdatadir docdir VERSION CC PKG_CONFIG MPIRUN top_srcdir; do
+for v in bindir includedir libdir pkgdatadir docdir VERSION CC PKG_CONFIG MPIRUN top_srcdir mpi_how blas_how; do
   eval "test -n \"\${$v:-}\"" || { echo "installed.sh: \$$v is not set (make installcheck sets it)"; exit 1; }
 done
 test -z "${DESTDIR:-}" || { echo "installed.sh: DESTDIR='$DESTDIR': make installcheck checks an install at its prefix"; exit 1; }
@@ -36,6 +37,40 @@ done
 checkv "pkg-config --modversion nvfp4 is $VERSION" sh -c "test \"\$($PKG_CONFIG --modversion nvfp4)\" = '$VERSION'"
 cflags=$($PKG_CONFIG --cflags nvfp4) && libs=$($PKG_CONFIG --libs nvfp4) ||
   { check "pkg-config --cflags --libs nvfp4" false; cflags= libs=; }
+# nvfp4.pc follows what configure found ($mpi_how, $blas_how): a dependency found through pkg-config is
+# named, so that its .pc where nvfp4 is used gives its flags -- here a stand-in .pc first on
+# PKG_CONFIG_PATH, whose flags must come through, its Libs.private with --static (a static link needs
+# them) -- and one found otherwise has its flags as configure found them ($MPI_*, $BLAS_LIBS)
+mkdir "$tmp/pc"
+# standin_has WORD PKG-CONFIG-OPTIONS..: nvfp4's flags, with the stand-ins first, have the word WORD
+standin_has () {
+  w=$1; shift
+  flags=$(PKG_CONFIG_PATH=$tmp/pc:$PKG_CONFIG_PATH $PKG_CONFIG "$@" nvfp4) || return 1
+  case " $flags " in *" $w "*) ;; *) echo "'$w' is not in pkg-config $* nvfp4: $flags"; return 1 ;; esac
+}
+# has_words WORDS FLAGS: each word of WORDS is one of FLAGS
+has_words () {
+  for w in $1; do
+    case " $2 " in *" $w "*) ;; *) echo "'$w' is not in: $2"; return 1 ;; esac
+  done
+}
+for dep in "MPI ompi-c ${mpi_how:-}" "OpenBLAS openblas ${blas_how:-}"; do
+  set -- $dep
+  name=$1 m=$2 how=${3:-}
+  if test "$how" = pkg-config; then
+    printf 'Name: %s\nDescription: stand-in\nVersion: 99\nCflags: -I/stand-in/%s\nLibs: -lstandin-%s\nLibs.private: -lstandin-private-%s\n' \
+      "$m" "$m" "$m" "$m" >"$tmp/pc/$m.pc"
+    checkv "nvfp4.pc takes $name's flags from the $m.pc where it is used: Libs" standin_has "-lstandin-$m" --libs
+    checkv "... its Libs.private with --static" standin_has "-lstandin-private-$m" --static --libs
+    # nvfp4_mpi.h includes mpi.h; no installed header includes cblas.h
+    test "$name" = MPI && checkv "... its Cflags" standin_has "-I/stand-in/$m" --cflags
+  elif test "$name" = MPI; then
+    checkv "nvfp4.pc has MPI's flags as configure found them ($how)" \
+      has_words "${MPI_CFLAGS:-} ${MPI_LIBS:-}" "$cflags $libs"
+  else
+    checkv "nvfp4.pc has OpenBLAS's flags as configure found them ($how)" has_words "${BLAS_LIBS:-}" "$libs"
+  fi
+done
 for h in nvfp4.h nvfp4_mpi.h; do
   printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' "$h" "$h" >"$tmp/h.c"
   checkv "$h compiles alone (and twice) in C with -Wall -Wextra -Werror" \
