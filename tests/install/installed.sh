@@ -4,7 +4,7 @@
 # program builds with `pkg-config --cflags --libs nvfp4` and runs, and the installed nvfp4-lua runs a
 # scenario with the installed framework. Ends with "N passed, N failed" (exit 1 on a failure).
 # The Makefile passes the install directories (bindir, includedir, libdir, pkgdatadir, docdir), VERSION,
-# CC, PKG_CONFIG, MPIRUN, top_srcdir and how configure found MPI and OpenBLAS (mpi_how, MPI_CFLAGS,
+# CC (and CXX, default c++, when there is one), PKG_CONFIG, MPIRUN, top_srcdir and how configure found MPI and OpenBLAS (mpi_how, MPI_CFLAGS,
 # MPI_LIBS, blas_how, BLAS_LIBS); DESTDIR is not supported (the installed nvfp4-lua looks for its
 # framework where it was configured to be, not under a staging directory).
 for v in bindir includedir libdir pkgdatadir docdir VERSION CC PKG_CONFIG MPIRUN top_srcdir mpi_how blas_how; do
@@ -79,6 +79,17 @@ done
 checkv "a C program builds with \$(CC) and pkg-config's flags" \
   $CC -o "$tmp/consumer" "$srcdir/tests/install/consumer.c" $cflags $libs
 checkv "... and runs at 2 ranks" sh -c "'$MPIRUN' -np 2 '$tmp/consumer' </dev/null >'$tmp/run' 2>&1 && grep -q '^consumer: ok' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
+# C++: the headers are extern "C"; the same program, compiled as C++ with the same flags
+cxx=${CXX:-c++}
+if command -v "$cxx" >/dev/null 2>&1; then
+  for h in nvfp4.h nvfp4_mpi.h; do
+    printf '#include <%s>\n#include <%s>\nint main () { return 0; }\n' "$h" "$h" >"$tmp/h.cc"
+    checkv "$h compiles alone (and twice) in C++ with -Wall -Werror" $cxx -Wall -Werror $cflags -c "$tmp/h.cc" -o "$tmp/h.o"
+  done
+  checkv "the program builds as C++ with $cxx and pkg-config's flags" \
+    $cxx -x c++ -o "$tmp/consumer-cxx" "$srcdir/tests/install/consumer.c" -x none $cflags $libs
+  checkv "... and runs at 2 ranks" sh -c "'$MPIRUN' -np 2 '$tmp/consumer-cxx' </dev/null >'$tmp/run' 2>&1 && grep -q '^consumer: ok' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
+fi
 if command -v mpicc >/dev/null 2>&1; then
   checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
     mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c" $cflags $libs
