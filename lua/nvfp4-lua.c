@@ -53,7 +53,13 @@ static const char usage[] =
   "  --tap             TAP version 13 on standard output\n"
   "  --junit FILE      write a JUnit XML report to FILE\n"
   "  -v, --verbose     a line per case and per assertion, also when not a terminal\n"
+  "environment:\n"
+  "  NVFP4_BACKEND     the default for --backend\n"
+  "  NVFP4_LUA_PATH    the directory searched first for Lua modules (default:\n"
+  "                    the framework's, nvfp4/scenario.lua's; --help names it)\n"
   "Without mpirun it runs as one rank.\n";
+/* the directory setpath put first in package.path (--help names it) */
+static char luadir[PATH_MAX];
 
 
 static int msghandler (lua_State *L) {            /* lua.c */
@@ -152,6 +158,7 @@ static void setpath (lua_State *L) {
           && self.st_dev == built.st_dev && self.st_ino == built.st_ino
           ? NVFP4_SRCLUADIR : NVFP4_LUADIR;
   }
+  snprintf(luadir, sizeof luadir, "%s", dir);
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;", dir);
   lua_getfield(L, -2, "path");
@@ -246,7 +253,11 @@ static int pmain (lua_State *L) {
   script = collectargs(L, argc, argv);
   setseed(L);
   if (getflag(L, "help") || (script == argc && !getflag(L, "version") && !getflag(L, "e"))) {
-    if (rank == 0) fputs(usage, stdout);
+    if (rank == 0) {
+      fputs(usage, stdout);
+      printf("Lua modules (require \"nvfp4.scenario\") are searched for first in %s%s\n", luadir,
+             getenv("NVFP4_LUA_PATH") != NULL ? " ($NVFP4_LUA_PATH)" : "");
+    }
     return 0;
   }
   if (getflag(L, "version")) {

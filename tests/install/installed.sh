@@ -97,6 +97,8 @@ fi
 
 # ---- the installed nvfp4-lua ----------------------------------------------------------------
 checkv "nvfp4-lua --help: usage on standard output, status 0" sh -c "'$lua' --help </dev/null 2>/dev/null | grep -q '^usage: nvfp4-lua'"
+checkv "... naming \$(pkgdatadir)/lua as where Lua modules are searched for first" \
+  sh -c "'$lua' --help </dev/null | grep -qF 'searched for first in $pkgdatadir/lua'"
 checkv "nvfp4-lua --version names nvfp4 $VERSION" sh -c "'$lua' --version </dev/null | grep -q 'nvfp4 $VERSION'"
 # scenario_from EXPECTED: the installed nvfp4-lua's nvfp4.scenario is the file EXPECTED
 scenario_from () {
