@@ -29,7 +29,8 @@ checkv () {
 
 for f in "$lua" "$libdir/libnvfp4.a" "$includedir/nvfp4.h" "$includedir/nvfp4_mpi.h" \
          "$libdir/pkgconfig/nvfp4.pc" "$pkgdatadir/lua/nvfp4/scenario.lua" "$docdir/README.md" \
-         "$docdir/NUMERICS.md"; do
+         "$docdir/NUMERICS.md" "$pkgdatadir/scenarios/sp/row_parallel_b1.lua" \
+         "$pkgdatadir/scenarios/fuzz/layouts.lua"; do
   check "installed: $f" test -f "$f"
 done
 
@@ -112,6 +113,10 @@ checkv "... and from \$NVFP4_LUA_PATH when it is set" \
 cp "$srcdir/scenarios/sp/gather_grad_output.lua" "$tmp/gather.lua"
 checkv "mpirun -np 2 nvfp4-lua runs a scenario copied out of the tree" \
   sh -c "'$MPIRUN' -np 2 '$lua' gather.lua </dev/null >'$tmp/run' 2>&1 && grep -qE '^[1-9][0-9]* passed, 0 failed' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
+
+checkv "the installed seed scenario runs (S=512 H=1024: nd fails as TE 2.21 did, flat2d completes)" \
+  sh -c "'$MPIRUN' -np 2 '$lua' '$pkgdatadir/scenarios/sp/row_parallel_b1.lua' S=512 H=1024 </dev/null >'$tmp/run' 2>&1 &&
+         grep -qE '^2 passed, 0 failed' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
 
 echo "$npassed passed, $nfailed failed (installcheck)"
 exit "$failed"
