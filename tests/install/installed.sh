@@ -1,12 +1,14 @@
 #!/bin/sh
-# tests/install/installed.sh -- make installcheck: the installed copy used as a downstream user uses it,
-# from a directory outside the source and build trees: the files are there, the headers compile alone, a
-# program builds with `pkg-config --cflags --libs nvfp4` and runs, and the installed nvfp4-lua runs a
-# scenario with the installed framework. Ends with "N passed, N failed" (exit 1 on a failure).
+# tests/install/installed.sh -- make installcheck: the installed copy as a downstream user takes it, from a
+# directory outside the source and build trees: the files are there, nvfp4.pc follows what configure
+# found, the headers compile alone, a program builds with `pkg-config --cflags --libs nvfp4` (C and C++)
+# and runs, and the installed nvfp4-lua runs scenarios with the installed framework.
+# Ends with "N passed, N failed" (exit 1 on a failure).
 # The Makefile passes the install directories (bindir, includedir, libdir, pkgdatadir, docdir), VERSION,
-# CC (and CXX, default c++, when there is one), PKG_CONFIG, MPIRUN, top_srcdir and how configure found MPI and OpenBLAS (mpi_how, MPI_CFLAGS,
-# MPI_LIBS, blas_how, BLAS_LIBS); DESTDIR is not supported (the installed nvfp4-lua looks for its
-# framework where it was configured to be, not under a staging directory).
+# CC, PKG_CONFIG, MPIRUN, top_srcdir and how configure found MPI and OpenBLAS (mpi_how, MPI_CFLAGS,
+# MPI_LIBS, blas_how, BLAS_LIBS); CXX (default c++) comes from the environment, and without it the C++
+# checks are left out. DESTDIR is not supported: the installed nvfp4-lua looks for its framework where
+# it was configured to be, not under a staging directory.
 for v in bindir includedir libdir pkgdatadir docdir VERSION CC PKG_CONFIG MPIRUN top_srcdir mpi_how blas_how; do
   eval "test -n \"\${$v:-}\"" || { echo "installed.sh: \$$v is not set (make installcheck sets it)"; exit 1; }
 done
@@ -25,6 +27,11 @@ checkv () {
   rc=$?
   check "$d" test "$rc" -eq 0
   test "$rc" -eq 0 || sed 's/^/    /' "$tmp/out" | tail -n 30
+}
+# ranks2 PATTERN PROGRAM ARGS..: mpirun -np 2 PROGRAM ARGS.. ends well, with a line matching PATTERN (-E)
+ranks2 () {
+  pat=$1; shift
+  "$MPIRUN" -np 2 "$@" </dev/null >"$tmp/run" 2>&1 && grep -qE "$pat" "$tmp/run" || { cat "$tmp/run"; return 1; }
 }
 
 for f in "$lua" "$libdir/libnvfp4.a" "$includedir/nvfp4.h" "$includedir/nvfp4_mpi.h" \
@@ -79,21 +86,22 @@ for h in nvfp4.h nvfp4_mpi.h; do
 done
 checkv "a C program builds with \$(CC) and pkg-config's flags" \
   $CC -o "$tmp/consumer" "$srcdir/tests/install/consumer.c" $cflags $libs
-checkv "... and runs at 2 ranks" sh -c "'$MPIRUN' -np 2 '$tmp/consumer' </dev/null >'$tmp/run' 2>&1 && grep -q '^consumer: ok' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
+checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer"
+if command -v mpicc >/dev/null 2>&1; then
+  checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
+    mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c" $cflags $libs
+fi
 # C++: the headers are extern "C"; the same program, compiled as C++ with the same flags
 cxx=${CXX:-c++}
 if command -v "$cxx" >/dev/null 2>&1; then
   for h in nvfp4.h nvfp4_mpi.h; do
     printf '#include <%s>\n#include <%s>\nint main () { return 0; }\n' "$h" "$h" >"$tmp/h.cc"
-    checkv "$h compiles alone (and twice) in C++ with -Wall -Werror" $cxx -Wall -Werror $cflags -c "$tmp/h.cc" -o "$tmp/h.o"
+    checkv "$h compiles alone (and twice) in C++ with -Wall -Wextra -Werror" \
+      $cxx -Wall -Wextra -Werror $cflags -c "$tmp/h.cc" -o "$tmp/h.o"
   done
   checkv "the program builds as C++ with $cxx and pkg-config's flags" \
     $cxx -x c++ -o "$tmp/consumer-cxx" "$srcdir/tests/install/consumer.c" -x none $cflags $libs
-  checkv "... and runs at 2 ranks" sh -c "'$MPIRUN' -np 2 '$tmp/consumer-cxx' </dev/null >'$tmp/run' 2>&1 && grep -q '^consumer: ok' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
-fi
-if command -v mpicc >/dev/null 2>&1; then
-  checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
-    mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c" $cflags $libs
+  checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer-cxx"
 fi
 
 # ---- the installed nvfp4-lua ----------------------------------------------------------------
@@ -112,11 +120,9 @@ checkv "... and from \$NVFP4_LUA_PATH when it is set" \
   sh -c "NVFP4_LUA_PATH='$tmp/mylua' '$lua' -e 'assert(require(\"nvfp4.scenario\").mine)' </dev/null"
 cp "$srcdir/scenarios/sp/gather_grad_output.lua" "$tmp/gather.lua"
 checkv "mpirun -np 2 nvfp4-lua runs a scenario copied out of the tree" \
-  sh -c "'$MPIRUN' -np 2 '$lua' gather.lua </dev/null >'$tmp/run' 2>&1 && grep -qE '^[1-9][0-9]* passed, 0 failed' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
-
+  ranks2 '^[1-9][0-9]* passed, 0 failed' "$lua" gather.lua
 checkv "the installed seed scenario runs (S=512 H=1024: nd fails as TE 2.21 did, flat2d completes)" \
-  sh -c "'$MPIRUN' -np 2 '$lua' '$pkgdatadir/scenarios/sp/row_parallel_b1.lua' S=512 H=1024 </dev/null >'$tmp/run' 2>&1 &&
-         grep -qE '^2 passed, 0 failed' '$tmp/run' || { cat '$tmp/run'; exit 1; }"
+  ranks2 '^2 passed, 0 failed' "$lua" "$pkgdatadir/scenarios/sp/row_parallel_b1.lua" S=512 H=1024
 
 echo "$npassed passed, $nfailed failed (installcheck)"
 exit "$failed"
