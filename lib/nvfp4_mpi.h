@@ -5,6 +5,19 @@
 #ifndef NVFP4_MPI_H
 #define NVFP4_MPI_H
 
+/* C++: Open MPI 4's mpi.h also pulls in MPI's C++ bindings (removed from the
+** standard in MPI-3.0), whose symbols are in libmpi_cxx, which neither
+** `pkg-config --libs ompi-c` nor nvfp4.pc links: a C++ program built with
+** nvfp4.pc's flags failed to link (undefined MPI::Comm::Comm()).  nvfp4 uses
+** the C API only, so they are skipped (MPICH_SKIP_MPICXX: MPICH's name for
+** the switch); a program that wants them includes <mpi.h> before this header
+** and links mpi_cxx itself. */
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+# define OMPI_SKIP_MPICXX 1
+#endif
+#if defined(__cplusplus) && !defined(MPICH_SKIP_MPICXX)
+# define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 #include "nvfp4.h"
 

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <mpi.h>
 #include <lua.h>
 #include <lauxlib.h>
@@ -25,8 +26,8 @@
 #ifndef NVFP4_SRCLUADIR       /* the source tree's lua/, for uninstalled runs */
 #define NVFP4_SRCLUADIR NVFP4_LUADIR
 #endif
-#ifndef NVFP4_BUILDDIR
-#define NVFP4_BUILDDIR "/nonexistent"
+#ifndef NVFP4_BUILDEXE        /* the build tree's nvfp4-lua (absolute path) */
+#define NVFP4_BUILDEXE "/nonexistent"
 #endif
 
 static int rank = 0;
@@ -52,7 +53,13 @@ static const char usage[] =
   "  --tap             TAP version 13 on standard output\n"
   "  --junit FILE      write a JUnit XML report to FILE\n"
   "  -v, --verbose     a line per case and per assertion, also when not a terminal\n"
+  "environment:\n"
+  "  NVFP4_BACKEND     the default for --backend\n"
+  "  NVFP4_LUA_PATH    the directory searched first for Lua modules (default:\n"
+  "                    the framework's, nvfp4/scenario.lua's; --help names it)\n"
   "Without mpirun it runs as one rank.\n";
+/* the directory setpath put first in package.path (--help names it) */
+static char luadir[PATH_MAX];
 
 
 static int msghandler (lua_State *L) {            /* lua.c */
@@ -132,16 +139,26 @@ static void setseed (lua_State *L) {
 
 
 /* package.path: $NVFP4_LUA_PATH, else the source tree's lua/ when this
-** program runs from the build tree, else the installed directory. */
+** program is the build tree's nvfp4-lua (make check then uses the file being
+** edited), else the installed directory.  "The build tree's" means the same
+** file as NVFP4_BUILDEXE (device and inode), not a path under the build
+** directory: an installed copy that lies under it (make install
+** DESTDIR=$PWD/stage, or --prefix=$PWD/inst) must use the installed
+** modules, and a build tree configured through a symbolic link must still
+** find its own.  /proc/self/exe is read with readlink, which valgrind
+** answers with the program it runs (a stat of it would see valgrind). */
 static void setpath (lua_State *L) {
   char exe[PATH_MAX];
+  struct stat self, built;
   const char *dir = getenv("NVFP4_LUA_PATH");
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (dir == NULL) {
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
-    dir = strncmp(exe, NVFP4_BUILDDIR "/", strlen(NVFP4_BUILDDIR) + 1) == 0
+    dir = n > 0 && stat(exe, &self) == 0 && stat(NVFP4_BUILDEXE, &built) == 0
+          && self.st_dev == built.st_dev && self.st_ino == built.st_ino
           ? NVFP4_SRCLUADIR : NVFP4_LUADIR;
   }
+  snprintf(luadir, sizeof luadir, "%s", dir);
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;", dir);
   lua_getfield(L, -2, "path");
@@ -236,7 +253,11 @@ static int pmain (lua_State *L) {
   script = collectargs(L, argc, argv);
   setseed(L);
   if (getflag(L, "help") || (script == argc && !getflag(L, "version") && !getflag(L, "e"))) {
-    if (rank == 0) fputs(usage, stdout);
+    if (rank == 0) {
+      fputs(usage, stdout);
+      printf("Lua modules (require \"nvfp4.scenario\") are searched for first in %s%s\n", luadir,
+             getenv("NVFP4_LUA_PATH") != NULL ? " ($NVFP4_LUA_PATH)" : "");
+    }
     return 0;
   }
   if (getflag(L, "version")) {

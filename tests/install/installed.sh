@@ -1,0 +1,128 @@
+#!/bin/sh
+# tests/install/installed.sh -- make installcheck: the installed copy as a downstream user takes it, from a
+# directory outside the source and build trees: the files are there, nvfp4.pc follows what configure
+# found, the headers compile alone, a program builds with `pkg-config --cflags --libs nvfp4` (C and C++)
+# and runs, and the installed nvfp4-lua runs scenarios with the installed framework.
+# Ends with "N passed, N failed" (exit 1 on a failure).
+# The Makefile passes the install directories (bindir, includedir, libdir, pkgdatadir, docdir), VERSION,
+# CC, PKG_CONFIG, MPIRUN, top_srcdir and how configure found MPI and OpenBLAS (mpi_how, MPI_CFLAGS,
+# MPI_LIBS, blas_how, BLAS_LIBS); CXX (default c++) comes from the environment, and without it the C++
+# checks are left out. DESTDIR is not supported: the installed nvfp4-lua looks for its framework where
+# it was configured to be, not under a staging directory.
+for v in bindir includedir libdir pkgdatadir docdir VERSION CC PKG_CONFIG MPIRUN top_srcdir mpi_how blas_how; do
+  eval "test -n \"\${$v:-}\"" || { echo "installed.sh: \$$v is not set (make installcheck sets it)"; exit 1; }
+done
+test -z "${DESTDIR:-}" || { echo "installed.sh: DESTDIR='$DESTDIR': make installcheck checks an install at its prefix"; exit 1; }
+srcdir=$(cd "$top_srcdir" && pwd)
+. "$srcdir/tests/testlib.sh"
+testlib_tmp nvfp4-installcheck
+cd "$tmp" || exit 1
+PKG_CONFIG_PATH=$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+export PKG_CONFIG_PATH
+lua=$bindir/nvfp4-lua
+# checkv DESCRIPTION COMMAND..: check, showing the command's output when it fails
+checkv () {
+  d=$1; shift
+  "$@" >"$tmp/out" 2>&1
+  rc=$?
+  check "$d" test "$rc" -eq 0
+  test "$rc" -eq 0 || sed 's/^/    /' "$tmp/out" | tail -n 30
+}
+# ranks2 PATTERN PROGRAM ARGS..: mpirun -np 2 PROGRAM ARGS.. ends well, with a line matching PATTERN (-E)
+ranks2 () {
+  pat=$1; shift
+  "$MPIRUN" -np 2 "$@" </dev/null >"$tmp/run" 2>&1 && grep -qE "$pat" "$tmp/run" || { cat "$tmp/run"; return 1; }
+}
+
+for f in "$lua" "$libdir/libnvfp4.a" "$includedir/nvfp4.h" "$includedir/nvfp4_mpi.h" \
+         "$libdir/pkgconfig/nvfp4.pc" "$pkgdatadir/lua/nvfp4/scenario.lua" "$docdir/README.md" \
+         "$docdir/NUMERICS.md" "$pkgdatadir/scenarios/sp/row_parallel_b1.lua" \
+         "$pkgdatadir/scenarios/fuzz/layouts.lua"; do
+  check "installed: $f" test -f "$f"
+done
+
+# ---- the C library through pkg-config -------------------------------------------------------
+checkv "pkg-config --modversion nvfp4 is $VERSION" sh -c "test \"\$($PKG_CONFIG --modversion nvfp4)\" = '$VERSION'"
+cflags=$($PKG_CONFIG --cflags nvfp4) && libs=$($PKG_CONFIG --libs nvfp4) ||
+  { check "pkg-config --cflags --libs nvfp4" false; cflags= libs=; }
+# nvfp4.pc follows what configure found ($mpi_how, $blas_how): a dependency found through pkg-config is
+# named, so that its .pc where nvfp4 is used gives its flags -- here a stand-in .pc first on
+# PKG_CONFIG_PATH, whose flags must come through, its Libs.private with --static (a static link needs
+# them) -- and one found otherwise has its flags as configure found them ($MPI_*, $BLAS_LIBS)
+mkdir "$tmp/pc"
+# standin_has WORD PKG-CONFIG-OPTIONS..: nvfp4's flags, with the stand-ins first, have the word WORD
+standin_has () {
+  w=$1; shift
+  flags=$(PKG_CONFIG_PATH=$tmp/pc:$PKG_CONFIG_PATH $PKG_CONFIG "$@" nvfp4) || return 1
+  case " $flags " in *" $w "*) ;; *) echo "'$w' is not in pkg-config $* nvfp4: $flags"; return 1 ;; esac
+}
+# has_words WORDS FLAGS: each word of WORDS is one of FLAGS
+has_words () {
+  for w in $1; do
+    case " $2 " in *" $w "*) ;; *) echo "'$w' is not in: $2"; return 1 ;; esac
+  done
+}
+for dep in "MPI ompi-c ${mpi_how:-}" "OpenBLAS openblas ${blas_how:-}"; do
+  set -- $dep
+  name=$1 m=$2 how=${3:-}
+  if test "$how" = pkg-config; then
+    printf 'Name: %s\nDescription: stand-in\nVersion: 99\nCflags: -I/stand-in/%s\nLibs: -lstandin-%s\nLibs.private: -lstandin-private-%s\n' \
+      "$m" "$m" "$m" "$m" >"$tmp/pc/$m.pc"
+    checkv "nvfp4.pc takes $name's flags from the $m.pc where it is used: Libs" standin_has "-lstandin-$m" --libs
+    checkv "... its Libs.private with --static" standin_has "-lstandin-private-$m" --static --libs
+    # nvfp4_mpi.h includes mpi.h; no installed header includes cblas.h
+    test "$name" = MPI && checkv "... its Cflags" standin_has "-I/stand-in/$m" --cflags
+  elif test "$name" = MPI; then
+    checkv "nvfp4.pc has MPI's flags as configure found them ($how)" \
+      has_words "${MPI_CFLAGS:-} ${MPI_LIBS:-}" "$cflags $libs"
+  else
+    checkv "nvfp4.pc has OpenBLAS's flags as configure found them ($how)" has_words "${BLAS_LIBS:-}" "$libs"
+  fi
+done
+for h in nvfp4.h nvfp4_mpi.h; do
+  printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' "$h" "$h" >"$tmp/h.c"
+  checkv "$h compiles alone (and twice) in C with -Wall -Wextra -Werror" \
+    $CC -Wall -Wextra -Werror $cflags -c "$tmp/h.c" -o "$tmp/h.o"
+done
+checkv "a C program builds with \$(CC) and pkg-config's flags" \
+  $CC -o "$tmp/consumer" "$srcdir/tests/install/consumer.c" $cflags $libs
+checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer"
+if command -v mpicc >/dev/null 2>&1; then
+  checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
+    mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c" $cflags $libs
+fi
+# C++: the headers are extern "C"; the same program, compiled as C++ with the same flags
+cxx=${CXX:-c++}
+if command -v "$cxx" >/dev/null 2>&1; then
+  for h in nvfp4.h nvfp4_mpi.h; do
+    printf '#include <%s>\n#include <%s>\nint main () { return 0; }\n' "$h" "$h" >"$tmp/h.cc"
+    checkv "$h compiles alone (and twice) in C++ with -Wall -Wextra -Werror" \
+      $cxx -Wall -Wextra -Werror $cflags -c "$tmp/h.cc" -o "$tmp/h.o"
+  done
+  checkv "the program builds as C++ with $cxx and pkg-config's flags" \
+    $cxx -x c++ -o "$tmp/consumer-cxx" "$srcdir/tests/install/consumer.c" -x none $cflags $libs
+  checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer-cxx"
+fi
+
+# ---- the installed nvfp4-lua ----------------------------------------------------------------
+checkv "nvfp4-lua --help: usage on standard output, status 0" sh -c "'$lua' --help </dev/null 2>/dev/null | grep -q '^usage: nvfp4-lua'"
+checkv "... naming \$(pkgdatadir)/lua as where Lua modules are searched for first" \
+  sh -c "'$lua' --help </dev/null | grep -qF 'searched for first in $pkgdatadir/lua'"
+checkv "nvfp4-lua --version names nvfp4 $VERSION" sh -c "'$lua' --version </dev/null | grep -q 'nvfp4 $VERSION'"
+# scenario_from EXPECTED: the installed nvfp4-lua's nvfp4.scenario is the file EXPECTED
+scenario_from () {
+  got=$("$lua" -e 'print(package.searchpath("nvfp4.scenario", package.path))' </dev/null 2>&1)
+  test "$got" = "$1" || { echo "nvfp4.scenario is $got, expected $1"; return 1; }
+}
+checkv "nvfp4-lua takes nvfp4.scenario from \$(pkgdatadir)/lua" scenario_from "$pkgdatadir/lua/nvfp4/scenario.lua"
+mkdir -p "$tmp/mylua/nvfp4" && echo 'return {mine = true}' >"$tmp/mylua/nvfp4/scenario.lua"
+checkv "... and from \$NVFP4_LUA_PATH when it is set" \
+  sh -c "NVFP4_LUA_PATH='$tmp/mylua' '$lua' -e 'assert(require(\"nvfp4.scenario\").mine)' </dev/null"
+cp "$srcdir/scenarios/sp/gather_grad_output.lua" "$tmp/gather.lua"
+checkv "mpirun -np 2 nvfp4-lua runs a scenario copied out of the tree" \
+  ranks2 '^[1-9][0-9]* passed, 0 failed' "$lua" gather.lua
+checkv "the installed seed scenario runs (S=512 H=1024: nd fails as TE 2.21 did, flat2d completes)" \
+  ranks2 '^2 passed, 0 failed' "$lua" "$pkgdatadir/scenarios/sp/row_parallel_b1.lua" S=512 H=1024
+
+echo "$npassed passed, $nfailed failed (installcheck)"
+exit "$failed"
