@@ -79,14 +79,21 @@ for dep in "MPI ompi-c ${mpi_how:-}" "OpenBLAS openblas ${blas_how:-}"; do
     checkv "nvfp4.pc has OpenBLAS's flags as configure found them ($how)" has_words "${BLAS_LIBS:-}" "$libs"
   fi
 done
-for h in nvfp4.h nvfp4_mpi.h; do
-  printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' "$h" "$h" >"$tmp/h.c"
-  checkv "$h compiles alone (and twice) in C with -Wall -Wextra -Werror" \
-    $CC -Wall -Wextra -Werror $cflags -c "$tmp/h.c" -o "$tmp/h.o"
-done
-checkv "a C program builds with \$(CC) and pkg-config's flags" \
-  $CC -o "$tmp/consumer" "$srcdir/tests/install/consumer.c" $cflags $libs
-checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer"
+# builds LANG EXT COMPILER..: in LANG (sources named .EXT), each header alone (and twice) compiles with
+# -Wall -Wextra -Werror, and tests/install/consumer.c builds with pkg-config's flags and runs at 2 ranks
+builds () {
+  lang=$1 ext=$2; shift 2
+  for h in nvfp4.h nvfp4_mpi.h; do
+    printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' "$h" "$h" >"$tmp/h.$ext"
+    checkv "$h compiles alone (and twice) in $lang with -Wall -Wextra -Werror" \
+      "$@" -Wall -Wextra -Werror $cflags -c "$tmp/h.$ext" -o "$tmp/h.o"
+  done
+  cp "$srcdir/tests/install/consumer.c" "$tmp/consumer.$ext"
+  checkv "a $lang program builds with $1 and pkg-config's flags" \
+    "$@" -o "$tmp/consumer-$ext" "$tmp/consumer.$ext" $cflags $libs
+  checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer-$ext"
+}
+builds C c $CC
 if command -v mpicc >/dev/null 2>&1; then
   checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
     mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c" $cflags $libs
@@ -94,14 +101,7 @@ fi
 # C++: the headers are extern "C"; the same program, compiled as C++ with the same flags
 cxx=${CXX:-c++}
 if command -v "$cxx" >/dev/null 2>&1; then
-  for h in nvfp4.h nvfp4_mpi.h; do
-    printf '#include <%s>\n#include <%s>\nint main () { return 0; }\n' "$h" "$h" >"$tmp/h.cc"
-    checkv "$h compiles alone (and twice) in C++ with -Wall -Wextra -Werror" \
-      $cxx -Wall -Wextra -Werror $cflags -c "$tmp/h.cc" -o "$tmp/h.o"
-  done
-  checkv "the program builds as C++ with $cxx and pkg-config's flags" \
-    $cxx -x c++ -o "$tmp/consumer-cxx" "$srcdir/tests/install/consumer.c" -x none $cflags $libs
-  checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer-cxx"
+  builds C++ cc $cxx
 fi
 
 # ---- the installed nvfp4-lua ----------------------------------------------------------------
