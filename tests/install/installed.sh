@@ -79,6 +79,9 @@ for dep in "MPI ompi-c ${mpi_how:-}" "OpenBLAS openblas ${blas_how:-}"; do
     checkv "nvfp4.pc has OpenBLAS's flags as configure found them ($how)" has_words "${BLAS_LIBS:-}" "$libs"
   fi
 done
+# pcflags FLAGS COMMAND..: COMMAND.. then FLAGS (pkg-config's), split as a Makefile or `eval` splits them:
+# pkg-config escapes a blank in a path (a prefix "/a b" gives -I/a\ b/include, one argument)
+pcflags () { pcf=$1; shift; eval '"$@"' "$pcf"; }
 # builds LANG EXT COMPILER..: in LANG (sources named .EXT), each header alone (and twice) compiles with
 # -Wall -Wextra -Werror, and tests/install/consumer.c builds with pkg-config's flags and runs at 2 ranks
 builds () {
@@ -86,17 +89,17 @@ builds () {
   for h in nvfp4.h nvfp4_mpi.h; do
     printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' "$h" "$h" >"$tmp/h.$ext"
     checkv "$h compiles alone (and twice) in $lang with -Wall -Wextra -Werror" \
-      "$@" -Wall -Wextra -Werror $cflags -c "$tmp/h.$ext" -o "$tmp/h.o"
+      pcflags "$cflags" "$@" -Wall -Wextra -Werror -c "$tmp/h.$ext" -o "$tmp/h.o"
   done
   cp "$srcdir/tests/install/consumer.c" "$tmp/consumer.$ext"
   checkv "a $lang program builds with $1 and pkg-config's flags" \
-    "$@" -o "$tmp/consumer-$ext" "$tmp/consumer.$ext" $cflags $libs
+    pcflags "$cflags $libs" "$@" -o "$tmp/consumer-$ext" "$tmp/consumer.$ext"
   checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer-$ext"
 }
 builds C c $CC
 if command -v mpicc >/dev/null 2>&1; then
   checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
-    mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c" $cflags $libs
+    pcflags "$cflags $libs" mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c"
 fi
 # C++: the headers are extern "C"; the same program, compiled as C++ with the same flags
 cxx=${CXX:-c++}
