@@ -108,7 +108,8 @@ if command -v "$cxx" >/dev/null 2>&1; then
 fi
 
 # ---- the installed nvfp4-lua ----------------------------------------------------------------
-checkv "nvfp4-lua --help: usage on standard output, status 0" sh -c "'$lua' --help </dev/null 2>/dev/null | grep -q '^usage: nvfp4-lua'"
+checkv "nvfp4-lua --help: usage on standard output, status 0" \
+  sh -c "'$lua' --help </dev/null >'$tmp/help' 2>/dev/null && grep -q '^usage: nvfp4-lua' '$tmp/help'"
 checkv "... naming \$(pkgdatadir)/lua as where Lua modules are searched for first" \
   sh -c "'$lua' --help </dev/null | grep -qF 'searched for first in $pkgdatadir/lua'"
 checkv "nvfp4-lua --version names nvfp4 $VERSION" sh -c "'$lua' --version </dev/null | grep -q 'nvfp4 $VERSION'"
