@@ -10,7 +10,11 @@
 # checks are left out. DESTDIR is not supported: the installed nvfp4-lua looks for its framework where
 # it was configured to be, not under a staging directory.
 for v in bindir includedir libdir pkgdatadir docdir VERSION CC PKG_CONFIG MPIRUN top_srcdir mpi_how blas_how; do
-  eval "test -n \"\${$v:-}\"" || { echo "installed.sh: \$$v is not set (make installcheck sets it)"; exit 1; }
+  eval "test -n \"\${$v:-}\"" && continue
+  if test "$v" = PKG_CONFIG; then
+    echo "installed.sh: PKG_CONFIG is empty: configure found no pkg-config, which these checks (and nvfp4.pc's users) need"
+  else echo "installed.sh: \$$v is empty (make installcheck sets it from configure)"; fi
+  exit 1
 done
 test -z "${DESTDIR:-}" || { echo "installed.sh: DESTDIR='$DESTDIR': make installcheck checks an install at its prefix"; exit 1; }
 srcdir=$(cd "$top_srcdir" && pwd)
