@@ -138,26 +138,33 @@ static void setseed (lua_State *L) {
 }
 
 
+/* Whether this program is the file NVFP4_BUILDEXE (device and inode).  The
+** running file is /proc/self/exe, read with readlink, which valgrind
+** answers with the program it runs (a stat of it would see valgrind);
+** without /proc (macOS, the BSDs) it is argv[0] when that is a path, as
+** make check and mpirun run the build tree's program. */
+static int is_buildexe (const char *argv0) {
+  char exe[PATH_MAX];
+  struct stat self, built;
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) exe[n] = '\0';
+  else if (argv0 != NULL && strchr(argv0, '/') != NULL) snprintf(exe, sizeof exe, "%s", argv0);
+  else return 0;
+  return stat(exe, &self) == 0 && stat(NVFP4_BUILDEXE, &built) == 0
+         && self.st_dev == built.st_dev && self.st_ino == built.st_ino;
+}
+
+
 /* package.path: $NVFP4_LUA_PATH, else the source tree's lua/ when this
 ** program is the build tree's nvfp4-lua (make check then uses the file being
 ** edited), else the installed directory.  "The build tree's" means the same
-** file as NVFP4_BUILDEXE (device and inode), not a path under the build
-** directory: an installed copy that lies under it (make install
-** DESTDIR=$PWD/stage, or --prefix=$PWD/inst) must use the installed
-** modules, and a build tree configured through a symbolic link must still
-** find its own.  /proc/self/exe is read with readlink, which valgrind
-** answers with the program it runs (a stat of it would see valgrind). */
-static void setpath (lua_State *L) {
-  char exe[PATH_MAX];
-  struct stat self, built;
+** file as NVFP4_BUILDEXE, not a path under the build directory: an
+** installed copy that lies under it (make install DESTDIR=$PWD/stage, or
+** --prefix=$PWD/inst) must use the installed modules, and a build tree
+** configured through a symbolic link must still find its own. */
+static void setpath (lua_State *L, const char *argv0) {
   const char *dir = getenv("NVFP4_LUA_PATH");
-  if (dir == NULL) {
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = '\0';
-    dir = n > 0 && stat(exe, &self) == 0 && stat(NVFP4_BUILDEXE, &built) == 0
-          && self.st_dev == built.st_dev && self.st_ino == built.st_ino
-          ? NVFP4_SRCLUADIR : NVFP4_LUADIR;
-  }
+  if (dir == NULL) dir = is_buildexe(argv0) ? NVFP4_SRCLUADIR : NVFP4_LUADIR;
   snprintf(luadir, sizeof luadir, "%s", dir);
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;", dir);
@@ -249,7 +256,7 @@ static int pmain (lua_State *L) {
   lua_pushcfunction(L, luaopen_nvfp4);
   lua_setfield(L, -2, "nvfp4");                   /* require "nvfp4" */
   lua_pop(L, 1);
-  setpath(L);
+  setpath(L, argc > 0 ? argv[0] : NULL);
   script = collectargs(L, argc, argv);
   setseed(L);
   if (getflag(L, "help") || (script == argc && !getflag(L, "version") && !getflag(L, "e"))) {

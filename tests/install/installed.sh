@@ -10,7 +10,11 @@
 # checks are left out. DESTDIR is not supported: the installed nvfp4-lua looks for its framework where
 # it was configured to be, not under a staging directory.
 for v in bindir includedir libdir pkgdatadir docdir VERSION CC PKG_CONFIG MPIRUN top_srcdir mpi_how blas_how; do
-  eval "test -n \"\${$v:-}\"" || { echo "installed.sh: \$$v is not set (make installcheck sets it)"; exit 1; }
+  eval "test -n \"\${$v:-}\"" && continue
+  if test "$v" = PKG_CONFIG; then
+    echo "installed.sh: PKG_CONFIG is empty: configure found no pkg-config, which these checks (and nvfp4.pc's users) need"
+  else echo "installed.sh: \$$v is empty (make installcheck sets it from configure)"; fi
+  exit 1
 done
 test -z "${DESTDIR:-}" || { echo "installed.sh: DESTDIR='$DESTDIR': make installcheck checks an install at its prefix"; exit 1; }
 srcdir=$(cd "$top_srcdir" && pwd)
@@ -79,33 +83,37 @@ for dep in "MPI ompi-c ${mpi_how:-}" "OpenBLAS openblas ${blas_how:-}"; do
     checkv "nvfp4.pc has OpenBLAS's flags as configure found them ($how)" has_words "${BLAS_LIBS:-}" "$libs"
   fi
 done
-for h in nvfp4.h nvfp4_mpi.h; do
-  printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' "$h" "$h" >"$tmp/h.c"
-  checkv "$h compiles alone (and twice) in C with -Wall -Wextra -Werror" \
-    $CC -Wall -Wextra -Werror $cflags -c "$tmp/h.c" -o "$tmp/h.o"
-done
-checkv "a C program builds with \$(CC) and pkg-config's flags" \
-  $CC -o "$tmp/consumer" "$srcdir/tests/install/consumer.c" $cflags $libs
-checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer"
+# pcflags FLAGS COMMAND..: COMMAND.. then FLAGS (pkg-config's), split as a Makefile or `eval` splits them:
+# pkg-config escapes a blank in a path (a prefix "/a b" gives -I/a\ b/include, one argument)
+pcflags () { pcf=$1; shift; eval '"$@"' "$pcf"; }
+# builds LANG EXT COMPILER..: in LANG (sources named .EXT), each header alone (and twice) compiles with
+# -Wall -Wextra -Werror, and tests/install/consumer.c builds with pkg-config's flags and runs at 2 ranks
+builds () {
+  lang=$1 ext=$2; shift 2
+  for h in nvfp4.h nvfp4_mpi.h; do
+    printf '#include <%s>\n#include <%s>\nint main (void) { return 0; }\n' "$h" "$h" >"$tmp/h.$ext"
+    checkv "$h compiles alone (and twice) in $lang with -Wall -Wextra -Werror" \
+      pcflags "$cflags" "$@" -Wall -Wextra -Werror -c "$tmp/h.$ext" -o "$tmp/h.o"
+  done
+  cp "$srcdir/tests/install/consumer.c" "$tmp/consumer.$ext"
+  checkv "a $lang program builds with $1 and pkg-config's flags" \
+    pcflags "$cflags $libs" "$@" -o "$tmp/consumer-$ext" "$tmp/consumer.$ext"
+  checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer-$ext"
+}
+builds C c $CC
 if command -v mpicc >/dev/null 2>&1; then
   checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
-    mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c" $cflags $libs
+    pcflags "$cflags $libs" mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c"
 fi
 # C++: the headers are extern "C"; the same program, compiled as C++ with the same flags
 cxx=${CXX:-c++}
 if command -v "$cxx" >/dev/null 2>&1; then
-  for h in nvfp4.h nvfp4_mpi.h; do
-    printf '#include <%s>\n#include <%s>\nint main () { return 0; }\n' "$h" "$h" >"$tmp/h.cc"
-    checkv "$h compiles alone (and twice) in C++ with -Wall -Wextra -Werror" \
-      $cxx -Wall -Wextra -Werror $cflags -c "$tmp/h.cc" -o "$tmp/h.o"
-  done
-  checkv "the program builds as C++ with $cxx and pkg-config's flags" \
-    $cxx -x c++ -o "$tmp/consumer-cxx" "$srcdir/tests/install/consumer.c" -x none $cflags $libs
-  checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer-cxx"
+  builds C++ cc $cxx
 fi
 
 # ---- the installed nvfp4-lua ----------------------------------------------------------------
-checkv "nvfp4-lua --help: usage on standard output, status 0" sh -c "'$lua' --help </dev/null 2>/dev/null | grep -q '^usage: nvfp4-lua'"
+checkv "nvfp4-lua --help: usage on standard output, status 0" \
+  sh -c "'$lua' --help </dev/null >'$tmp/help' 2>/dev/null && grep -q '^usage: nvfp4-lua' '$tmp/help'"
 checkv "... naming \$(pkgdatadir)/lua as where Lua modules are searched for first" \
   sh -c "'$lua' --help </dev/null | grep -qF 'searched for first in $pkgdatadir/lua'"
 checkv "nvfp4-lua --version names nvfp4 $VERSION" sh -c "'$lua' --version </dev/null | grep -q 'nvfp4 $VERSION'"
