@@ -147,6 +147,43 @@ static const tv tvs[] = {
 };
 
 
+/* The same block through the columnwise path: the 16 values down column 5
+** of a [16, 16] tensor (every other element 0, so the tensor amax is the
+** block's), quantized columnwise only; the column's 16 consecutive rows
+** form one columnwise block, so row 5 of the columnwise data [16, 8] holds
+** the spec's packed bytes and its scale [5][0] the spec's byte, and every
+** other row and scale byte is 0 (all-zero blocks). */
+static void check_tv_columnwise (const tv *t, const uint16_t x[16]) {
+  uint16_t h[256] = {0};
+  uint8_t *data, *scale;
+  nvfp4_qopts o;
+  nvfp4_tensor *xt, *q = NULL;
+  size_t nd, ns;
+  int i;
+  for (i = 0; i < 16; i++) h[i * 16 + 5] = x[i];
+  xt = bf16_tensor(S2(16, 16), h);
+  memset(&o, 0, sizeof o);
+  o.columnwise = 1;
+  if (t->amax >= 0) { o.has_amax = 1; o.amax[0] = o.amax[1] = t->amax; }
+  assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
+  data = read_buf(q, NVFP4_COLUMNWISE_DATA, &nd);
+  scale = read_buf(q, NVFP4_COLUMNWISE_SCALE, &ns);
+  assert_int_equal(nd, 16 * 8);
+  assert_int_equal(ns, 128 * 4);
+  for (i = 0; i < (int)ns; i++)
+    if (scale[i] != (i == 5 * 4 ? t->sf : 0))
+      fail_msg("%s columnwise: scale byte %d is 0x%02x, expected 0x%02x", t->name, i, scale[i],
+               i == 5 * 4 ? t->sf : 0);
+  for (i = 0; i < (int)nd; i++)
+    if (data[i] != (i / 8 == 5 ? t->packed[i % 8] : 0))
+      fail_msg("%s columnwise: data byte %d is 0x%02x, expected 0x%02x", t->name, i, data[i],
+               i / 8 == 5 ? t->packed[i % 8] : 0);
+  free(data); free(scale);
+  nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(xt);
+}
+
+
 static void check_tv (const tv *t) {
   uint16_t x[16], *y;
   uint8_t *data, *scale;
@@ -182,6 +219,7 @@ static void check_tv (const tv *t) {
   free(y); free(data); free(scale);
   nvfp4_tensor_destroy(q);
   nvfp4_tensor_destroy(xt);
+  check_tv_columnwise(t, x);
 }
 
 
@@ -304,6 +342,45 @@ static void test_tv10_four_over_six (void **state) {
   assert_memory_equal(data, p448, 8);
   free(data); free(scale);
   nvfp4_tensor_destroy(q);
+  /* the spec's comparison line: standard NVFP4 (no 4over6) with amax 20 */
+  {
+    static const uint8_t pstd[8] = {0x67, 0x4E, 0x92, 0x61, 0x4D, 0xF0, 0xB5, 0x62};
+    uint16_t xs[16];
+    nvfp4_qopts o;
+    nvfp4_tensor *xt;
+    for (i = 0; i < 16; i++) xs[i] = bf(tv10_x[i]);
+    xt = bf16_tensor(S2(1, 16), xs);
+    memset(&o, 0, sizeof o);
+    o.has_amax = 1;
+    o.amax[0] = o.amax[1] = 20.0f;
+    assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
+    data = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
+    scale = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+    assert_int_equal(scale[0], 0x6E);
+    assert_memory_equal(data, pstd, 8);
+    free(data); free(scale);
+    nvfp4_tensor_destroy(q);
+    nvfp4_tensor_destroy(xt);
+  }
+  /* 1D columnwise, EMAX 256: the block down column 5 of a [16, 16] */
+  {
+    uint16_t xc[256] = {0};
+    nvfp4_qopts o;
+    nvfp4_tensor *xt;
+    for (i = 0; i < 16; i++) xc[i * 16 + 5] = bf(tv10_x[i]);
+    xt = bf16_tensor(S2(16, 16), xc);
+    memset(&o, 0, sizeof o);
+    o.columnwise = o.four_over_six = o.has_amax = 1;
+    o.amax[0] = o.amax[1] = 20.0f;
+    assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
+    cd = read_buf(q, NVFP4_COLUMNWISE_DATA, NULL);
+    cs = read_buf(q, NVFP4_COLUMNWISE_SCALE, NULL);
+    assert_int_equal(cs[5 * 4], 0x6C);
+    assert_memory_equal(cd + 5 * 8, p256, 8);
+    free(cd); free(cs);
+    nvfp4_tensor_destroy(q);
+    nvfp4_tensor_destroy(xt);
+  }
   /* MSE picks the candidate with the smaller squared error */
   e4 = tv10_error(c4, 0x6C, 1536.0f, 1);
   e6 = tv10_error(c6, 0x68, 1536.0f, 1);
