@@ -957,44 +957,62 @@ static void test_bh16_scale_rows (void **state) {
 }
 
 
-/* BH-17: padded scale columns/rows are 0x00 whatever the buffer held. */
+/* BH-17: the small shapes [128, 48] (3 scale columns padded to 4) and
+** [256, 80] (5 to 8), and the real K_local = 3696 (231 to 232) at M = 128:
+** scale shapes [ru(M,128), ru(K/16,4)], byte (r, c) at r * padded_cols + c
+** (each real byte is its block's scale, recomputed from the input), padded
+** columns and rows 0x00 -- also when the backend entry writes into buffers
+** pre-filled with 0xFF, scales and data of both copies. */
 static void test_bh17_scale_padding (void **state) {
-  static const int64_t shapes[2][2] = {{128, 48}, {256, 80}};
+  static const int64_t shapes[3][3] = {{128, 48, 4}, {256, 80, 8}, {128, 3696, 232}};
   int i;
-  for (i = 0; i < 2; i++) {
-    int64_t M = shapes[i][0], K = shapes[i][1];
+  for (i = 0; i < 3; i++) {
+    int64_t M = shapes[i][0], K = shapes[i][1], pc = shapes[i][2], r, c;
     nvfp4_tensor *xt = NULL, *q = NULL, *q2 = NULL;
     nvfp4_qopts o;
     uint8_t *a, *b;
     size_t n;
+    float *x = (float *)malloc((size_t)(M * K) * sizeof(float)), amax;
+    nvfp4i_gscale g;
     memset(&o, 0, sizeof o);
     o.rowwise = o.columnwise = 1;
     assert_int_equal(nvfp4_tensor_randn(ctx, S2(M, K), NVFP4_F32, 17 + (uint64_t)i, &xt), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(xt, x, (size_t)(M * K) * sizeof(float)), NVFP4_OK);
     assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
-    assert_shape(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_SCALE),
-                 S2((M + 127) / 128 * 128, (K / 16 + 3) / 4 * 4));
+    assert_shape(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_SCALE), S2((M + 127) / 128 * 128, pc));
+    assert_shape(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_SCALE),
+                 S2((K + 127) / 128 * 128, (M / 16 + 3) / 4 * 4));
     check_scale_padding(q, NVFP4_ROWWISE_SCALE, M, K / 16);
     check_scale_padding(q, NVFP4_COLUMNWISE_SCALE, K, M / 16);
+    a = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+    amax = amax_of(x, M * K);
+    g = nvfp4i_gscale_make(amax);
+    for (r = 0; r < M; r++)
+      for (c = 0; c < K / 16; c++) {
+        float enc;
+        uint8_t want = nvfp4i_block_scale(amax_of(x + r * K + 16 * c, 16), g, &enc);
+        if (a[r * pc + c] != want)
+          fail_msg("[%lld, %lld]: scale byte (%lld, %lld) at offset %lld is 0x%02x, expected 0x%02x",
+                   (long long)M, (long long)K, (long long)r, (long long)c,
+                   (long long)(r * pc + c), a[r * pc + c], want);
+      }
+    free(a);
     /* the backend entry on buffers pre-filled with 0xFF */
     assert_int_equal(nvfp4i_tensor_alloc_fp4(ctx, xt->shape, 1, 1, &q2), NVFP4_OK);
     memset(q2->row_scale.p, 0xFF, q2->row_scale.nbytes);
     memset(q2->col_scale.p, 0xFF, q2->col_scale.nbytes);
     memset(q2->row_data.p, 0xFF, q2->row_data.nbytes);
+    memset(q2->col_data.p, 0xFF, q2->col_data.nbytes);
     q2->amax[0] = q->amax[0];
     q2->amax[1] = q->amax[1];
     assert_int_equal(nvfp4i_ref_quantize(ctx, xt, &o, q2), NVFP4_OK);
-    a = read_buf(q, NVFP4_ROWWISE_SCALE, &n);
-    b = read_buf(q2, NVFP4_ROWWISE_SCALE, NULL);
-    assert_memory_equal(a, b, n);
-    free(a); free(b);
-    a = read_buf(q, NVFP4_COLUMNWISE_SCALE, &n);
-    b = read_buf(q2, NVFP4_COLUMNWISE_SCALE, NULL);
-    assert_memory_equal(a, b, n);
-    free(a); free(b);
-    a = read_buf(q, NVFP4_ROWWISE_DATA, &n);
-    b = read_buf(q2, NVFP4_ROWWISE_DATA, NULL);
-    assert_memory_equal(a, b, n);
-    free(a); free(b);
+    for (c = 0; c < 4; c++) {
+      a = read_buf(q, (nvfp4_buffer)c, &n);
+      b = read_buf(q2, (nvfp4_buffer)c, NULL);
+      assert_memory_equal(a, b, n);
+      free(a); free(b);
+    }
+    free(x);
     nvfp4_tensor_destroy(q2); nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(xt);
   }
 }
