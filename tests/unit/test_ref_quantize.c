@@ -674,7 +674,8 @@ static void test_2d_blocks (void **state) {
 /* ---- field cases (cases/field-cases.md) ------------------------------- */
 
 /* BH-06: 3-D [4, 8, 64] row + col; columnwise is 2-D; dequant keeps 3-D;
-** the rowwise bytes equal those of the flattened [32, 64]. */
+** the rowwise bytes equal those of the flattened [32, 64]; quantizing into
+** an existing 3-D tensor gives the same buffers. */
 static void test_bh06_3d (void **state) {
   nvfp4_qopts o;
   nvfp4_tensor *xt = NULL, *x2 = NULL, *q = NULL, *q2 = NULL, *y = NULL;
@@ -707,6 +708,27 @@ static void test_bh06_3d (void **state) {
   assert_int_equal(nvfp4_dequantize(ctx, q, NVFP4_F32, &y), NVFP4_OK);
   assert_shape(nvfp4_tensor_shape(y), S3(4, 8, 64));
   free(a); free(b); free(cs);
+  /* the row's in-place update: quantizing into an existing 3-D NVFP4 tensor
+  ** (the backend entry, on buffers pre-filled with 0xFF) is accepted, its
+  ** buffers have the fresh tensor's shapes and bytes */
+  nvfp4_tensor_destroy(q2);
+  q2 = NULL;
+  assert_int_equal(nvfp4i_tensor_alloc_fp4(ctx, S3(4, 8, 64), 1, 1, &q2), NVFP4_OK);
+  memset(q2->row_data.p, 0xFF, q2->row_data.nbytes);
+  memset(q2->row_scale.p, 0xFF, q2->row_scale.nbytes);
+  memset(q2->col_data.p, 0xFF, q2->col_data.nbytes);
+  memset(q2->col_scale.p, 0xFF, q2->col_scale.nbytes);
+  q2->amax[0] = q->amax[0];
+  q2->amax[1] = q->amax[1];
+  assert_int_equal(nvfp4i_ref_quantize(ctx, xt, &o, q2), NVFP4_OK);
+  for (r = 0; r < 4; r++) {
+    assert_shape(nvfp4_tensor_buffer_shape(q2, (nvfp4_buffer)r),
+                 nvfp4_tensor_buffer_shape(q, (nvfp4_buffer)r));
+    a = read_buf(q, (nvfp4_buffer)r, &na);
+    b = read_buf(q2, (nvfp4_buffer)r, NULL);
+    assert_memory_equal(a, b, na);
+    free(a); free(b);
+  }
   nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(q2); nvfp4_tensor_destroy(q);
   nvfp4_tensor_destroy(x2); nvfp4_tensor_destroy(xt);
 }
