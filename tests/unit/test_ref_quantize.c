@@ -7,6 +7,7 @@
 */
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1071,8 +1072,9 @@ static void test_bh19_nan_rows (void **state) {
 }
 
 
-/* BH-21: M = 1 and 33 rowwise (fp32) round-trip as the formula says;
-** columnwise on M = 1 is a clean EINVAL. */
+/* BH-21: M = 1 and 33 rowwise (fp32) round-trip as the formula says, the
+** scale's padding rows are 0; columnwise on M = 1 (and 33) is a clean
+** EINVAL. */
 static void test_bh21_small_m (void **state) {
   static const int64_t Ms[2] = {1, 33};
   int t;
@@ -1102,12 +1104,15 @@ static void test_bh21_small_m (void **state) {
       assert_true(yv[i] == nvfp4i_e2m1_value(c) * nvfp4i_dequant_scale(sf, amax));
       assert_true(fabsf(yv[i] - x[i]) <= 0.25f * amax + 1e-6f);
     }
-    if (M == 1) {
+    check_scale_padding(q, NVFP4_ROWWISE_SCALE, M, 1);   /* 1 or 33 real rows */
+    {   /* columnwise: M % 16 != 0 (and M = 1: M/2 not whole) is a clean EINVAL */
       nvfp4_qopts o;
       nvfp4_tensor *bad = (nvfp4_tensor *)0x1;
+      char want[16];
       memset(&o, 0, sizeof o);
       o.columnwise = 1;
-      assert_err(nvfp4_quantize(ctx, xt, &o, &bad), NVFP4_EINVAL, "M=1");
+      snprintf(want, sizeof want, "M=%lld", (long long)M);
+      assert_err(nvfp4_quantize(ctx, xt, &o, &bad), NVFP4_EINVAL, want);
       assert_null(bad);
     }
     free(d); free(s); free(x); free(yv);
