@@ -1147,6 +1147,51 @@ static void test_bh22_empty (void **state) {
   assert_shape(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_DATA), S3(0, 4, 32));
   assert_shape(nvfp4_tensor_buffer_shape(q, NVFP4_COLUMNWISE_DATA), S2(64, 0));
   nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(xt);
+  /* the grouped variant, split sizes [0, 32, 0, 16] of a [48, 64] (we have
+  ** no grouped kernel: one quantize per group, in order): the empty groups
+  ** give the formula's empty buffers, and the non-empty ones the bytes of
+  ** quantizing their rows alone, before any empty group ran */
+  {
+    static const int64_t split[4] = {0, 32, 0, 16};
+    uint16_t *h = (uint16_t *)malloc(48 * 64 * 2);
+    nvfp4_tensor *full = NULL, *part[4], *qs[4], *alone[2] = {NULL, NULL};
+    int64_t off = 0;
+    int g, b, k = 0;
+    o.rht = 0;
+    assert_int_equal(nvfp4_tensor_randn(ctx, S2(48, 64), NVFP4_BF16, 22, &full), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(full, h, 48 * 64 * 2), NVFP4_OK);
+    for (g = 0; g < 4; g++) {
+      part[g] = bf16_tensor(S2(split[g], 64), h + off * 64);
+      off += split[g];
+    }
+    alone[0] = NULL;
+    assert_int_equal(nvfp4_quantize(ctx, part[1], &o, &alone[0]), NVFP4_OK);
+    assert_int_equal(nvfp4_quantize(ctx, part[3], &o, &alone[1]), NVFP4_OK);
+    for (g = 0; g < 4; g++) {
+      qs[g] = NULL;
+      assert_int_equal(nvfp4_quantize(ctx, part[g], &o, &qs[g]), NVFP4_OK);
+    }
+    for (g = 0; g < 4; g++) {
+      if (split[g] == 0) {
+        assert_shape(nvfp4_tensor_buffer_shape(qs[g], NVFP4_ROWWISE_DATA), S2(0, 32));
+        assert_shape(nvfp4_tensor_buffer_shape(qs[g], NVFP4_ROWWISE_SCALE), S2(0, 4));
+        assert_shape(nvfp4_tensor_buffer_shape(qs[g], NVFP4_COLUMNWISE_DATA), S2(64, 0));
+        assert_shape(nvfp4_tensor_buffer_shape(qs[g], NVFP4_COLUMNWISE_SCALE), S2(128, 0));
+        continue;
+      }
+      for (b = 0; b < 4; b++) {
+        size_t n;
+        uint8_t *x = read_buf(qs[g], (nvfp4_buffer)b, &n), *w = read_buf(alone[k], (nvfp4_buffer)b, NULL);
+        assert_memory_equal(x, w, n);
+        free(x); free(w);
+      }
+      k++;
+    }
+    for (g = 0; g < 4; g++) { nvfp4_tensor_destroy(qs[g]); nvfp4_tensor_destroy(part[g]); }
+    nvfp4_tensor_destroy(alone[0]); nvfp4_tensor_destroy(alone[1]);
+    nvfp4_tensor_destroy(full);
+    free(h);
+  }
 }
 
 
