@@ -1195,6 +1195,55 @@ static void test_bh22_empty (void **state) {
 }
 
 
+/* BH-27 (the CPU half; the second-device half needs two GPUs): the
+** columnwise amax of X bf16 [1024, 4096] with the RHT equals max |bf16(16x16
+** block-Hadamard(X^T))| from a host reference built from the spec's sign
+** vector (normalized H16, the sign on the input index), the rowwise amax is
+** max |X|; and 100 runs of the RHT amax give the same bits. */
+static void test_bh27_rht_amax (void **state) {
+  static const int sgn[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};
+  const int64_t M = 1024, K = 4096, n = M * K;
+  uint16_t *h = (uint16_t *)malloc((size_t)n * 2);
+  float *X = (float *)malloc((size_t)n * sizeof(float)), *T, a, first = -1;
+  nvfp4_tensor *xt = NULL, *small = NULL, *q = NULL;
+  nvfp4_qopts o;
+  unsigned mask = 0;
+  int64_t i;
+  int r;
+  for (r = 0; r < 16; r++) if (sgn[r] < 0) mask |= 1u << r;
+  assert_int_equal(mask, 0xD7E8);
+  assert_int_equal(NVFP4_RHT_SIGNS, mask);
+  assert_int_equal(nvfp4_tensor_randn(ctx, S2(M, K), NVFP4_BF16, 27, &xt), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(xt, h, (size_t)n * 2), NVFP4_OK);
+  for (i = 0; i < n; i++) X[i] = nvfp4i_bf16_to_f32(h[i]);
+  T = naive_transpose(X, M, K, 1, mask);
+  memset(&o, 0, sizeof o);
+  o.rowwise = o.columnwise = o.rht = 1;
+  assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_amax(q, 1, &a), NVFP4_OK);
+  if (a != amax_of(T, n)) fail_msg("post-RHT amax %.9g, host reference %.9g", a, amax_of(T, n));
+  assert_int_equal(nvfp4_tensor_amax(q, 0, &a), NVFP4_OK);
+  assert_true(a == amax_of(X, n));
+  nvfp4_tensor_destroy(q);
+  /* 100 runs, a smaller tensor (the CPU reference is one thread; the race
+  ** of the row was a GPU kernel's) */
+  assert_int_equal(nvfp4_tensor_randn(ctx, S2(64, 1024), NVFP4_BF16, 28, &small), NVFP4_OK);
+  o.rowwise = 0;
+  for (r = 0; r < 100; r++) {
+    q = NULL;
+    assert_int_equal(nvfp4_quantize(ctx, small, &o, &q), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_amax(q, 1, &a), NVFP4_OK);
+    if (r == 0) first = a;
+    else if (nvfp4i_f32_bits(a) != nvfp4i_f32_bits(first))
+      fail_msg("run %d: RHT amax %.9g, run 0 gave %.9g", r, a, first);
+    nvfp4_tensor_destroy(q);
+  }
+  free(T); free(X); free(h);
+  nvfp4_tensor_destroy(small);
+  nvfp4_tensor_destroy(xt);
+}
+
+
 /* ---- bad inputs: right status, a message naming the value, inputs kept -- */
 
 static void test_quantize_bad_inputs (void **state) {
@@ -1436,6 +1485,7 @@ int main (void) {
     cmocka_unit_test(test_bh19_nan_rows),
     cmocka_unit_test(test_bh21_small_m),
     cmocka_unit_test(test_bh22_empty),
+    cmocka_unit_test(test_bh27_rht_amax),
     cmocka_unit_test(test_quantize_bad_inputs),
     cmocka_unit_test(test_dequantize_bad_inputs),
     cmocka_unit_test(test_swap_first_dims_shapes),
