@@ -3,7 +3,8 @@
 ** double-precision product computed here from the raw bytes (an independent
 ** decoder), operand usages (fprop/dgrad/wgrad), output shapes, bias, bf16
 ** output, the scale-shape check that catches a wrong-width gathered scale,
-** the float64 oracle and the relative error.
+** scale padding never read (field case BH-20), the float64 oracle and the
+** relative error.
 */
 #include <math.h>
 #include <stdarg.h>
@@ -326,6 +327,121 @@ static void test_gemm_after_quantize_matches_ref64 (void **state) {
 }
 
 
+/* A copy of q whose scale padding (rows past the real ones, columns past
+** the real blocks, both copies) holds v instead of 0x00. */
+static nvfp4_tensor *with_padding (nvfp4_ctx *ctx, const nvfp4_tensor *q, uint8_t v) {
+  nvfp4_shape s = nvfp4_tensor_shape(q);
+  int64_t K = s.dim[s.ndim - 1], M = nvfp4_shape_numel(s) / K;
+  uint8_t *buf[4] = {NULL, NULL, NULL, NULL};
+  float amax[2] = {0, 0};
+  nvfp4_tensor *out = NULL;
+  int b, dir;
+  for (dir = 0; dir < 2; dir++) {
+    nvfp4_shape ss;
+    int64_t r, c, rows = dir ? K : M, cols = dir ? M / 16 : K / 16;
+    if (dir ? !nvfp4_tensor_has_columnwise(q) : !nvfp4_tensor_has_rowwise(q)) continue;
+    for (b = 2 * dir; b < 2 * dir + 2; b++) {
+      size_t n = (size_t)nvfp4_shape_numel(nvfp4_tensor_buffer_shape(q, (nvfp4_buffer)b));
+      buf[b] = malloc(n + 1);
+      assert_int_equal(nvfp4_tensor_buffer_read(q, (nvfp4_buffer)b, buf[b], n), NVFP4_OK);
+    }
+    ss = nvfp4_tensor_buffer_shape(q, (nvfp4_buffer)(2 * dir + 1));
+    for (r = 0; r < ss.dim[0]; r++)
+      for (c = 0; c < ss.dim[1]; c++)
+        if (r >= rows || c >= cols) buf[2 * dir + 1][r * ss.dim[1] + c] = v;
+    assert_int_equal(nvfp4_tensor_amax(q, dir, &amax[dir]), NVFP4_OK);
+  }
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, s, buf[0], buf[1], buf[2], buf[3], amax, &out),
+                   NVFP4_OK);
+  for (b = 0; b < 4; b++) free(buf[b]);
+  return out;
+}
+
+
+/* out = a(ua) . b(ub) for the two copies of b (padding 0x00 and 0x7F, a
+** NaN scale) and of a: bit-identical, finite, and the float64 product of
+** the real operands. */
+static void expect_padding_unread (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
+                                   const nvfp4_tensor *b, nvfp4_usage ub, const char *what) {
+  nvfp4_tensor *a0 = with_padding(ctx, a, 0x00), *a7 = with_padding(ctx, a, 0x7F);
+  nvfp4_tensor *b0 = with_padding(ctx, b, 0x00), *b7 = with_padding(ctx, b, 0x7F);
+  nvfp4_tensor *y0 = NULL, *y7 = NULL, *r = NULL;
+  int64_t n, i;
+  float *f0, *f7;
+  double err = -1;
+  assert_int_equal(nvfp4_gemm(ctx, a0, ua, b0, ub, NULL, NVFP4_F32, &y0), NVFP4_OK);
+  assert_int_equal(nvfp4_gemm(ctx, a7, ua, b7, ub, NULL, NVFP4_F32, &y7), NVFP4_OK);
+  n = nvfp4_shape_numel(nvfp4_tensor_shape(y0));
+  f0 = malloc((size_t)n * 4 + 4);
+  f7 = malloc((size_t)n * 4 + 4);
+  assert_int_equal(nvfp4_tensor_to_host(y0, f0, (size_t)n * 4), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(y7, f7, (size_t)n * 4), NVFP4_OK);
+  for (i = 0; i < n; i++) {
+    if (!isfinite(f7[i])) fail_msg("%s: element %lld is %g with 0x7F padding", what, (long long)i, f7[i]);
+    if (memcmp(&f0[i], &f7[i], 4) != 0)
+      fail_msg("%s: element %lld is %.9g with 0x00 padding, %.9g with 0x7F", what, (long long)i,
+               f0[i], f7[i]);
+  }
+  assert_int_equal(nvfp4_gemm_ref64(ctx, a7, ua, b7, ub, &r), NVFP4_OK);
+  assert_int_equal(nvfp4_rel_error(NULL, y7, r, &err), NVFP4_OK);
+  if (!(err < 1e-6)) fail_msg("%s: relative error %g against the float64 product", what, err);
+  free(f0); free(f7);
+  nvfp4_tensor_destroy(r); nvfp4_tensor_destroy(y0); nvfp4_tensor_destroy(y7);
+  nvfp4_tensor_destroy(a0); nvfp4_tensor_destroy(a7);
+  nvfp4_tensor_destroy(b0); nvfp4_tensor_destroy(b7);
+}
+
+
+/* BH-20 (and BH-17's consumer side): the GEMM never reads scale padding.
+** M = 5, K = 512, N = 256 (the Linear layer refuses M % 16 != 0, as
+** te.Linear, so its GEMMs are driven directly): fprop y = x W^T (x's rowwise
+** scale [128, 32], rows 5-127 padding) and dgrad dx = dy W (dy's [128, 16])
+** with the padding 0x00 or 0x7F give bit-identical outputs; wgrad dW = dy^T x
+** needs columnwise copies (M % 16 == 0): at M = 48 each has 3 real scale
+** columns of 4.  Dequantizing either copy gives the same values too. */
+static void test_gemm_ignores_scale_padding (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  nvfp4_tensor *x = NULL, *w = NULL, *dy = NULL, *qx = NULL, *qw = NULL, *qdy = NULL;
+  nvfp4_tensor *x48 = NULL, *dy48 = NULL, *qx48 = NULL, *qdy48 = NULL;
+  nvfp4_tensor *p0, *p7, *d0 = NULL, *d7 = NULL;
+  nvfp4_qopts row, both;
+  float f0[5 * 512], f7[5 * 512];
+  memset(&row, 0, sizeof row);
+  row.rowwise = 1;
+  both = row;
+  both.columnwise = 1;
+  assert_int_equal(nvfp4_tensor_randn(ctx, shp(2, 5, 512, 0), NVFP4_BF16, 20, &x), 0);
+  assert_int_equal(nvfp4_tensor_randn(ctx, shp(2, 256, 512, 0), NVFP4_BF16, 21, &w), 0);
+  assert_int_equal(nvfp4_tensor_randn(ctx, shp(2, 5, 256, 0), NVFP4_BF16, 22, &dy), 0);
+  assert_int_equal(nvfp4_quantize(ctx, x, &row, &qx), 0);
+  assert_int_equal(nvfp4_quantize(ctx, w, &both, &qw), 0);
+  assert_int_equal(nvfp4_quantize(ctx, dy, &row, &qdy), 0);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_buffer_shape(qx, NVFP4_ROWWISE_SCALE), shp(2, 128, 32, 0)));
+  expect_padding_unread(ctx, qw, NVFP4_ROWWISE, qx, NVFP4_ROWWISE, "fprop M=5");
+  expect_padding_unread(ctx, qw, NVFP4_COLUMNWISE, qdy, NVFP4_ROWWISE, "dgrad M=5");
+  p0 = with_padding(ctx, qx, 0x00);
+  p7 = with_padding(ctx, qx, 0x7F);
+  assert_int_equal(nvfp4_dequantize(ctx, p0, NVFP4_F32, &d0), 0);
+  assert_int_equal(nvfp4_dequantize(ctx, p7, NVFP4_F32, &d7), 0);
+  assert_int_equal(nvfp4_tensor_to_host(d0, f0, sizeof f0), 0);
+  assert_int_equal(nvfp4_tensor_to_host(d7, f7, sizeof f7), 0);
+  assert_memory_equal(f0, f7, sizeof f0);
+  assert_int_equal(nvfp4_tensor_randn(ctx, shp(2, 48, 512, 0), NVFP4_BF16, 23, &x48), 0);
+  assert_int_equal(nvfp4_tensor_randn(ctx, shp(2, 48, 256, 0), NVFP4_BF16, 24, &dy48), 0);
+  assert_int_equal(nvfp4_quantize(ctx, x48, &both, &qx48), 0);
+  assert_int_equal(nvfp4_quantize(ctx, dy48, &both, &qdy48), 0);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_buffer_shape(qx48, NVFP4_COLUMNWISE_SCALE), shp(2, 512, 4, 0)));
+  expect_padding_unread(ctx, qx48, NVFP4_COLUMNWISE, qdy48, NVFP4_COLUMNWISE, "wgrad M=48");
+  expect_padding_unread(ctx, qw, NVFP4_ROWWISE, qx48, NVFP4_ROWWISE, "fprop M=48");
+  nvfp4_tensor_destroy(p0); nvfp4_tensor_destroy(p7);
+  nvfp4_tensor_destroy(d0); nvfp4_tensor_destroy(d7);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(w); nvfp4_tensor_destroy(dy);
+  nvfp4_tensor_destroy(qx); nvfp4_tensor_destroy(qw); nvfp4_tensor_destroy(qdy);
+  nvfp4_tensor_destroy(x48); nvfp4_tensor_destroy(dy48);
+  nvfp4_tensor_destroy(qx48); nvfp4_tensor_destroy(qdy48);
+}
+
+
 /* The OpenBLAS core switch: OpenBLAS is linked, so a core name comes back;
 ** a second call changes nothing, and the environment is left as found. */
 static void test_blas_select_core (void **state) {
@@ -347,6 +463,7 @@ int main (void) {
     cmocka_unit_test(test_gemm_rejects_wrong_width_columnwise_scale),
     cmocka_unit_test(test_gemm_plain_usages_bias_bf16),
     cmocka_unit_test(test_gemm_after_quantize_matches_ref64),
+    cmocka_unit_test(test_gemm_ignores_scale_padding),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
