@@ -426,6 +426,22 @@ static void test_fallback (void) {
     EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 24));
     EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 4));
   }
+  {   /* dequantizing the result gives bf16, the input's dtype, of its shape */
+    nvfp4_tensor *d = NULL, *dr = NULL;
+    size_t n = (size_t)S * 64 * 2;
+    uint8_t *a = (uint8_t *)malloc(n), *b = (uint8_t *)malloc(n);
+    EXPECT_OK(nvfp4_dequantize(mc_ctx, g, NVFP4_BF16, &d));
+    EXPECT_OK(nvfp4_dequantize(mc_ctx, ref, NVFP4_BF16, &dr));
+    if (d && dr) {
+      EXPECT_EQ_I(nvfp4_tensor_dtype(d), NVFP4_BF16);
+      EXPECT_SHAPE(nvfp4_tensor_shape(d), SHAPE3(S, 1, 64));
+      EXPECT_OK(nvfp4_tensor_to_host(d, a, n));
+      EXPECT_OK(nvfp4_tensor_to_host(dr, b, n));
+      EXPECT_BYTES(a, b, n, "fallback dequantized to bf16 vs quantize(full)'s");
+    }
+    free(a); free(b);
+    nvfp4_tensor_destroy(d); nvfp4_tensor_destroy(dr);
+  }
   nvfp4_tensor_destroy(g);
   nvfp4_tensor_destroy(ref);
   /* with RHT on the columnwise copy */
