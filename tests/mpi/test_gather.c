@@ -857,6 +857,12 @@ static void test_empty_shards (void) {
     EXPECT_SHAPE(nvfp4_tensor_buffer_shape(g, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 0));
     EXPECT_OK(nvfp4_tensor_amax(g, 1, &amax));
     EXPECT(amax == 0.0f);
+    {   /* and dequantizes to an empty tensor */
+      nvfp4_tensor *d = NULL;
+      EXPECT_OK(nvfp4_dequantize(mc_ctx, g, NVFP4_BF16, &d));
+      if (d) EXPECT_SHAPE(nvfp4_tensor_shape(d), SHAPE3(0, 4, 64));
+      nvfp4_tensor_destroy(d);
+    }
     nvfp4_tensor_destroy(g);
     g = NULL;
   }
