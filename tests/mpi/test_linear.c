@@ -358,6 +358,84 @@ static void test_numerics_fp32_same_operands (void) {
 }
 
 
+/* ---- field case BH-01 -------------------------------------------------------- */
+
+/* BH-01 as a layer: column-parallel Linear, SP on, TP = 2 (groups of 2
+** consecutive ranks), X = [S=32, B=2, H=64] bf16, out features 128, the
+** default recipe (RHT on both wgrad operands).  backward re-gathers the
+** saved input's columnwise copy for wgrad; that gathered operand must be
+** byte-identical to quantizing the full X columnwise (data [64, 32], scale
+** [128, 4]; TE's naive gather interleaved it), and the per-rank wgrad
+** dW_r = dY_r^T X_full [64, 64] must match the float64 product of the same
+** operands and stay within NVFP4 tolerance of the unquantized one. */
+static void test_bh01_column_sp_wgrad (void) {
+  const int64_t S = 32, B = 2, H = 64, N = 128;
+  nvfp4_comm *tp2 = NULL;
+  nvfp4_linear_config c;
+  nvfp4_linear *l = NULL;
+  nvfp4_tensor *xfull, *x, *dy, *y = NULL, *dx = NULL, *dw = NULL, *ref = NULL, *r = NULL;
+  const nvfp4_tensor *qxw = NULL, *qdy = NULL;
+  nvfp4_qopts o;
+  double e;
+  int gr;
+  EXPECT_OK(nvfp4_comm_split(world, 2, &tp2));
+  if (tp2 == NULL) return;
+  gr = nvfp4_comm_rank(tp2);
+  c = config(H, N, NVFP4_PARALLEL_COLUMN, 1);
+  c.tp_group = tp2;
+  c.keep_operands = 1;
+  xfull = randn(SHAPE3(S, B, H), NVFP4_BF16, 91);
+  x = slice(xfull, 0, gr, 2);                                   /* [16, 2, 64] */
+  dy = randn(SHAPE3(S, B, N / 2), NVFP4_BF16, 92 + (uint64_t)mc_rank);
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  if (y) EXPECT_SHAPE(nvfp4_tensor_shape(y), SHAPE3(S, B, N / 2));
+  EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
+  if (dx) EXPECT_SHAPE(nvfp4_tensor_shape(dx), SHAPE3(S / 2, B, H));
+  if (dw) EXPECT_SHAPE(nvfp4_tensor_shape(dw), SHAPE2(N / 2, H));
+  EXPECT_OK(nvfp4_linear_operand_get(l, NVFP4_LIN_WGRAD_INPUT, &qxw));
+  EXPECT_OK(nvfp4_linear_operand_get(l, NVFP4_LIN_GRAD_OUTPUT, &qdy));
+  memset(&o, 0, sizeof o);
+  o.columnwise = o.rht = 1;
+  EXPECT_OK(nvfp4_quantize(mc_ctx, xfull, &o, &ref));
+  if (qxw && ref) {
+    size_t n[2] = {64 * 32, 128 * 4};
+    int b;
+    float a = -1, ar = -2;
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(qxw, NVFP4_COLUMNWISE_DATA), SHAPE2(64, 32));
+    EXPECT_SHAPE(nvfp4_tensor_buffer_shape(qxw, NVFP4_COLUMNWISE_SCALE), SHAPE2(128, 4));
+    for (b = 0; b < 2; b++) {
+      nvfp4_buffer buf = b ? NVFP4_COLUMNWISE_SCALE : NVFP4_COLUMNWISE_DATA;
+      uint8_t *p = malloc(n[b]), *q = malloc(n[b]);
+      EXPECT_OK(nvfp4_tensor_buffer_read(qxw, buf, p, n[b]));
+      EXPECT_OK(nvfp4_tensor_buffer_read(ref, buf, q, n[b]));
+      EXPECT_BYTES(p, q, n[b], b ? "BH-01 gathered wgrad input: columnwise scale"
+                                 : "BH-01 gathered wgrad input: columnwise data");
+      free(p); free(q);
+    }
+    EXPECT_OK(nvfp4_tensor_amax(qxw, 1, &a));
+    EXPECT_OK(nvfp4_tensor_amax(ref, 1, &ar));
+    EXPECT_MSG(a == ar, "BH-01 gathered wgrad input: columnwise amax %g, expected %g", a, ar);
+  }
+  if (dw && qxw && qdy) {
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, qxw, NVFP4_COLUMNWISE, qdy, NVFP4_COLUMNWISE, &r));
+    e = relerr(tp2, dw, r);
+    EXPECT_MSG(e < 1e-5, "BH-01 wgrad vs float64 of the same operands: %g", e);
+    nvfp4_tensor_destroy(r);
+    r = NULL;
+    EXPECT_OK(nvfp4_gemm_ref64(mc_ctx, xfull, NVFP4_COLUMNWISE, dy, NVFP4_COLUMNWISE, &r));
+    e = relerr(tp2, dw, r);
+    if (mc_rank == 0) printf("# BH-01 wgrad vs float64 dY_r^T X_full: %.4f\n", e);
+    EXPECT_MSG(e > 0.02 && e < 0.22, "BH-01 wgrad vs float64 dY_r^T X_full: %g", e);
+  }
+  nvfp4_linear_destroy(l);
+  nvfp4_tensor_destroy(xfull); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy);
+  nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+  nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(r);
+  nvfp4_comm_destroy(tp2);
+}
+
+
 /* ---- TP = 1 against TP = world ---------------------------------------------- */
 
 /* Tiled data (every shard a copy) gives each shard the global amax, before
@@ -690,6 +768,7 @@ int main (int argc, char **argv) {
   RUN(test_numerics_four_over_six);
   RUN(test_numerics_fp32_same_operands);
   RUN(test_tp1_equals_tp_world);
+  RUN(test_bh01_column_sp_wgrad);
   nvfp4_comm_destroy(world);
   return mc_finish();
 }
