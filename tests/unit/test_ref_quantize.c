@@ -914,6 +914,27 @@ static void test_bh13_ties (void **state) {
   free(y); free(d); free(s);
   nvfp4_tensor_destroy(q);
   nvfp4_tensor_destroy(xt);
+  /* the extras through quantize too (enc 1: amax 2688, a 6 in the block):
+  ** [6, 0.251953125, 0.74609375, 0 ..] packs to 17 01 00 .., scale 0x38 */
+  {
+    static const uint8_t want[8] = {0x17, 0x01, 0, 0, 0, 0, 0, 0};
+    uint16_t e[16] = {0};
+    nvfp4_qopts o;
+    memset(&o, 0, sizeof o);
+    o.rowwise = o.has_amax = 1;
+    o.amax[0] = o.amax[1] = 2688.0f;
+    e[0] = bf(6.0f); e[1] = bf(0.251953125f); e[2] = bf(0.74609375f);
+    xt = bf16_tensor(S2(1, 16), e);
+    q = NULL;
+    assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
+    d = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
+    s = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+    assert_int_equal(s[0], 0x38);
+    assert_memory_equal(d, want, 8);
+    free(d); free(s);
+    nvfp4_tensor_destroy(q);
+    nvfp4_tensor_destroy(xt);
+  }
 }
 
 
