@@ -1063,7 +1063,9 @@ static void test_bh17_scale_padding (void **state) {
 
 
 /* BH-19: NaN rows after 8 valid rows do not leak: amax ignores NaN, and
-** rows 0-7 are byte-identical to quantizing the 8 valid rows alone. */
+** rows 0-7 are byte-identical to quantizing the 8 valid rows alone; the
+** NaN rows get scale 0x00 and codes 0x7 (the kernel's NaN rule, spec TV4)
+** and dequantize to 0. */
 static void test_bh19_nan_rows (void **state) {
   nvfp4_tensor *small = NULL, *full, *q8 = NULL, *q = NULL;
   uint16_t *h = (uint16_t *)malloc(64 * 128 * 2);
@@ -1082,7 +1084,13 @@ static void test_bh19_nan_rows (void **state) {
   a = read_buf(q8, NVFP4_ROWWISE_DATA, NULL);
   b = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
   assert_memory_equal(a, b, 8 * 64);
+  for (i = 8 * 64; i < 64 * 64; i++) assert_int_equal(b[i], 0x77);   /* NaN -> 0x7 (spec TV4) */
   free(a); free(b);
+  {   /* the padding rows dequantize to 0 (code 7 times scale 0), not NaN */
+    uint16_t *y = dequant_bf16(q);
+    for (i = 8 * 128; i < 64 * 128; i++) assert_int_equal(y[i], 0x0000);
+    free(y);
+  }
   a = read_buf(q8, NVFP4_ROWWISE_SCALE, NULL);
   b = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
   assert_memory_equal(a, b, 8 * 8);
