@@ -3,7 +3,8 @@
 ** byte (design.md decision 1): quantize with every option (rowwise and/or
 ** columnwise, 1D/2D, RHT with and without signs, RN/SR, 4over6, given amax) on
 ** random and adversarial tensors (ties, zeros, -0, tiny blocks, huge
-** values, Inf, NaN, subnormals) of many shapes, the amax pass, dequantize
+** values, Inf, NaN, subnormals) of many shapes, the amax pass (and the RHT
+** amax repeated 100 times: field case BH-27), dequantize
 ** to fp32 and bf16, the GEMM's exact FP4 expansion (through a GEMM with an
 ** identity), and swap_first_dims on TE's shapes.  Exits 77 (SKIP)
 ** where no CUDA device is usable, so CI without a GPU stays green.
@@ -267,6 +268,49 @@ done:
   nvfp4_tensor_destroy(xg);
   nvfp4_tensor_destroy(qc);
   nvfp4_tensor_destroy(qg);
+  free(h);
+}
+
+
+/* Field case BH-27's GPU half: the RHT amax raced without a fence in TE
+** and came out non-deterministic.  X bf16 [1024, 4096] (randn), quantized
+** with the RHT 100 times on the GPU: every post-RHT columnwise amax (and
+** rowwise amax) has the CPU reference's bits, and the first run's buffers
+** are the reference's bytes. */
+static void rht_amax_repeat_case (void) {
+  int64_t d[2] = {1024, 4096}, n = d[0] * d[1], i;
+  nvfp4_shape s = nvfp4_shape_make(2, d);
+  uint16_t *h = (uint16_t *)malloc((size_t)n * 2);
+  nvfp4_tensor *xc = NULL, *xg = NULL, *qc = NULL, *qg = NULL;
+  nvfp4_qopts o;
+  float ac[2] = {0, 0}, ag[2];
+  int r, b;
+  memset(&o, 0, sizeof o);
+  o.rowwise = o.columnwise = o.rht = 1;
+  for (i = 0; i < n; i++) h[i] = to_bf16(fill_value(F_RANDN, i, d[1]));
+  OK(nvfp4_tensor_from_host(cpu, s, NVFP4_BF16, h, (size_t)n * 2, &xc));
+  OK(nvfp4_tensor_from_host(gpu, s, NVFP4_BF16, h, (size_t)n * 2, &xg));
+  OK(nvfp4_quantize(cpu, xc, &o, &qc));
+  for (b = 0; b < 2; b++) OK(nvfp4_tensor_amax(qc, b, &ac[b]));
+  for (r = 0; r < 100; r++) {
+    OK(nvfp4_quantize(gpu, xg, &o, &qg));
+    if (r == 0) compare_q(qc, qg, "BH-27 [1024, 4096] bf16 rht, run 0");
+    for (b = 0; b < 2; b++) {
+      OK(nvfp4_tensor_amax(qg, b, &ag[b]));
+      checks++;
+      if (memcmp(&ac[b], &ag[b], 4) != 0) {
+        failures++;
+        printf("FAIL BH-27 [1024, 4096] bf16 rht: run %d: %s amax cuda %a, cpu %a\n", r,
+               b ? "columnwise" : "rowwise", (double)ag[b], (double)ac[b]);
+        r = 100;
+      }
+    }
+    nvfp4_tensor_destroy(qg);
+    qg = NULL;
+  }
+done:
+  nvfp4_tensor_destroy(xc); nvfp4_tensor_destroy(xg);
+  nvfp4_tensor_destroy(qc); nvfp4_tensor_destroy(qg);
   free(h);
 }
 
@@ -549,6 +593,7 @@ int main (void) {
         unsetenv("NVFP4_CUDA_FAST_GRID");
       }
   }
+  rht_amax_repeat_case();
   for (d = 0; d < 3; d++) {
     nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
     swap_case(3, sw1, dt); swap_case(4, sw2, dt); swap_case(2, sw3, dt);
