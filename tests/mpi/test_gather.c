@@ -268,14 +268,17 @@ static void test_shape_rules_full_size (void) {
   EXPECT_EQ_I(a.scale_width, 256);
   EXPECT_EQ_I(a.packed_cols, 2048);
   EXPECT_EQ_I(b.scale_width, 384);
+  /* the gathered scale each rule produces, [8192, ru(TP*U, 4)] (§7.2): 512
+  ** under ND, silently narrower than FLAT2D's (and quantize(full)'s) 768 */
+  EXPECT_EQ_I(ROUNDUP(2 * a.scale_width, 4), 512);
+  EXPECT_EQ_I(ROUNDUP(2 * b.scale_width, 4), 768);
+  EXPECT_SHAPE(nvfp4_columnwise_scale_shape(SHAPE3(4096, 3, 8192)), SHAPE2(8192, 768));
   a = nvfp4_cw_rule_apply(NVFP4_CW_ND, SHAPE3(2048, 2, 8192));       /* (4096,2,8192,2) */
   b = nvfp4_cw_rule_apply(NVFP4_CW_FLAT2D, SHAPE3(2048, 2, 8192));
   EXPECT_EQ_I(a.scale_width, 256);
   EXPECT_EQ_I(b.scale_width, 256);
   a = nvfp4_cw_rule_apply(NVFP4_CW_ND, SHAPE3(2048, 1, 8192));       /* (8192,1,8192,4) */
   EXPECT_EQ_I(a.scale_width, 0);
-  /* the gathered scale the ND rule would produce for (4096,3,8192,2) */
-  EXPECT_EQ_I(ROUNDUP(2 * 256, 4), 512);
   /* BH-25: S=31936, B=1, H=3072, TP=4 -> M_l = 7984 (% 128 = 48) */
   l = SHAPE3(7984, 1, 3072);
   g = SHAPE3(31936, 1, 3072);
