@@ -436,6 +436,47 @@ static void test_bh01_column_sp_wgrad (void) {
 }
 
 
+/* BH-22 through the layer: the SP shard [S=0, B=4, H=64] (column+SP: the
+** input; row+SP: grad_output; its gathers have empty shards) runs forward
+** and backward without error; outputs are empty with the usual shapes, and
+** the weight and bias gradients, sums over no tokens, are exactly 0. */
+static void test_bh22_empty_sp_shard (void) {
+  const int tp = mc_size;
+  int p;
+  for (p = 0; p < 2; p++) {
+    const int row = p == 1;
+    nvfp4_linear_config c = config(row ? 64 * tp : 64, row ? 64 : 64 * tp,
+                                   row ? NVFP4_PARALLEL_ROW : NVFP4_PARALLEL_COLUMN, 1);
+    nvfp4_linear *l = NULL;
+    nvfp4_tensor *x = NULL, *y = NULL, *dy = NULL, *dx = NULL, *dw = NULL, *db = NULL;
+    c.bias = 1;
+    EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+    EXPECT_OK(nvfp4_tensor_create(mc_ctx, SHAPE3(0, 4, 64), NVFP4_BF16, &x));
+    EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+    if (y) {
+      EXPECT_SHAPE(nvfp4_tensor_shape(y), SHAPE3(0, 4, 64));
+      EXPECT_OK(nvfp4_tensor_create(mc_ctx, SHAPE3(0, 4, 64), NVFP4_BF16, &dy));
+      EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, &dw, &db));
+    }
+    if (dx) EXPECT_SHAPE(nvfp4_tensor_shape(dx), SHAPE3(0, 4, 64));
+    if (dw && db) {
+      float *w = host(dw), *b = host(db);
+      int64_t i, nw = nvfp4_shape_numel(nvfp4_tensor_shape(dw)), nb = nvfp4_shape_numel(nvfp4_tensor_shape(db));
+      EXPECT_SHAPE(nvfp4_tensor_shape(dw), SHAPE2(64, 64));
+      for (i = 0; i < nw; i++) if (w[i] != 0.0f) { EXPECT_MSG(0, "%s dW[%lld] = %g, expected 0",
+                                                            row ? "row" : "column", (long long)i, w[i]); break; }
+      for (i = 0; i < nb; i++) if (b[i] != 0.0f) { EXPECT_MSG(0, "%s db[%lld] = %g, expected 0",
+                                                            row ? "row" : "column", (long long)i, b[i]); break; }
+      free(w); free(b);
+    }
+    else EXPECT_MSG(0, "%s: no dW or db", row ? "row" : "column");
+    nvfp4_linear_destroy(l);
+    nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dy);
+    nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw); nvfp4_tensor_destroy(db);
+  }
+}
+
+
 /* ---- TP = 1 against TP = world ---------------------------------------------- */
 
 /* Tiled data (every shard a copy) gives each shard the global amax, before
@@ -769,6 +810,7 @@ int main (int argc, char **argv) {
   RUN(test_numerics_fp32_same_operands);
   RUN(test_tp1_equals_tp_world);
   RUN(test_bh01_column_sp_wgrad);
+  RUN(test_bh22_empty_sp_shard);
   nvfp4_comm_destroy(world);
   return mc_finish();
 }
