@@ -78,6 +78,26 @@ static uint8_t *read_buf (const nvfp4_tensor *q, nvfp4_buffer b, size_t *n) {
 }
 
 
+/* One [1, 16] bf16 row quantized rowwise (1D, RN) with a given amax: its
+** scale byte and 8 data bytes must be `scale` and `data`. */
+static void expect_row16 (const uint16_t *x, float amax, uint8_t scale, const uint8_t *data) {
+  nvfp4_tensor *xt = bf16_tensor(S2(1, 16), x), *q = NULL;
+  nvfp4_qopts o;
+  uint8_t *d, *sc;
+  memset(&o, 0, sizeof o);
+  o.rowwise = o.has_amax = 1;
+  o.amax[0] = o.amax[1] = amax;
+  assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
+  d = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
+  sc = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+  assert_int_equal(sc[0], scale);
+  assert_memory_equal(d, data, 8);
+  free(d); free(sc);
+  nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(xt);
+}
+
+
 static uint16_t *dequant_bf16 (const nvfp4_tensor *q) {
   nvfp4_tensor *y = NULL;
   size_t n = (size_t)nvfp4_shape_numel(nvfp4_tensor_shape(q));
@@ -347,21 +367,8 @@ static void test_tv10_four_over_six (void **state) {
   {
     static const uint8_t pstd[8] = {0x67, 0x4E, 0x92, 0x61, 0x4D, 0xF0, 0xB5, 0x62};
     uint16_t xs[16];
-    nvfp4_qopts o;
-    nvfp4_tensor *xt;
     for (i = 0; i < 16; i++) xs[i] = bf(tv10_x[i]);
-    xt = bf16_tensor(S2(1, 16), xs);
-    memset(&o, 0, sizeof o);
-    o.has_amax = 1;
-    o.amax[0] = o.amax[1] = 20.0f;
-    assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
-    data = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
-    scale = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
-    assert_int_equal(scale[0], 0x6E);
-    assert_memory_equal(data, pstd, 8);
-    free(data); free(scale);
-    nvfp4_tensor_destroy(q);
-    nvfp4_tensor_destroy(xt);
+    expect_row16(xs, 20.0f, 0x6E, pstd);
   }
   /* 1D columnwise, EMAX 256: the block down column 5 of a [16, 16] */
   {
@@ -919,21 +926,8 @@ static void test_bh13_ties (void **state) {
   {
     static const uint8_t want[8] = {0x17, 0x01, 0, 0, 0, 0, 0, 0};
     uint16_t e[16] = {0};
-    nvfp4_qopts o;
-    memset(&o, 0, sizeof o);
-    o.rowwise = o.has_amax = 1;
-    o.amax[0] = o.amax[1] = 2688.0f;
     e[0] = bf(6.0f); e[1] = bf(0.251953125f); e[2] = bf(0.74609375f);
-    xt = bf16_tensor(S2(1, 16), e);
-    q = NULL;
-    assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
-    d = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
-    s = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
-    assert_int_equal(s[0], 0x38);
-    assert_memory_equal(d, want, 8);
-    free(d); free(s);
-    nvfp4_tensor_destroy(q);
-    nvfp4_tensor_destroy(xt);
+    expect_row16(e, 2688.0f, 0x38, want);
   }
 }
 
