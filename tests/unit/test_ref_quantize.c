@@ -78,6 +78,24 @@ static uint8_t *read_buf (const nvfp4_tensor *q, nvfp4_buffer b, size_t *n) {
 }
 
 
+/* x quantized again through the backend entry into a fresh NVFP4 tensor
+** whose four buffers are pre-filled with 0xFF, with q's amaxes: what an
+** in-place update writes (the caller compares it with q). */
+static nvfp4_tensor *quantize_prefilled (const nvfp4_tensor *x, const nvfp4_qopts *o,
+                                         const nvfp4_tensor *q) {
+  nvfp4_tensor *q2 = NULL;
+  assert_int_equal(nvfp4i_tensor_alloc_fp4(ctx, x->shape, 1, 1, &q2), NVFP4_OK);
+  memset(q2->row_data.p, 0xFF, q2->row_data.nbytes);
+  memset(q2->row_scale.p, 0xFF, q2->row_scale.nbytes);
+  memset(q2->col_data.p, 0xFF, q2->col_data.nbytes);
+  memset(q2->col_scale.p, 0xFF, q2->col_scale.nbytes);
+  q2->amax[0] = q->amax[0];
+  q2->amax[1] = q->amax[1];
+  assert_int_equal(nvfp4i_ref_quantize(ctx, x, o, q2), NVFP4_OK);
+  return q2;
+}
+
+
 /* One [1, 16] bf16 row quantized rowwise (1D, RN) with a given amax: its
 ** scale byte and 8 data bytes must be `scale` and `data`. */
 static void expect_row16 (const uint16_t *x, float amax, uint8_t scale, const uint8_t *data) {
@@ -720,15 +738,7 @@ static void test_bh06_3d (void **state) {
   ** (the backend entry, on buffers pre-filled with 0xFF) is accepted, its
   ** buffers have the fresh tensor's shapes and bytes */
   nvfp4_tensor_destroy(q2);
-  q2 = NULL;
-  assert_int_equal(nvfp4i_tensor_alloc_fp4(ctx, S3(4, 8, 64), 1, 1, &q2), NVFP4_OK);
-  memset(q2->row_data.p, 0xFF, q2->row_data.nbytes);
-  memset(q2->row_scale.p, 0xFF, q2->row_scale.nbytes);
-  memset(q2->col_data.p, 0xFF, q2->col_data.nbytes);
-  memset(q2->col_scale.p, 0xFF, q2->col_scale.nbytes);
-  q2->amax[0] = q->amax[0];
-  q2->amax[1] = q->amax[1];
-  assert_int_equal(nvfp4i_ref_quantize(ctx, xt, &o, q2), NVFP4_OK);
+  q2 = quantize_prefilled(xt, &o, q);
   for (r = 0; r < 4; r++) {
     assert_shape(nvfp4_tensor_buffer_shape(q2, (nvfp4_buffer)r),
                  nvfp4_tensor_buffer_shape(q, (nvfp4_buffer)r));
@@ -1036,14 +1046,7 @@ static void test_bh17_scale_padding (void **state) {
       }
     free(a);
     /* the backend entry on buffers pre-filled with 0xFF */
-    assert_int_equal(nvfp4i_tensor_alloc_fp4(ctx, xt->shape, 1, 1, &q2), NVFP4_OK);
-    memset(q2->row_scale.p, 0xFF, q2->row_scale.nbytes);
-    memset(q2->col_scale.p, 0xFF, q2->col_scale.nbytes);
-    memset(q2->row_data.p, 0xFF, q2->row_data.nbytes);
-    memset(q2->col_data.p, 0xFF, q2->col_data.nbytes);
-    q2->amax[0] = q->amax[0];
-    q2->amax[1] = q->amax[1];
-    assert_int_equal(nvfp4i_ref_quantize(ctx, xt, &o, q2), NVFP4_OK);
+    q2 = quantize_prefilled(xt, &o, q);
     for (c = 0; c < 4; c++) {
       a = read_buf(q, (nvfp4_buffer)c, &n);
       b = read_buf(q2, (nvfp4_buffer)c, NULL);
