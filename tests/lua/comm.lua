@@ -1,7 +1,8 @@
 -- np=2,4  Communicators from Lua: host-value collectives agree before they reduce (a bad argument on one
 -- rank is the same error on every rank, no rank waits), stay exact for 64-bit integers and keep NaN;
--- split refuses different tp per rank; nvfp4.linear agrees on its options and settings, a layer's forward on
--- x's shape; the world cannot be closed; a layer refuses a closed group.
+-- split refuses different tp per rank; a group of one ignores the gather's rule; nvfp4.linear agrees on its
+-- options and settings, a layer's forward on x's shape, and the NVFP4 recipe refuses an M that is not a
+-- multiple of 16 (frozen weight too); the world cannot be closed; a layer refuses a closed group.
 local nvfp4 = require "nvfp4"
 local w = nvfp4.world()
 local me, size = w.rank, w.size
@@ -110,6 +111,20 @@ do
   local r = table.pack(frozen:backward(dy))
   assert(r.n == 3 and r[1]:shape() == x:shape() and r[2] == nil and r[3] == nil, tostring(r[2]))
   frozen:close()
+  -- an input whose M is not a multiple of 16: the NVFP4 recipe refuses it, frozen weight too, naming M;
+  -- the bf16 and fp32 recipes quantize nothing and take it
+  local x24 = nvfp4.randn({24, 1, 64}, "bf16", {seed = 7})
+  for _, fw in ipairs{false, true} do
+    local lay <close> = nvfp4.linear{in_features = 64, out_features = 16 * size, parallel = "column",
+                                     group = w, frozen_weight = fw}
+    fails("linear: input [24, 1, 64]: M=24 (the product of its leading dims) is not a multiple of 16",
+          lay.forward, lay, x24)
+  end
+  for _, recipe in ipairs{"bf16", "fp32"} do
+    local lay <close> = nvfp4.linear{in_features = 64, out_features = 16 * size, parallel = "column",
+                                     group = w, recipe = recipe, frozen_weight = true}
+    assert(lay:forward(x24):shape() == nvfp4.shape{24, 1, 16}, recipe)
+  end
   -- nvfp4.clock: a monotonic wall clock in seconds, a float
   local t0 = nvfp4.clock()
   assert(math.type(t0) == "float" and nvfp4.clock() >= t0)
@@ -124,6 +139,15 @@ for r = 2, #agreed do assert(agreed[r] == agreed[1], "the same message on every 
 fails("split", w.split, w, me == 0 and 0 or 1)
 local one <close> = w:split(1)
 assert(one.size == 1)
+-- a group of one ignores the gather's rule (TE quantizes and returns at world size 1): B = 1 under nd
+-- gives quantize(x), not TE 2.21's zero-width scale
+do
+  local BOTH = {rowwise = true, columnwise = true}
+  local x = nvfp4.randn({32, 1, 64}, "bf16", {seed = 8})
+  local gx = one:all_gather(x, {quantize = BOTH, rule = "nd"})
+  assert(gx:columnwise_shape() == nvfp4.shape{64, 16}, tostring(gx:columnwise_shape()))
+  assert(nvfp4.equal(gx, nvfp4.quantize(x, BOTH)))
+end
 
 local function opts (t)
   local o = {in_features = 64 * size, out_features = 64, parallel = "row", group = w}

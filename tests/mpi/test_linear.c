@@ -704,9 +704,10 @@ static void test_one_rank_bad_arguments (void) {
   /* a row-parallel layer whose input on the last rank passes the argument
   ** checks but has another shape (M = 24): refused on every rank, naming
   ** both shapes (it used to fail later, in the output's all-reduce, with an
-  ** intermediate tensor's shape); then M = 24 on every rank, which passes
-  ** the checks but cannot be quantized (the columnwise copy needs M % 16 ==
-  ** 0): every rank keeps quantize's error, none waits in the all-reduce */
+  ** intermediate tensor's shape); then M = 24 on every rank, which the
+  ** layer's M check refuses after the shape agreement (the NVFP4 recipe
+  ** needs M % 16 == 0): every rank gets that error, none waits in the
+  ** all-reduce */
   {
     nvfp4_linear_config cr = config(64, 64, NVFP4_PARALLEL_ROW, 0);
     nvfp4_tensor *xr = randn(SHAPE3(mc_rank == bad ? 24 : 32, 1, 64 / mc_size), NVFP4_BF16, 3);
@@ -721,7 +722,7 @@ static void test_one_rank_bad_arguments (void) {
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
     EXPECT(yr == NULL);
     EXPECT_ST(nvfp4_linear_forward(l, x24, &yr), NVFP4_EINVAL);
-    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "M=24");
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "M=24 (the product of its leading dims)");
     EXPECT(yr == NULL);
     nvfp4_tensor_destroy(xr);
     nvfp4_tensor_destroy(x24);
