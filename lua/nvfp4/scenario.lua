@@ -477,13 +477,24 @@ function M.params (defaults, timeout)
   return P
 end
 
+--- sc.shellquote(s): s as one word for a POSIX shell: as it is when it
+-- holds only letters, digits and ._/-+=:,@%, else in single quotes (a
+-- quote inside as '\''), so that a printed replay command pastes as it is
+-- from a path with a blank.
+function M.shellquote (s)
+  s = tostring(s)
+  if s ~= "" and not s:find("[^%w%._/%-%+=:,@%%]") then return s end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
 --- sc.program(): the command that runs this script as it was typed, up to
 -- the script: the program and its options before the script (e.g.
--- "_build/lua/nvfp4-lua --backend cuda"), for printing replay commands.
+-- "_build/lua/nvfp4-lua --backend cuda"), each word shell-quoted, for
+-- printing replay commands.
 function M.program ()
   local i, words = 0, {}
   while arg and arg[i - 1] ~= nil do i = i - 1 end
-  for j = i, -1 do words[#words + 1] = arg[j] end
+  for j = i, -1 do words[#words + 1] = M.shellquote(arg[j]) end
   return #words > 0 and table.concat(words, " ") or "nvfp4-lua"
 end
 
@@ -788,7 +799,8 @@ function M.run ()
         print(("FAIL  %s  (on rank%s %s)"):format(c.name, #ranks > 1 and "s" or "", rankslist(ranks)))
         print("      " .. msg:gsub("\n", "\n      "))
         print(("      replay: mpirun -np %d %s %s --seed %d --filter '%s'")
-              :format(world.size, M.program(), script, seed, replay_filter(c.name):gsub("'", "'\\''")))
+              :format(world.size, M.program(), M.shellquote(script), seed,
+                      replay_filter(c.name):gsub("'", "'\\''")))
         if o.verbose then      -- the traceback, without the message it repeats
           local tb = detail:sub(1, #msg + 1) == msg .. "\n" and detail:sub(#msg + 2) or detail
           print("      " .. tb:gsub("\n", "\n      "))

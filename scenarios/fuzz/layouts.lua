@@ -599,8 +599,8 @@ local envb = os.getenv("NVFP4_BACKEND")  -- the nightly's way to pick the backen
 local mpirun = (envb and envb ~= "" and ("NVFP4_BACKEND=" .. envb .. " ") or "") .. "mpirun"
 
 local function replaycmd (k)
-  return ("%s -np %d %s %s --seed %d --case %d%s"):format(mpirun, np, prog, script, opts.seed, k,
-                                                          rulearg)
+  return ("%s -np %d %s %s --seed %d --case %d%s"):format(mpirun, np, prog, sc.shellquote(script),
+                                                          opts.seed, k, rulearg)
 end
 
 -- A failure: its FAIL line and replay command first (a crash while

@@ -224,6 +224,13 @@ check "the replay filter of 'shape' beside 'shapes [B=1]' is anchored" \
   grep -q -- "--filter '^shape\$'" "$tmp/shape"
 "$RS" "$tmp/shape.lua" --filter '^shape$' >"$tmp/shape2" 2>&1
 check "... and runs that case alone" grep -q "^0 passed, 1 failed, 0 skipped" "$tmp/shape2"
+# a script whose path holds a blank and a quote: its replay command pastes into a shell as it is
+mkdir -p "$tmp/a b"
+cp "$tmp/shape.lua" "$tmp/a b/it's.lua"
+"$RS" "$tmp/a b/it's.lua" >"$tmp/quoted" 2>&1
+sh -c "$(sed -n 's/^ *replay: //p' "$tmp/quoted" | head -n 1)" >"$tmp/quoted2" 2>&1
+check "a replay command from a path with a blank and a quote runs the case again" \
+  grep -q "^0 passed, 1 failed, 0 skipped" "$tmp/quoted2"
 # the same usage errors before the script (nvfp4-lua's own parsing): exit status 2 too (they gave 1)
 for a in "--filtr x" "--seed abc" "--backend foo"; do
   "$builddir/lua/nvfp4-lua" $a "$srcdir/fw_cases.lua" >"$tmp/pre" 2>&1; rc=$?

@@ -52,4 +52,13 @@ check "... and flat2d completes it" test "$(cat "$tmp/rc")" -eq 0
 run --no-shrink --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 12, lead = {1}, H = 32, N = 32, parallel = "column", sp = true, bias = false, rht = false, grad_sr = false, weight_2d = true, amax_reduction = true, fo6_recipe = "none", frozen = false, rule = "flat2d", data = 5}'
 check "a Linear input with M = 12 is refused, as the case expects" test "$(cat "$tmp/rc")" -eq 0
 
+# the fuzz script under a path with a blank: the printed replay command pastes into a shell as it is
+mkdir -p "$tmp/a b"
+cp "$fuzz" "$tmp/a b/layouts.lua"
+fuzz_at=$fuzz fuzz="$tmp/a b/layouts.lua"
+run --rule nd --no-shrink --seed 7 --cases 1
+fuzz=$fuzz_at
+timeout 300 sh -c "$(sed -n 's/^ *replay: *//p' "$tmp/out" | head -n 1)" </dev/null >"$tmp/out2" 2>&1
+check "a replay command from a path with a blank runs the failed case again" grep -q "^FAIL  case 1 (seed 7)" "$tmp/out2"
+
 exit $failed
