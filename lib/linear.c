@@ -438,7 +438,7 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
   nvfp4_tensor *qx = NULL, *gx = NULL, *out = NULL, *red = NULL;
   nvfp4_qopts qi, qw;
   nvfp4_status st;
-  int col, row, sp, dist, keep;
+  int col, row, sp, dist, keep, same;
   if (l == NULL) return NVFP4_EINVAL;
   ctx = l->ctx;
   c = &l->cfg;
@@ -447,10 +447,13 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
   ** [.., K/TP], column: [.., K], SP: dim 0 S/TP): one that differs on some
   ** rank is refused here on every rank, naming the shapes, instead of in the
   ** first collective with an intermediate tensor's */
-  if (l->tp > 1 && c->parallel != NVFP4_PARALLEL_NONE)
+  same = l->tp > 1 && c->parallel != NVFP4_PARALLEL_NONE;
+  if (same)
     CHECK(nvfp4i_comm_check_same(c->tp_group, "linear_forward: x", NVFP4_OK, x->shape,
                                  x->dtype, 0));
-  CHECK(agree_args(l, "linear_forward", check_input_m(l, x)));
+  /* where the shapes were compared, every rank reaches the same verdict on
+  ** M: no second agreement round (only a local layer's ranks need one) */
+  CHECK(same ? check_input_m(l, x) : agree_args(l, "linear_forward", check_input_m(l, x)));
   col = c->parallel == NVFP4_PARALLEL_COLUMN;
   row = c->parallel == NVFP4_PARALLEL_ROW;
   sp = c->sequence_parallel;

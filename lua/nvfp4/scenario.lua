@@ -477,6 +477,10 @@ function M.params (defaults, timeout)
   return P
 end
 
+local function squote (s)               -- s in single quotes
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
 --- sc.shellquote(s): s as one word for a POSIX shell: as it is when it
 -- holds only letters, digits and ._/-+=:,@%, else in single quotes (a
 -- quote inside as '\''), so that a printed replay command pastes as it is
@@ -484,7 +488,7 @@ end
 function M.shellquote (s)
   s = tostring(s)
   if s ~= "" and not s:find("[^%w%._/%-%+=:,@%%]") then return s end
-  return "'" .. s:gsub("'", "'\\''") .. "'"
+  return squote(s)
 end
 
 --- sc.program(): the command that runs this script as it was typed, up to
@@ -798,9 +802,9 @@ function M.run ()
       if verdict == FAIL then
         print(("FAIL  %s  (on rank%s %s)"):format(c.name, #ranks > 1 and "s" or "", rankslist(ranks)))
         print("      " .. msg:gsub("\n", "\n      "))
-        print(("      replay: mpirun -np %d %s %s --seed %d --filter '%s'")
+        print(("      replay: mpirun -np %d %s %s --seed %d --filter %s")
               :format(world.size, M.program(), M.shellquote(script), seed,
-                      replay_filter(c.name):gsub("'", "'\\''")))
+                      squote(replay_filter(c.name))))
         if o.verbose then      -- the traceback, without the message it repeats
           local tb = detail:sub(1, #msg + 1) == msg .. "\n" and detail:sub(#msg + 2) or detail
           print("      " .. tb:gsub("\n", "\n      "))
