@@ -502,6 +502,15 @@ function M.program ()
   return #words > 0 and table.concat(words, " ") or "nvfp4-lua"
 end
 
+--- sc.backend_name(comm): the backend as the run headers print it: "cpu",
+-- or for CUDA with the transport of comm (default the world), e.g.
+-- "cuda (nccl)" or "cuda (mpi-staged)": which collectives a run exercised.
+function M.backend_name (comm)
+  local b = nvfp4.backend()
+  if b == "cpu" then return b end
+  return ("%s (%s)"):format(b, (comm or nvfp4.world()).transport)
+end
+
 local function handler (e)
   if getmetatable(e) == SKIPMARK then return e end
   return {message = tostring(e), traceback = debug.traceback(tostring(e), 2)}
@@ -710,7 +719,8 @@ function M.run ()
   end
   if out then
     print(("# %s: %d case%s, np=%d, backend %s, seed %d (replay: --seed %d)")
-          :format(script, #selected, #selected == 1 and "" or "s", world.size, nvfp4.backend(), seed, seed))
+          :format(script, #selected, #selected == 1 and "" or "s", world.size, M.backend_name(world), seed,
+                  seed))
     io.stdout:flush()
   end
 

@@ -641,10 +641,10 @@ if opts.junit then
 end
 local replay_rule = opts.replay and opts.replay:match('rule%s*=%s*"(%w+)"')
 if opts.replay then
-  say("# %s: np=%d, backend %s, rule %s, the case given by --replay", script, np, nvfp4.backend(),
+  say("# %s: np=%d, backend %s, rule %s, the case given by --replay", script, np, sc.backend_name(world),
       replay_rule or opts.rule)
 else
-  say("# %s: np=%d, backend %s, seed %d, rule %s, %s (replay: --seed %d)", script, np, nvfp4.backend(),
+  say("# %s: np=%d, backend %s, seed %d, rule %s, %s (replay: --seed %d)", script, np, sc.backend_name(world),
       opts.seed, opts.rule, opts.case and ("case " .. opts.case) or opts.cases and (opts.cases .. " cases")
       or (opts.minutes .. " minutes"), opts.seed)
 end

@@ -19,6 +19,8 @@ check "the expected-error case passes" grep -q "PASS  expected error" "$tmp/run1
 check "grid cases are named with their parameters" grep -q "PASS  grid \[n=3\]" "$tmp/run1"
 check "the summary counts" grep -q "6 passed, 1 failed, 1 skipped (seed 7" "$tmp/run1"
 check "the run prints its seed" grep -q "seed 7 (replay: --seed 7)" "$tmp/run1"
+check "the header names the backend (CUDA: with its transport, as comm.transport)" \
+  grep -Eq "^# .*fw_cases.lua: 8 cases, np=2, backend (cpu|cuda \((nccl|mpi-staged|mpi)\)), seed 7 " "$tmp/run1"
 check "--verbose prints the failure's message once (the traceback does not repeat it)" \
   test "$(count 'the answer: expected 42, got 41' "$tmp/run1")" -eq 1
 check "... and the traceback" grep -q "stack traceback:" "$tmp/run1"

@@ -30,6 +30,8 @@ run --cases 40 --seed 3 --junit "$tmp/ok.xml"
 cat "$tmp/out"
 check "a clean run: exit 0" test "$(cat "$tmp/rc")" -eq 0
 check "its summary line" grep -q "^# 40 cases, 0 failures, " "$tmp/out"
+check "its header names the backend (CUDA: with its transport)" \
+  grep -Eq "^# .*layouts.lua: np=2, backend (cpu|cuda \((nccl|mpi-staged|mpi)\)), seed 3, " "$tmp/out"
 check "the JUnit file is well-formed" xml_ok "$tmp/ok.xml"
 check "its suite is named by the rank count" grep -q 'testsuite name="fuzz.layouts.np2" tests="1" failures="0"' "$tmp/ok.xml"
 check "one testcase for the passed cases, under a stable name" grep -q 'name="layout fuzz"' "$tmp/ok.xml"
