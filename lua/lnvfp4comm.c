@@ -29,6 +29,16 @@ nvfp4_comm *nvfp4L_tocomm (lua_State *L, int arg) {
 }
 
 
+/* The open communicator at 1 for method `name`.  A closed one raises
+** "calling 'name' on bad self (communicator is closed)" however the method
+** was called (as tohandle below for handles). */
+static nvfp4_comm *selfcomm (lua_State *L, const char *name) {
+  LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
+  if (p->c == NULL) luaL_error(L, "calling '%s' on bad self (communicator is closed)", name);
+  return p->c;
+}
+
+
 static LComm *newcomm (lua_State *L) {
   LComm *p = (LComm *)lua_newuserdatauv(L, sizeof(LComm), 0);
   p->c = NULL;
@@ -94,8 +104,13 @@ static int comm_tostring (lua_State *L) {
 
 /* comm.rank (0-based, as MPI), comm.size, comm.transport; else methods. */
 static int comm_index (lua_State *L) {
-  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
+  nvfp4_comm *c = p->c;
   const char *k = luaL_checkstring(L, 2);
+  int field = strcmp(k, "rank") == 0 || strcmp(k, "size") == 0 || strcmp(k, "transport") == 0;
+  /* a closed one: its fields raise, its methods are found (and raise,
+  ** naming themselves, but close) */
+  if (field && c == NULL) return luaL_error(L, "communicator is closed (reading '%s')", k);
   if (strcmp(k, "rank") == 0) lua_pushinteger(L, nvfp4_comm_rank(c));
   else if (strcmp(k, "size") == 0) lua_pushinteger(L, nvfp4_comm_size(c));
   else if (strcmp(k, "transport") == 0) lua_pushstring(L, nvfp4_comm_transport(c));
@@ -108,7 +123,7 @@ static int comm_index (lua_State *L) {
 ** rank refusing tp here would leave the others in the split); a value
 ** outside int goes as 0, which the library refuses. */
 static int comm_split (lua_State *L) {
-  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_comm *c = selfcomm(L, "split");
   lua_Integer tp = luaL_checkinteger(L, 2);
   LComm *p;
   if (tp < 1 || tp > 0x7fffffff) tp = 0;
@@ -119,7 +134,7 @@ static int comm_split (lua_State *L) {
 
 
 static int comm_barrier (lua_State *L) {
-  nvfp4L_checkstatus(L, nvfp4_comm_barrier(nvfp4L_tocomm(L, 1)));
+  nvfp4L_checkstatus(L, nvfp4_comm_barrier(selfcomm(L, "barrier")));
   return 0;
 }
 
@@ -132,7 +147,7 @@ static int comm_barrier (lua_State *L) {
 ** with a bad argument (a non-number, a list of another length) makes every
 ** rank raise the same error instead of leaving them in the reduction. */
 static int comm_all_reduce_max (lua_State *L) {
-  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_comm *c = selfcomm(L, "all_reduce_max");
   MPI_Comm mc = nvfp4_comm_mpi(c);
   int scalar = lua_type(L, 2) == LUA_TNUMBER, i, n;
   /* [0] n, [1] -n, [2] not all integers, [3] 1 + the rank with a bad argument */
@@ -188,7 +203,7 @@ static int comm_all_reduce_max (lua_State *L) {
 ** Each rank sends (not an integer?, v): a rank with a bad v makes every rank
 ** raise the same error, instead of leaving the others in the gather. */
 static int comm_all_gather_int (lua_State *L) {
-  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_comm *c = selfcomm(L, "all_gather_int");
   int isint = 0, i, n = nvfp4_comm_size(c);
   long long mine[2];
   long long *out = (long long *)lua_newuserdatauv(L, 2 * sizeof(long long) * (size_t)n, 0);
@@ -211,7 +226,7 @@ static int comm_all_gather_int (lua_State *L) {
 /* comm:all_gather_string(s) -> {s of rank 0, ..}: for reports (the
 ** framework gathers failure messages with it).  Straight MPI on host. */
 static int comm_all_gather_string (lua_State *L) {
-  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_comm *c = selfcomm(L, "all_gather_string");
   size_t len = 0;
   const char *s = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
   int i, n = nvfp4_comm_size(c), total = 0, mine;
@@ -246,7 +261,7 @@ static int comm_all_gather_string (lua_State *L) {
 
 /* comm:reduce_scatter(x) / comm:all_reduce(x): sums of plain tensors. */
 static int comm_reduce_scatter (lua_State *L) {
-  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_comm *c = selfcomm(L, "reduce_scatter");
   nvfp4_tensor *x = nvfp4L_totensor(L, 2);
   LTensor *p = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_reduce_scatter(c, x, &p->t));
@@ -255,7 +270,7 @@ static int comm_reduce_scatter (lua_State *L) {
 
 
 static int comm_all_reduce (lua_State *L) {
-  nvfp4_comm *c = nvfp4L_tocomm(L, 1);
+  nvfp4_comm *c = selfcomm(L, "all_reduce");
   nvfp4_tensor *x = nvfp4L_totensor(L, 2);
   LTensor *p = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_all_reduce_sum(c, x, &p->t));
@@ -333,6 +348,7 @@ static int comm_all_gather (lua_State *L) {
   gather_args *a;
   nvfp4_comm *c;
   int n = lua_gettop(L), i;
+  selfcomm(L, "all_gather");
   a = (gather_args *)lua_newuserdatauv(L, sizeof *a, 0);
   memset(a, 0, sizeof *a);
   lua_pushlightuserdata(L, a);

@@ -126,6 +126,23 @@ do   -- a closed handle names the method, also when Lua has no name for it (pcal
   assert(rawequal(w:wait(), g), "a handle waited for before its close still returns its tensor")
 end
 
+do   -- a closed communicator: its methods name themselves (also through pcall(g.barrier, g)), its fields raise
+  local g = world:split(1)
+  g:close()
+  checkerror("calling 'all_gather' on bad self (communicator is closed)", function () return g:all_gather(x) end)
+  checkerror("calling 'barrier' on bad self (communicator is closed)", g.barrier, g)
+  for _, m in ipairs{"split", "all_reduce_max", "all_gather_int", "all_gather_string", "reduce_scatter",
+                     "all_reduce"} do
+    checkerror(("calling '%s' on bad self (communicator is closed)"):format(m), g[m], g, 1)
+  end
+  checkerror("communicator is closed (reading 'rank')", function () return g.rank end)
+  checkerror("communicator is closed (reading 'transport')", function () return g.transport end)
+  assert(tostring(g) == "nvfp4.comm (closed)", tostring(g))
+  g:close()   -- closing again does nothing
+  checkerror("bad argument #1 to 'linear' (option 'group' is a closed nvfp4.comm)",
+             function () return nvfp4.linear{in_features = 64, out_features = 48, group = g} end)
+end
+
 print("testing library errors")
 checkerror("(invalid argument)", function () return nvfp4.quantize(nvfp4.zeros({4, 24})) end)
 checkerror("24", function () return nvfp4.quantize(nvfp4.zeros({4, 24})) end)
