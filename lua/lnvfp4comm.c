@@ -119,6 +119,14 @@ static int comm_index (lua_State *L) {
 }
 
 
+/* c:isclosed() -> true once closed (the world never is). */
+static int comm_isclosed (lua_State *L) {
+  LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
+  lua_pushboolean(L, p->c == NULL);
+  return 1;
+}
+
+
 /* c:split(tp): the range check is the library's, after the ranks agree (a
 ** rank refusing tp here would leave the others in the split); a value
 ** outside int goes as 0, which the library refuses. */
@@ -535,6 +543,7 @@ static const luaL_Reg comm_meth[] = {
   {"all_reduce_max", comm_all_reduce_max},
   {"all_gather_int", comm_all_gather_int},
   {"all_gather_string", comm_all_gather_string},
+  {"isclosed", comm_isclosed},
   {"close", comm_close},
   {NULL, NULL}
 };

@@ -502,6 +502,33 @@ function M.program ()
   return #words > 0 and table.concat(words, " ") or "nvfp4-lua"
 end
 
+--- sc.group(tp): inside a case, the world split into groups of tp
+-- consecutive ranks (world:split(tp)), kept by the framework from case to
+-- case as a training run keeps its TP group: over NCCL a split is a new
+-- communicator (about 0.7 s with its warm-up on two H200s), which a
+-- scenario that splits per case spends most of its time on.  Collective
+-- like split (every rank calls it, in the same order).  The framework owns
+-- it: a case does not close it (one it closed anyway is split afresh at the
+-- next call).  After a case that failed on some rank (or was skipped on
+-- some only) every kept group is closed, since one may hold a collective
+-- that some rank never joined; so are they when the run ends.
+local groups = {}
+function M.group (tp)
+  local g = groups[tp]
+  if g == nil or g:isclosed() then
+    g = nvfp4.world():split(tp)
+    groups[tp] = g
+  end
+  return g
+end
+
+local function close_groups ()
+  for k, g in pairs(groups) do
+    g:close()
+    groups[k] = nil
+  end
+end
+
 --- sc.backend_name(comm): the backend as the run headers print it: "cpu",
 -- or for CUDA with the transport of comm (default the world), e.g.
 -- "cuda (nccl)" or "cuda (mpi-staged)": which collectives a run exercised.
@@ -777,6 +804,7 @@ function M.run ()
     local per = vcomm:all_gather_int(status)
     local ranks = {}
     for r, s in ipairs(per) do if s == verdict and verdict ~= PASS then ranks[#ranks + 1] = r - 1 end end
+    if verdict ~= PASS and (verdict == FAIL or #ranks < #per) then close_groups() end   -- see M.group
     if verdict ~= PASS then
       -- the message of the lowest rank with this verdict (rank 0 reports),
       -- each cut to 64 KiB (the gather takes at most 16 MiB per rank)
@@ -829,6 +857,7 @@ function M.run ()
   end
 
   os.exit = real_exit
+  close_groups()
   local total = clock() - t_all
   local npass = #selected - nfail - nskip
   if out then

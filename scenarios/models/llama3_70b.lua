@@ -27,7 +27,7 @@ sc.case("llama3-70b layer", {{"layer", {"qkv", "attn_out", "fc1", "fc2"}}, {"TP"
         function (p)
   sc.need_ranks(p.TP)
   local L = LAYERS[p.layer]
-  local tp <close> = world:split(p.TP)
+  local tp = sc.group(p.TP)
   local S, B = P.SL * p.TP, P.B
   local xs = L.par == "row" and {S, B, L.K // p.TP} or {P.SL, B, L.K}
   local ys = L.par == "row" and {P.SL, B, L.N} or {S, B, L.N // p.TP}

@@ -15,7 +15,7 @@ local function ru (x, m) return (x + m - 1) // m * m end
 -- rank's shard of it, the group, and the full tensor quantized on one rank.
 local function setup (p)
   sc.need_ranks(p.TP)
-  local tp = world:split(p.TP)
+  local tp = sc.group(p.TP)
   local S = S_L * p.TP
   local full = nvfp4.randn({S, p.B, H}, "bf16", {seed = p.seed + world.rank // p.TP})
   local shard = full:narrow(1, tp.rank * S_L + 1, S_L)

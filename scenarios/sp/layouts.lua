@@ -40,7 +40,7 @@ end
 -- Run the NVFP4 layer and its fp32 baseline twin; check shapes and errors.
 local function check (p, opts)
   sc.need_ranks(p.TP)
-  local tp <close> = world:split(p.TP)
+  local tp = sc.group(p.TP)
   local sp = p.SP == "on"
   local xs, ys = layout(p.par, sp, p.TP, p.B, p.ndim or 3)
   -- replicated tensors (column x, row dy without SP) are the same on the group's ranks
@@ -130,7 +130,7 @@ end)
 -- gathers a too-narrow scale that the wgrad GEMM's shape check refuses, even B is right.
 sc.case("nd rule", {{"TP", {2, 4}}, {"B", {1, 2, 3, 4, 5}}}, function (p)
   sc.need_ranks(p.TP)
-  local tp <close> = world:split(p.TP)
+  local tp = sc.group(p.TP)
   local xs, ys = layout("row", true, p.TP, p.B, 3)
   local x = nvfp4.randn(xs, "bf16", {seed = p.seed + world.rank})
   local dy = nvfp4.randn(ys, "bf16", {seed = p.seed + 1000 + world.rank})
@@ -161,7 +161,7 @@ end)
 -- What a layer was built with (l:config()), and a parallel layer without its group: in a job of
 -- several ranks it would run as TP = 1 on each, without the gather a scenario means to test.
 sc.case("config and group", function ()
-  local tp <close> = world:split(world.size)
+  local tp = sc.group(world.size)
   local l <close> = nvfp4.linear{in_features = K, out_features = N, parallel = "row", sequence_parallel = true,
                                  group = tp, rule = "nd", grad_sr = false, keep_operands = true}
   local c = l:config()

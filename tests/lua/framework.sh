@@ -28,6 +28,14 @@ check "... and the traceback" grep -q "stack traceback:" "$tmp/run1"
 check "a failure prints the command that replays it" \
   grep -q "replay: mpirun -np 2 .*fw_cases.lua --seed 7 --filter 'fails on rank 1 only'" "$tmp/run1"
 
+"$RS" "$srcdir/fw_group.lua" >"$tmp/group" 2>&1; rc=$?
+cat "$tmp/group"
+check "sc.group: a failed case gives exit status 1" test "$rc" -eq 1
+check "... the group is kept from case to case, and its checks pass" grep -q "4 passed, 1 failed, 0 skipped" "$tmp/group"
+check "... the failed case is the one that fails on purpose" grep -q "FAIL  c: fails on rank 1  (on rank 1)" "$tmp/group"
+check "... the run closes the kept groups when it ends" \
+  test "$(count 'after the run, the kept group is closed: true' "$tmp/group")" -eq 2
+
 "$RS" "$srcdir/fw_cases.lua" --filtr grid >"$tmp/typo" 2>&1; rc=$?
 check "an option the framework does not know ends the run with status 2" test "$rc" -eq 2
 check "... in one line, without a traceback" test -z "$(grep 'stack traceback' "$tmp/typo")"
