@@ -512,9 +512,14 @@ end
 -- next call).  After a case that failed on some rank (or was skipped on
 -- some only) every kept group is closed, since one may hold a collective
 -- that some rank never joined; so are they when the run ends.
-local groups = {}
+local groups, warned = {}, false
 function M.group (tp)
   local g = groups[tp]
+  if g ~= nil and g:isclosed() and not warned and nvfp4.world().rank == 0 then
+    warned = true                -- once a run: a <close> on it costs a split a case
+    io.stderr:write(("note: sc.group(%d) was closed by a case and is split afresh; the framework owns it "
+                     .. "(no <close> or close() on it)\n"):format(tp))
+  end
   if g == nil or g:isclosed() then
     g = nvfp4.world():split(tp)
     groups[tp] = g

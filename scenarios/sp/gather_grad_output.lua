@@ -23,7 +23,7 @@ local function setup (p)
 end
 
 sc.case("gather flat2d", GRID, function (p)
-  local tp <close>, shard, ref, M = setup(p)
+  local tp, shard, ref, M = setup(p)
   local g = tp:all_gather(shard, {quantize = BOTH})
   sc.shape(g:shape(), {S_L * p.TP, p.B, H}, "gathered shape")
   sc.shape(g:rowwise_data_shape(), {S_L * p.TP, p.B, H // 2}, "rowwise data")
@@ -34,7 +34,7 @@ sc.case("gather flat2d", GRID, function (p)
 end)
 
 sc.case("gather nd (TE 2.21)", GRID, function (p)
-  local tp <close>, shard, ref, M = setup(p)
+  local tp, shard, ref, M = setup(p)
   local opts = {quantize = BOTH, rule = "nd"}
   local U = nvfp4.cw_rule("nd", shard:shape()).scale_width
   if p.B == 1 then
@@ -55,7 +55,7 @@ sc.case("gather nd (TE 2.21)", GRID, function (p)
 end)
 
 sc.case("gather async", {{"TP", {2}}, {"B", {1, 3}}}, function (p)
-  local tp <close>, shard, ref = setup(p)
+  local tp, shard, ref = setup(p)
   local h <close> = tp:all_gather(shard, {quantize = BOTH, async = true})
   local g = h:wait()
   sc.ok(rawequal(h:wait(), g), "a second wait returns the same tensor")

@@ -33,6 +33,8 @@ cat "$tmp/group"
 check "sc.group: a failed case gives exit status 1" test "$rc" -eq 1
 check "... the group is kept from case to case, and its checks pass" grep -q "4 passed, 1 failed, 0 skipped" "$tmp/group"
 check "... the failed case is the one that fails on purpose" grep -q "FAIL  c: fails on rank 1  (on rank 1)" "$tmp/group"
+check "... a case that closed it is told once, on rank 0" \
+  test "$(count 'note: sc.group(2) was closed by a case and is split afresh' "$tmp/group")" -eq 1
 check "... the run closes the kept groups when it ends" \
   test "$(count 'after the run, the kept group is closed: true' "$tmp/group")" -eq 2
 
