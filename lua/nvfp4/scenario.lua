@@ -527,12 +527,16 @@ function M.group (tp)
   return g
 end
 
-local function close_groups ()
+--- sc.close_groups(): close sc.group's kept groups now (sc.run does it
+-- after a failed case and at its end; for a script with its own case loop,
+-- such as the layout fuzz).
+function M.close_groups ()
   for k, g in pairs(groups) do
     g:close()
     groups[k] = nil
   end
 end
+local close_groups = M.close_groups
 
 --- sc.backend_name(comm): the backend as the run headers print it: "cpu",
 -- or for CUDA with the transport of comm (default the world), e.g.

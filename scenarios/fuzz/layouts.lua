@@ -378,24 +378,15 @@ end
 local vcomm                                   -- verdicts, apart from the cases' collectives
 local opts
 
--- The cases' TP groups, one per size, kept from case to case as a training
--- run keeps its TP group: a split is a new communicator, which over NCCL
--- (with its warm-up) cost about 1.4 s a case (0.7 cases/s on two H200s,
--- against 45-140 with the ranks staged on one).  After a failed case a
--- group may hold a collective some rank never joined, so every group is
--- closed then and the next case splits afresh.  Every rank draws the same
--- cases, so the splits come in the same order on every rank.
-local groups = {}
-local function group (tp)
-  if groups[tp] == nil then groups[tp] = world:split(tp) end
-  return groups[tp]
-end
-local function close_groups ()
-  for k, g in pairs(groups) do
-    g:close()
-    groups[k] = nil
-  end
-end
+-- The cases' TP groups: sc.group's, one per size kept from case to case as
+-- a training run keeps its TP group (a split is a new communicator, which
+-- over NCCL, with its warm-up, cost about 1.4 s a case: 0.7 cases/s on two
+-- H200s, against 45-140 with the ranks staged on one).  After a failed case
+-- a group may hold a collective some rank never joined, so they are closed
+-- then (sc.close_groups: this loop is the fuzz's own, not sc.run's) and the
+-- next case splits afresh.  Every rank draws the same cases, so the splits
+-- come in the same order on every rank.
+local group, close_groups = sc.group, sc.close_groups
 
 -- Run case c on every rank; returns ok, message (agreed: every rank sees
 -- the same result, the message of the lowest failing rank).
