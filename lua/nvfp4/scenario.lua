@@ -502,9 +502,10 @@ function M.program ()
   return #words > 0 and table.concat(words, " ") or "nvfp4-lua"
 end
 
---- sc.group(tp): inside a case, the world split into groups of tp
--- consecutive ranks (world:split(tp)), kept by the framework from case to
--- case as a training run keeps its TP group: over NCCL a split is a new
+--- sc.group(tp): in a case (or a script's own case loop, as the layout
+-- fuzz's), the world split into groups of tp consecutive ranks
+-- (world:split(tp)), kept by the framework from case to case as a
+-- training run keeps its TP group: over NCCL a split is a new
 -- communicator (about 0.7 s with its warm-up on two H200s), which a
 -- scenario that splits per case spends most of its time on.  Collective
 -- like split (every rank calls it, in the same order).  The framework owns
