@@ -45,9 +45,33 @@ nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx) {
 }
 
 
+/* The key under which the running C function is in the tensors' method
+** table, when Lua has no name for the call (pcall(t.shape, t)); else NULL.
+** The key lives as long as the table (the registry's metatable). */
+static const char *unnamed_method (lua_State *L) {
+  lua_Debug ar;
+  const char *name = NULL;
+  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return NULL;  /* pushes the function */
+  if (ar.name == NULL && luaL_getmetatable(L, NVFP4L_TENSOR) == LUA_TTABLE &&
+      lua_getfield(L, -1, "__index") == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (name == NULL && lua_next(L, -2) != 0) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_rawequal(L, -1, -5)) name = lua_tostring(L, -2);
+      lua_pop(L, 1);
+    }
+  }
+  return name;                /* (what it pushed goes with the error its caller raises) */
+}
+
+
 nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg) {
   LTensor *p = (LTensor *)luaL_checkudata(L, arg, NVFP4L_TENSOR);
-  luaL_argcheck(L, p->t != NULL, arg, "tensor is closed");
+  if (p->t == NULL) {
+    /* a method names itself however it was called, as handles and layers do */
+    const char *m = arg == 1 ? unnamed_method(L) : NULL;
+    if (m != NULL) luaL_error(L, "calling '%s' on bad self (tensor is closed)", m);
+    luaL_argerror(L, arg, "tensor is closed");
+  }
   return p->t;
 }
 
