@@ -32,6 +32,31 @@ local SKIPMARK = {}              -- metatable that marks a skip "error"
 local OPTS_WITH_VALUE = {filter = true, timeout = true, junit = true, seed = true}
 local OPTS_FLAG = {list = true, tap = true, verbose = true}
 
+-- The script's arguments as given (sc.params and the framework take theirs
+-- out of arg later), for the replay commands: a failed case replays with
+-- the script's own arguments (S=512) and options such as --timeout.
+local ARGS = {}
+for i = 1, arg and #arg or 0 do ARGS[i] = arg[i] end
+
+-- ARGS shell-quoted, less what a replay sets itself or does not need
+-- (--seed, --filter; --list, --tap, --junit, --verbose: reporting).
+local function replay_args ()
+  local out, i = {}, 1
+  while ARGS[i] ~= nil do
+    local a = ARGS[i]
+    local name, val = a:match("^%-%-([%w_]+)=(.*)$")
+    name = name or a:match("^%-%-([%w_]+)$")
+    if a == "-v" then name = "verbose" end
+    if name and OPTS_WITH_VALUE[name] and name ~= "timeout" then
+      if val == nil then i = i + 1 end          -- its value too
+    elseif not (name and OPTS_FLAG[name] and val == nil) then
+      out[#out + 1] = M.shellquote(a)
+    end
+    i = i + 1
+  end
+  return #out > 0 and (" " .. table.concat(out, " ")) or ""
+end
+
 -- Take the framework's options out of the script's arguments (so the script
 -- sees only its own) and merge them over nvfp4.options.
 local function getoptions ()
@@ -832,6 +857,10 @@ function M.run ()
                              message = msg, detail = detail, time = dt, seed = p.seed}
     if verdict == FAIL then nfail = nfail + 1 elseif verdict == SKIP then nskip = nskip + 1 end
 
+    -- the command that runs this case again, as the run was started
+    local replay = verdict == FAIL and ("mpirun -np %d %s %s%s --seed %d --filter %s")
+                   :format(world.size, M.program(), M.shellquote(script), replay_args(), seed,
+                           squote(replay_filter(c.name))) or nil
     if out and o.tap then
       local tname = c.name:gsub("[\r\n]+", " "):gsub("#", "\\#")   -- one line; '#' starts a directive
       if verdict == PASS then
@@ -844,15 +873,14 @@ function M.run ()
         print("  message: " .. yamlstr(msg))
         print("  ranks: [" .. rankslist(ranks) .. "]")
         print(("  seed: %d"):format(p.seed))
+        print("  replay: " .. yamlstr(replay))
         print("  ...")
       end
     elseif human then
       if verdict == FAIL then
         print(("FAIL  %s  (on rank%s %s)"):format(c.name, #ranks > 1 and "s" or "", rankslist(ranks)))
         print("      " .. msg:gsub("\n", "\n      "))
-        print(("      replay: mpirun -np %d %s %s --seed %d --filter %s")
-              :format(world.size, M.program(), M.shellquote(script), seed,
-                      squote(replay_filter(c.name))))
+        print("      replay: " .. replay)
         if o.verbose then      -- the traceback, without the message it repeats
           local tb = detail:sub(1, #msg + 1) == msg .. "\n" and detail:sub(#msg + 2) or detail
           print("      " .. tb:gsub("\n", "\n      "))

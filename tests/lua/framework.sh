@@ -243,6 +243,21 @@ cp "$tmp/shape.lua" "$tmp/a b/it's.lua"
 sh -c "$(sed -n 's/^ *replay: //p' "$tmp/quoted" | head -n 1)" >"$tmp/quoted2" 2>&1
 check "a replay command from a path with a blank and a quote runs the case again" \
   grep -q "^0 passed, 1 failed, 0 skipped" "$tmp/quoted2"
+# a replay command carries the script's own arguments and --timeout, not the reporting options
+cat >"$tmp/param.lua" <<'EOS'
+local sc = require "nvfp4.scenario"
+local P = sc.params({N = 1})
+sc.case("N is 1", function () sc.eq(P.N, 1, "N") end)
+sc.run()
+EOS
+"$RS" "$tmp/param.lua" N=2 --timeout 30 -v --junit "$tmp/param.xml" >"$tmp/param" 2>&1
+check "a replay command carries the script's arguments and --timeout, not -v or --junit" \
+  grep -q -- "param.lua N=2 --timeout 30 --seed [0-9]* --filter 'N is 1'\$" "$tmp/param"
+sh -c "$(sed -n 's/^ *replay: //p' "$tmp/param" | head -n 1)" >"$tmp/param2" 2>&1
+check "... and pasted, fails the same way" grep -q "N: expected 1, got 2" "$tmp/param2"
+"$RS" "$tmp/param.lua" N=2 --tap >"$tmp/paramtap" 2>&1
+check "TAP: the failure's YAML block has the replay command" \
+  grep -q -- "^  replay: 'mpirun -np 1 .*param.lua N=2 --seed [0-9]* --filter ''N is 1'''\$" "$tmp/paramtap"
 # the same usage errors before the script (nvfp4-lua's own parsing): exit status 2 too (they gave 1)
 for a in "--filtr x" "--seed abc" "--backend foo"; do
   "$builddir/lua/nvfp4-lua" $a "$srcdir/fw_cases.lua" >"$tmp/pre" 2>&1; rc=$?
