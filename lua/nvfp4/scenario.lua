@@ -31,6 +31,7 @@ local SKIPMARK = {}              -- metatable that marks a skip "error"
 
 local OPTS_WITH_VALUE = {filter = true, timeout = true, junit = true, seed = true}
 local OPTS_FLAG = {list = true, tap = true, verbose = true}
+local LUA_OPTS = {backend = true, help = true, version = true}   -- nvfp4-lua's (and -e)
 
 -- The script's arguments as given (sc.params and the framework take theirs
 -- out of arg later), for the replay commands: a failed case replays with
@@ -77,6 +78,10 @@ local function getoptions ()
         if val == nil then error("option '--" .. name .. "' needs a value", 0) end
       end
       o[name] = val
+    elseif name and LUA_OPTS[name] or a == "-e" then
+      -- nvfp4-lua's own: it reads them before the script only
+      error(("'%s' is an option of nvfp4-lua: give it before the script (nvfp4-lua %s ... %s)")
+            :format(a, a, (arg and arg[0]) or "script.lua"), 0)
     elseif a:find("^%-%-?%a") then
       -- a script takes its own options out of arg before sc.run(), so what
       -- is left is a typo or an option for another script

@@ -43,6 +43,11 @@ check "an option the framework does not know ends the run with status 2" test "$
 check "... in one line, without a traceback" test -z "$(grep 'stack traceback' "$tmp/typo")"
 check "... naming it" grep -q "unknown option '--filtr' (the framework's: --list" "$tmp/typo"
 check "... before any case runs" test -z "$(grep '^PASS\|^FAIL' "$tmp/typo")"
+"$RS" "$srcdir/fw_cases.lua" --backend cpu >"$tmp/late" 2>&1; rc=$?
+check "nvfp4-lua's --backend after the script: exit status 2" test "$rc" -eq 2
+check "... saying it goes before the script" \
+  grep -q "'--backend' is an option of nvfp4-lua: give it before the script (nvfp4-lua --backend ... " "$tmp/late"
+check "... before any case runs" test -z "$(grep '^PASS\|^FAIL' "$tmp/late")"
 
 "$RS" "$srcdir/fw_cases.lua" --seed 7 >"$tmp/run2" 2>&1
 "$RS" "$srcdir/fw_cases.lua" --seed 8 >"$tmp/run3" 2>&1
