@@ -552,7 +552,11 @@ function M.group (tp)
                      .. "(no <close> or close() on it)\n"):format(tp))
   end
   if g == nil or g:isclosed() then
-    g = nvfp4.world():split(tp)
+    local w = nvfp4.world()
+    local ok, r = pcall(w.split, w, tp)
+    -- split's error at the scenario's line, as the assertions' (not here)
+    if not ok then error((tostring(r):gsub("^[^\n]-:%d+: ", "")), 2) end
+    g = r
     groups[tp] = g
   end
   return g

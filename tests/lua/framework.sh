@@ -263,6 +263,12 @@ check "... and pasted, fails the same way" grep -q "N: expected 1, got 2" "$tmp/
 "$RS" "$tmp/param.lua" N=2 --tap >"$tmp/paramtap" 2>&1
 check "TAP: the failure's YAML block has the replay command" \
   grep -q -- "^  replay: 'mpirun -np 1 .*param.lua N=2 --seed [0-9]* --filter ''N is 1'''\$" "$tmp/paramtap"
+# sc.group's errors (split's) at the scenario's line
+printf '%s\n' 'local sc = require "nvfp4.scenario"' 'sc.case("group of 3", function () local g = sc.group(3) end)' \
+  'sc.run()' >"$tmp/group3.lua"
+"$RS" "$tmp/group3.lua" >"$tmp/group3" 2>&1
+check "sc.group(3) on one rank fails the case at the scenario's line" \
+  grep -q "group3.lua:2: split: tp=3 must be >= 1 and divide the communicator size 1" "$tmp/group3"
 # the same usage errors before the script (nvfp4-lua's own parsing): exit status 2 too (they gave 1)
 for a in "--filtr x" "--seed abc" "--backend foo"; do
   "$builddir/lua/nvfp4-lua" $a "$srcdir/fw_cases.lua" >"$tmp/pre" 2>&1; rc=$?
