@@ -164,8 +164,13 @@ static int is_buildexe (const char *argv0) {
 ** configured through a symbolic link must still find its own. */
 static void setpath (lua_State *L, const char *argv0) {
   const char *dir = getenv("NVFP4_LUA_PATH");
-  if (dir == NULL) dir = is_buildexe(argv0) ? NVFP4_SRCLUADIR : NVFP4_LUADIR;
-  snprintf(luadir, sizeof luadir, "%s", dir);
+  if (dir != NULL) snprintf(luadir, sizeof luadir, "%s", dir);
+  else if (!is_buildexe(argv0)) snprintf(luadir, sizeof luadir, "%s", NVFP4_LUADIR);
+  /* the source tree's as a plain path (a VPATH build's abs_top_srcdir is
+  ** "<build>/..": error messages and tracebacks name the modules by it) */
+  else if (realpath(NVFP4_SRCLUADIR, luadir) == NULL)
+    snprintf(luadir, sizeof luadir, "%s", NVFP4_SRCLUADIR);
+  dir = luadir;
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;", dir);
   lua_getfield(L, -2, "path");

@@ -31,6 +31,9 @@ first () {
 src=$srcdir/lua
 check "the build tree's nvfp4-lua takes the source tree's lua/" first "$src" "$prog"
 check "... also when run through a symbolic link to it" first "$src" "$stage/bin/link"
+plain=$("$prog" -e 'print((package.path:match("^(.-)/%?%.lua;")))' </dev/null 2>&1)
+check "... as a plain path (a VPATH build's is configured as .../_build/..; tracebacks name modules by it)" \
+  test "$plain" = "$(cd "$src" && pwd -P)"
 check "a copy of it (an install staged under the build tree) takes \$(pkgdatadir)/lua" \
   first "$pkgdatadir/lua" "$stage/bin/nvfp4-lua"
 # without /proc (macOS, the BSDs; here a private mount namespace with an empty /proc, where one can be
