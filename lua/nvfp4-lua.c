@@ -286,6 +286,13 @@ static int pmain (lua_State *L) {
     if (strcmp(b, "cpu") != 0 && strcmp(b, "cuda") != 0)
       USAGE_ERROR("--backend: '%s' is not cpu or cuda", b);
     setenv("NVFP4_BACKEND", b, 1);                     /* the module's ctx reads it */
+    /* asked for by name: a backend that cannot start (no GPU, a build
+    ** without CUDA) is the option's error, said once before the script, not
+    ** a traceback from the script's require; the module stays loaded */
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "nvfp4");
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK)
+      USAGE_ERROR("--backend %s: %s", strcmp(b, "cpu") == 0 ? "cpu" : "cuda", lua_tostring(L, -1));
   }
   lua_settop(L, 2);
   createargtable(L, argv, argc, script < argc ? script : 0);

@@ -275,4 +275,13 @@ for a in "--filtr x" "--seed abc" "--backend foo"; do
   check "'$a' before the script: exit status 2" test "$rc" -eq 2
 done
 check "... --backend names the value and the rule" grep -q -- "--backend: 'foo' is not cpu or cuda" "$tmp/pre"
+# --backend cuda where it cannot start (a build without CUDA, no GPU): the option's error before the script
+"$builddir/lua/nvfp4-lua" --backend cuda "$srcdir/fw_cases.lua" >"$tmp/nocuda" 2>&1; rc=$?
+if test "$rc" -ne 2 && ! grep -q "cannot create a context" "$tmp/nocuda"; then
+  echo "# --backend cuda started here: its failure to start is not checked"
+else
+  check "--backend cuda that cannot start: exit status 2" test "$rc" -eq 2
+  check "... one line naming the option and the reason" grep -q "^\[rank 0\] --backend cuda: nvfp4: cannot create a context: " "$tmp/nocuda"
+  check "... without a traceback, before the script" sh -c "! grep -q 'stack traceback\|^# \|^PASS' '$tmp/nocuda'"
+fi
 exit $failed
