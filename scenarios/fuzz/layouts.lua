@@ -9,14 +9,20 @@
 --   mpirun -np 2 nvfp4-lua scenarios/fuzz/layouts.lua --rule nd --cases 60 \
 --          --expect "gathered columnwise_scale_inv: shape"
 --
--- Options (after the script, or --seed/--timeout/--junit before it):
---   --minutes M | --cases N   how long to run (default --cases 50)
+-- Options (after the script, or --seed/--timeout/--junit before it; --help
+-- prints this):
+--   --minutes M | --cases N   how long to run (default --cases 50; at least
+--                             one case runs)
 --   --seed S                  the run seed (default: nvfp4-lua's); case K of
 --                             seed S is always the same case
 --   --case K                  run only case K (replay), shrinking it if it fails
---   --replay TABLE            run one case given as a Lua table (as printed)
---   --rule nd                 fuzz the gather's TE 2.21 columnwise rule (cases
---                             are drawn exactly as usual; only the rule differs)
+--   --replay TABLE            run one case given as a Lua table (as printed;
+--                             a key no case has, or one missing, is refused;
+--                             without a rule it takes --rule's)
+--                             (one of --minutes, --cases, --case, --replay)
+--   --rule flat2d | nd        the gather's columnwise rule (default flat2d, the
+--                             fix); nd: TE 2.21's (cases are drawn exactly as
+--                             usual; only the rule differs)
 --   --expect TEXT             exit 0 only if a case failed with TEXT in its
 --                             message (make check: --rule nd must find odd B)
 --   --no-shrink, --max-shrink N (shrink runs, default 300), --timeout S (per
@@ -65,41 +71,57 @@ local out = me == 0
 
 -- ---- options ---------------------------------------------------------------
 
+-- The options, each with what its value must be (for the usage errors).
+local WITHVAL = {
+  minutes = {tonumber, "a positive number of minutes"}, cases = {math.tointeger, "a whole number, 1 or more"},
+  case = {math.tointeger, "a whole number, 1 or more"}, seed = {math.tointeger, "a non-negative integer"},
+  timeout = {tonumber, "a positive number of seconds"}, junit = {tostring, "a file name"},
+  replay = {tostring, "a Lua table, as a failure prints it"}, rule = {tostring, "flat2d or nd"},
+  ["max-shrink"] = {math.tointeger, "a whole number, 0 or more"}, expect = {tostring, "a text"},
+}
+local OPTIONS = "--minutes M | --cases N | --case K | --replay TABLE, --seed S, --rule flat2d|nd, " ..
+                "--expect TEXT, --no-shrink, --max-shrink N, --timeout S, --junit FILE, -v, --help"
+local LUA_OPTS = {backend = true, version = true, e = true}   -- nvfp4-lua's: before the script
+
 local function parseargs ()
   local o = {seed = nvfp4.seed, timeout = tonumber(nvfp4.options.timeout) or 60,
              junit = nvfp4.options.junit, verbose = nvfp4.options.verbose, rule = "flat2d"}
-  local withval = {minutes = tonumber, cases = math.tointeger, case = math.tointeger,
-                   seed = math.tointeger, timeout = tonumber, junit = tostring,
-                   replay = tostring, rule = tostring, ["max-shrink"] = math.tointeger,
-                   expect = tostring}
-  local flags = {["no-shrink"] = true, verbose = true}
+  local flags = {["no-shrink"] = true, verbose = true, help = true}
+  local given = {}
   local i = 1
   while arg[i] do
     local a = arg[i]
     local name, val = a:match("^%-%-([%w%-]+)=(.*)$")
     name = name or a:match("^%-%-([%w%-]+)$")
-    if a == "-v" then name = "verbose" end
-    if name and flags[name] then
+    if a == "-v" then name = "verbose" elseif a == "-e" then name = "e" end
+    if name and flags[name] and val == nil then
       o[name] = true
-    elseif name and withval[name] then
+    elseif name and WITHVAL[name] then
       if val == nil then i = i + 1; val = arg[i] end
-      local v = val and withval[name](val)
-      if v == nil then error(("--%s: bad value '%s'"):format(name, tostring(val)), 0) end
-      if v ~= v then error(("--%s: bad value '%s'"):format(name, tostring(val)), 0) end
-      o[name] = v
+      if val == nil then error(("option '--%s' needs a value (%s)"):format(name, WITHVAL[name][2]), 0) end
+      local v = WITHVAL[name][1](val)
+      if v == nil or v ~= v then error(("--%s must be %s, got '%s'"):format(name, WITHVAL[name][2], val), 0) end
+      o[name], given[name] = v, true
+    elseif name and LUA_OPTS[name] then
+      error(("'%s' is an option of nvfp4-lua: give it before the script (nvfp4-lua %s ... layouts.lua)")
+            :format(a, a), 0)
     else
-      error(("layouts.lua: unknown argument '%s' (see the header of the script)"):format(a), 0)
+      error(("unknown argument '%s' (this script's options: %s)"):format(a, OPTIONS), 0)
     end
     i = i + 1
   end
   local function need (ok, msg) if not ok then error(msg, 0) end end
+  local how = {}
+  for _, k in ipairs{"minutes", "cases", "case", "replay"} do if given[k] then how[#how + 1] = "--" .. k end end
+  need(#how <= 1, "give one of --minutes, --cases, --case and --replay (got " .. table.concat(how, " and ") .. ")")
+  o.rule_given = given.rule
   need(o.rule == "flat2d" or o.rule == "nd", "--rule must be flat2d or nd, got '" .. tostring(o.rule) .. "'")
   need(not nvfp4.options.tap, "layouts.lua: no TAP output (its report: the lines it prints, --junit FILE)")
   need(not nvfp4.options.list and not nvfp4.options.filter, "layouts.lua: no --list or --filter (its cases " ..
        "are drawn from the seed, not registered): --case K runs case K alone")
   need(not o.minutes or (o.minutes > 0 and o.minutes < math.huge),
        "--minutes must be a positive, finite number, got " .. tostring(o.minutes))
-  need(not o.cases or o.cases >= 0, "--cases must be 0 or more, got " .. tostring(o.cases))
+  need(not o.cases or o.cases >= 1, "--cases must be 1 or more, got " .. tostring(o.cases))
   need(not o.case or o.case >= 1, "--case must be 1 or more (the cases a seed draws), got " .. tostring(o.case))
   need(o.timeout > 0 and o.timeout < math.huge, "--timeout must be a positive, finite number of seconds, got " ..
        tostring(o.timeout))
@@ -576,10 +598,85 @@ local function usage (msg)
   os.exit(2)
 end
 
+-- The --replay table: a case as a failure prints it.  Refused (a usage
+-- error, before any case) when it is not a table, holds a key no case has,
+-- lacks one its kind needs, asks for a TP that does not divide the ranks, or
+-- names another rule than an explicit --rule; without a rule it takes
+-- --rule's (flat2d by default).
+local function replay_case (text)
+  local f, e = load("return " .. text, "=--replay", "t", {})
+  local ok, c = false, e
+  if f then ok, c = pcall(f) end
+  if not ok or type(c) ~= "table" then
+    error(("--replay: not a Lua table (%s); a failure prints one: {kind = \"gather\", tp = 2, ...}")
+          :format(ok and ("got " .. type(c)) or tostring(c)), 0)
+  end
+  local known = {}
+  for _, k in ipairs(KEYS) do known[k] = true end
+  for k in pairs(c) do
+    if not known[k] then
+      error(("--replay: unknown key '%s' (a case's keys: %s)"):format(tostring(k), table.concat(KEYS, ", ")), 0)
+    end
+  end
+  if c.kind ~= "gather" and c.kind ~= "linear" then
+    error(("--replay: kind must be \"gather\" or \"linear\", got %s"):format(fmt(c.kind)), 0)
+  end
+  local need = {"tp", "dtype", "S", "lead", "H", "data"}
+  if c.kind == "linear" then need[#need + 1] = "N"; need[#need + 1] = "parallel" end
+  for _, k in ipairs(need) do
+    if c[k] == nil then error(("--replay: a %s case needs '%s'"):format(c.kind, k), 0) end
+  end
+  local function posint (v) return math.type(v) == "integer" and v >= 1 end
+  for _, k in ipairs{"tp", "S", "H", "N"} do
+    if c[k] ~= nil and not posint(c[k]) then
+      error(("--replay: %s must be a whole number, 1 or more, got %s"):format(k, fmt(c[k])), 0)
+    end
+  end
+  local lead_ok = type(c.lead) == "table"
+  for i = 1, lead_ok and #c.lead or 0 do lead_ok = lead_ok and posint(c.lead[i]) end
+  if not lead_ok then error("--replay: lead must be a list of whole numbers, 1 or more (the middle dims)", 0) end
+  if math.type(c.data) ~= "integer" then error("--replay: data must be an integer (the tensors' seed)", 0) end
+  if world.size % c.tp ~= 0 then
+    error(("--replay: tp = %d does not divide the %d ranks (mpirun -np %d, or a multiple)")
+          :format(c.tp, world.size, c.tp), 0)
+  end
+  if c.rule ~= nil and c.rule ~= "flat2d" and c.rule ~= "nd" then
+    error(("--replay: rule must be \"flat2d\" or \"nd\", got %s"):format(fmt(c.rule)), 0)
+  end
+  if c.rule ~= nil and opts.rule_given and c.rule ~= opts.rule then
+    error(("--replay: the table's rule = \"%s\" and --rule %s disagree"):format(c.rule, opts.rule), 0)
+  end
+  c.rule = c.rule or opts.rule
+  return c
+end
+
+-- The script's header up to its output section: --help.
+local function help ()
+  local f = io.open(arg[0] or "", "r")
+  if not f then return "usage: mpirun -np N nvfp4-lua layouts.lua [" .. OPTIONS .. "]" end
+  local lines = {}
+  for l in f:lines() do
+    if not l:find("^%-%-") or l:find("^%-%- Output:") then break end
+    lines[#lines + 1] = l:gsub("^%-%- ?", "")
+  end
+  f:close()
+  return table.concat(lines, "\n")
+end
+
 do
   local ok, o = pcall(parseargs)
   if not ok then usage(tostring(o)) end
   opts = o
+end
+if opts.help then                        -- the job ends normally (MPI_Finalize), status 0
+  if out then print(help()); io.stdout:flush() end
+  return
+end
+local the_replay            -- the --replay case
+if opts.replay then
+  local ok, c = pcall(replay_case, opts.replay)
+  if not ok then usage(tostring(c)) end
+  the_replay = c
 end
 vcomm = world:split(world.size)
 local script = arg[0] or "scenarios/fuzz/layouts.lua"
@@ -630,19 +727,17 @@ if opts.junit then
   if out then ok, e = pcall(writejunit, opts.junit, 0, fails, 0) end
   if vcomm:all_reduce_max(ok and 0 or 1) == 1 then usage(e or "--junit: rank 0 cannot write the file") end
 end
-local replay_rule = opts.replay and opts.replay:match('rule%s*=%s*"(%w+)"')
-if opts.replay then
+if the_replay then
   say("# %s: np=%d, backend %s, rule %s, the case given by --replay", script, np, sc.backend_name(world),
-      replay_rule or opts.rule)
+      the_replay.rule)
 else
   say("# %s: np=%d, backend %s, seed %d, rule %s, %s (replay: --seed %d)", script, np, sc.backend_name(world),
       opts.seed, opts.rule, opts.case and ("case " .. opts.case) or opts.cases and (opts.cases .. " cases")
       or (opts.minutes .. " minutes"), opts.seed)
 end
 
-if opts.replay then
-  local f = assert(load("return " .. opts.replay, "=--replay", "t", {}))
-  local c = f()
+if the_replay then
+  local c = the_replay
   n = 1
   local ts = nvfp4.clock()
   local ok, msg = runcase(c, "fuzz replay " .. show(c))
@@ -653,8 +748,9 @@ else
   shrink_until = deadline and deadline + math.max(60, 6 * opts.minutes)
   local tick = t0
   for k = first, last do
-    if deadline then
+    if deadline and k > first then
       -- every rank must stop after the same case: rank 0's clock decides
+      -- (the first case always runs: a run of no case would pass)
       local stop = vcomm:all_reduce_max(nvfp4.clock() >= deadline and me == 0 and 1 or 0)
       if stop == 1 then break end
     end

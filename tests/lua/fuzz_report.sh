@@ -25,6 +25,39 @@ check "--minutes inf: exit 2" test "$(cat "$tmp/rc")" -eq 2
 run --cases 5 --junit "$tmp/no/such/dir/f.xml"
 check "an unwritable --junit file: exit 2 before any case" test "$(cat "$tmp/rc")" -eq 2
 check "... and no case ran" sh -c "! grep -q '^# 5 cases' '$tmp/out'"
+# usage errors that say what was wrong and what is allowed (exit 2, before any case)
+usage_is () {   # what message: the last run exited 2 with the message and ran no case
+  check "$1: exit 2" test "$(cat "$tmp/rc")" -eq 2
+  check "... '$2'" grep -qF -- "$2" "$tmp/out"
+  check "... before any case" sh -c "! grep -q '^# [0-9]* cases' '$tmp/out'"
+}
+run --minutes;               usage_is "--minutes without a value" "option '--minutes' needs a value (a positive number of minutes)"
+run --cases 2.5;             usage_is "--cases 2.5" "--cases must be a whole number, 1 or more, got '2.5'"
+run --cases 0;               usage_is "--cases 0 (a run of no case would pass)" "--cases must be 1 or more, got 0"
+run --minute 1;              usage_is "a misspelled option" "unknown argument '--minute' (this script's options: --minutes M"
+run --minutes 1 --cases 3;   usage_is "--minutes with --cases" "give one of --minutes, --cases, --case and --replay"
+run --backend cpu;           usage_is "nvfp4-lua's --backend after the script" "'--backend' is an option of nvfp4-lua: give it before the script"
+run --replay garbage;        usage_is "--replay with no table" "--replay: not a Lua table (got nil)"
+run --replay '{kind = "gather", tp = 2, colwise = true}'
+usage_is "--replay with a misspelled key" "--replay: unknown key 'colwise' (a case's keys: kind, tp,"
+run --replay '{kind = "gather", tp = 2}'
+usage_is "--replay without a key its kind needs" "--replay: a gather case needs 'dtype'"
+G='{kind = "gather", tp = 4, dtype = "bf16", S = 16, lead = {1}, H = 16, rowwise = false, columnwise = true, data = 1}'
+run --replay "$G";           usage_is "--replay with a TP that does not divide the ranks" "--replay: tp = 4 does not divide the 2 ranks"
+G2='{kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {1}, H = 16, rowwise = false, columnwise = true, data = 1}'
+run --rule flat2d --replay "${G2%\}}, rule = \"nd\"}"
+usage_is "--rule and the --replay table's rule disagreeing" "--replay: the table's rule = \"nd\" and --rule flat2d disagree"
+# a --replay table without a rule takes --rule's (it ran flat2d while the header said nd)
+run --rule nd --no-shrink --replay "$G2"
+check "--rule nd with a --replay table without a rule runs rule nd" grep -q "swap_first_dims: Input is not allocated" "$tmp/out"
+check "... and its header says so" grep -q "rule nd, the case given by --replay" "$tmp/out"
+run --no-shrink --replay "$G2"
+check "... and without --rule, flat2d (the default)" test "$(cat "$tmp/rc")" -eq 0
+run --minutes 1e-9
+check "--minutes shorter than a case still runs one (a run of none would pass)" grep -q "^# 1 cases, 0 failures" "$tmp/out"
+run --help
+check "--help: exit 0" test "$(cat "$tmp/rc")" -eq 0
+check "... printing the options" grep -q "^  --replay TABLE" "$tmp/out"
 
 run --cases 40 --seed 3 --junit "$tmp/ok.xml"
 cat "$tmp/out"
