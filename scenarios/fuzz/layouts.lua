@@ -399,6 +399,7 @@ end
 
 local vcomm                                   -- verdicts, apart from the cases' collectives
 local opts
+local the_replay                              -- the --replay case, checked (replay_case)
 
 -- The cases' TP groups: sc.group's, one per size kept from case to case as
 -- a training run keeps its TP group (a split is a new communicator, which
@@ -555,7 +556,7 @@ local function writejunit (file, n, fails, secs, running)
           :format(suite, nf + 1, nf, secs))
   f:write('    <properties>\n')
   for _, kv in ipairs{{"seed", opts.seed}, {"np", world.size}, {"backend", nvfp4.backend()},
-                      {"rule", opts.rule}, {"cases", n}, {"passed", n - #fails}} do
+                      {"rule", the_replay and the_replay.rule or opts.rule}, {"cases", n}, {"passed", n - #fails}} do
     f:write(('      <property name="%s" value="%s"/>\n'):format(kv[1], xmlesc(kv[2], true)))
   end
   f:write('    </properties>\n')
@@ -672,7 +673,6 @@ if opts.help then                        -- the job ends normally (MPI_Finalize)
   if out then print(help()); io.stdout:flush() end
   return
 end
-local the_replay            -- the --replay case
 if opts.replay then
   local ok, c = pcall(replay_case, opts.replay)
   if not ok then usage(tostring(c)) end

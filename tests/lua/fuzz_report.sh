@@ -53,6 +53,8 @@ check "--rule nd with a --replay table without a rule runs rule nd" grep -q "swa
 check "... and its header says so" grep -q "rule nd, the case given by --replay" "$tmp/out"
 run --no-shrink --replay "$G2"
 check "... and without --rule, flat2d (the default)" test "$(cat "$tmp/rc")" -eq 0
+run --no-shrink --junit "$tmp/nd.xml" --replay "${G2%\}}, rule = \"nd\"}"
+check "a --replay table's rule is the JUnit file's rule property" grep -q '<property name="rule" value="nd"/>' "$tmp/nd.xml"
 run --minutes 1e-9
 check "--minutes shorter than a case still runs one (a run of none would pass)" grep -q "^# 1 cases, 0 failures" "$tmp/out"
 run --help
