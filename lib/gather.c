@@ -175,9 +175,10 @@ static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
   CHECK(nvfp4_all_gather_plain(c, src, &full));
   if (!shard_quantizable(full->shape)) {
     st = nvfp4i_fail(ctx, NVFP4_EINVAL, "all_gather: the local shard %s is not "
-                     "quantizable (M=%lld, K=%lld: both must be multiples of %d), "
-                     "so it was gathered in high precision, but the gathered %s "
-                     "is not quantizable either (M=%lld, K=%lld)",
+                     "quantizable (M=%lld, K=%lld: the gather, as TE's, wants both "
+                     "multiples of %d for any usage, rowwise only too), so it was "
+                     "gathered in high precision, but the gathered %s is not "
+                     "quantizable either (M=%lld, K=%lld)",
                      nvfp4_shape_format(src->shape, a, sizeof a),
                      (long long)nvfp4_shape_M(src->shape),
                      (long long)nvfp4_shape_K(src->shape), NVFP4_BLOCK,

@@ -479,6 +479,8 @@ static void test_fallback (void) {
   EXPECT_ST(nvfp4_all_gather(world, x, &gp, &g), NVFP4_EINVAL);
   EXPECT(g == NULL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "not quantizable either");
+  /* the rule named as the gather's (quantize itself takes M % 16 != 0 rowwise) */
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "the gather, as TE's, wants both multiples of 16 for any usage");
   strncpy(msg, nvfp4_last_error(mc_ctx), sizeof msg - 1);
   msg[sizeof msg - 1] = '\0';
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, msg));
