@@ -239,6 +239,7 @@ static nvfp4_shape shape_of (const nvfp4_tensor *x) {
 static nvfp4_status plain_begin (nvfp4_comm *c, const nvfp4_tensor *x, nvfp4_tensor **out,
                                  const char *what, int sum) {
   nvfp4_status st;
+  NVFP4I_CLEAR(out);
   if (c == NULL) return NVFP4_EINVAL;
   st = out == NULL ? nvfp4i_fail(c->ctx, NVFP4_EINVAL, "%s: out is NULL", what)
                    : check_plain(c->ctx, x, what, sum);

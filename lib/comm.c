@@ -44,6 +44,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns,
 
 
 nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm **out) {
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "comm_create_mpi");
   *out = NULL;
@@ -118,6 +119,7 @@ static nvfp4_status agree_value (nvfp4_comm *c, const char *what, nvfp4_status l
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
   MPI_Comm sub;
   nvfp4_status st = NVFP4_OK;
+  NVFP4I_CLEAR(out);
   if (c == NULL) return NVFP4_EINVAL;
   if (out == NULL) st = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "split: out is NULL");
   else {

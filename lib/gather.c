@@ -511,8 +511,8 @@ nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
                                      nvfp4_handle **hp) {
   nvfp4_handle *h;
   nvfp4_status st = NVFP4_OK, lst = NVFP4_OK;
+  NVFP4I_CLEAR(hp);
   if (c == NULL) return NVFP4_EINVAL;
-  if (hp != NULL) *hp = NULL;
   h = (nvfp4_handle *)calloc(1, sizeof *h);
   /* A local problem still joins the metadata exchange, so peers fail too. */
   if (hp == NULL) lst = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "all_gather: handle pointer is NULL");
@@ -538,8 +538,8 @@ nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
 
 
 nvfp4_status nvfp4_handle_wait (nvfp4_handle *h, nvfp4_tensor **out) {
+  NVFP4I_CLEAR(out);
   if (h == NULL) return NVFP4_EINVAL;
-  if (out != NULL) *out = NULL;
   if (!h->finished) {
     h->st = gather_finish(h);
     if (h->st != NVFP4_OK) {
@@ -559,6 +559,7 @@ nvfp4_status nvfp4_handle_wait (nvfp4_handle *h, nvfp4_tensor **out) {
 
 nvfp4_status nvfp4_handle_take (nvfp4_handle *h, nvfp4_tensor **out) {
   nvfp4_tensor *t;
+  NVFP4I_CLEAR(out);
   if (h == NULL) return NVFP4_EINVAL;
   CHECK_ARG(h->ctx, out, "handle_take");
   *out = NULL;
@@ -590,8 +591,8 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
                                nvfp4_tensor **out) {
   nvfp4_handle *h = NULL;
   nvfp4_status st;
+  NVFP4I_CLEAR(out);
   if (c == NULL) return NVFP4_EINVAL;
-  if (out != NULL) *out = NULL;
   CHECK(nvfp4_all_gather_async(c, x, gopts, out != NULL ? &h : NULL));
   st = nvfp4_handle_take(h, out);
   nvfp4_handle_destroy(h);

@@ -190,6 +190,7 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   nvfp4_tensor *d = NULL;
   nvfp4_status st;
   float amax_a, amax_b, e6a, e6b;
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm: out is NULL");
   *out = NULL;
@@ -435,6 +436,7 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
   double *A = NULL, *B = NULL, *C = NULL;
   nvfp4_status st = NVFP4_ENOMEM;
   int64_t P, Q, R, i;
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm_ref64: out is NULL");
   *out = NULL;

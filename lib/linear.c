@@ -220,9 +220,9 @@ nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg
   nvfp4_linear *l = NULL;
   nvfp4_status st;
   int tp;
+  NVFP4I_CLEAR(out);
   if (cfg == NULL)                                   /* no group to tell */
     return ctx ? nvfp4i_fail(ctx, NVFP4_EINVAL, "linear_create: cfg is NULL") : NVFP4_EINVAL;
-  if (out != NULL) *out = NULL;
   tp = cfg->tp_group ? nvfp4_comm_size(cfg->tp_group) : 1;
   if (ctx == NULL || out == NULL) {
     /* with a group, a failure like any other: the peers must learn of it */
@@ -302,6 +302,7 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
                                        const nvfp4_tensor **t) {
   static const char *const names[] = {"fprop input", "weight", "wgrad input",
                                       "grad_output"};
+  NVFP4I_CLEAR(t);
   if (l == NULL) return NVFP4_EINVAL;
   CHECK_ARG(l->ctx, t, "linear_operand_get");
   *t = NULL;
@@ -439,6 +440,7 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
   nvfp4_qopts qi, qw;
   nvfp4_status st;
   int col, row, sp, dist, keep, same;
+  NVFP4I_CLEAR(y);
   if (l == NULL) return NVFP4_EINVAL;
   ctx = l->ctx;
   c = &l->cfg;
@@ -602,6 +604,9 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   nvfp4_qopts qg;
   nvfp4_status st;
   int col, row, sp, dist, bf;
+  NVFP4I_CLEAR(dx);
+  NVFP4I_CLEAR(dw);
+  NVFP4I_CLEAR(db);
   if (l == NULL) return NVFP4_EINVAL;
   ctx = l->ctx;
   c = &l->cfg;

@@ -15,7 +15,8 @@
 **    NCCL call gives NVFP4_ECUDA, ECUBLAS or ENCCL naming the call.
 **  - outputs are new objects returned through the last (**out) argument;
 **    the caller owns them and frees them with the matching _destroy, which
-**    accepts NULL.  Nothing writes into a caller's object unless its name
+**    accepts NULL.  Every output pointer a call is given is set to NULL
+**    first, so after a failure (a NULL context included) it is NULL.  Nothing writes into a caller's object unless its name
 **    ends in _into.
 **  - shapes are row-major, dims 0-based; M = product of all leading dims,
 **    K = last dim (spec/nvfp4-numerics.md "Notation").

@@ -76,8 +76,8 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   nvfp4_tensor *q;
   nvfp4_status st;
   float amax[2];
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
-  if (out != NULL) *out = NULL;
   o = normalize(opts);
   /* with amax_group, the group's ranks agree on the checks and the amax
   ** pass before the reduction: a rank that fails there keeps its error and
@@ -117,6 +117,7 @@ nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
                                nvfp4_dtype dt, nvfp4_tensor **out) {
   nvfp4_tensor *y;
   nvfp4_status st;
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "dequantize: out is NULL");
   *out = NULL;
@@ -147,6 +148,7 @@ nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
   char sb[128];
   size_t inner;
   int i;
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "swap_first_dims: out is NULL");
   *out = NULL;

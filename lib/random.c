@@ -48,6 +48,7 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
   int64_t n, i;
   uint32_t w[4];
   double r = 0.0;
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "%s: out is NULL", what);
   *out = NULL;

@@ -197,6 +197,7 @@ nvfp4_status nvfp4i_tensor_alloc_fp4_for_cast (nvfp4_ctx *ctx, nvfp4_shape shape
 
 nvfp4_status nvfp4_tensor_create (nvfp4_ctx *ctx, nvfp4_shape shape,
                                   nvfp4_dtype dt, nvfp4_tensor **out) {
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "tensor_create");
   return nvfp4i_tensor_alloc_plain(ctx, shape, dt, out);
@@ -208,6 +209,7 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
                                      size_t nbytes, nvfp4_tensor **out) {
   nvfp4_tensor *t;
   nvfp4_status st;
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "tensor_from_host");
   *out = NULL;
@@ -258,6 +260,7 @@ nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out) {
   nvfp4_ctx *ctx;
   nvfp4_tensor *c;
   nvfp4_status st = NVFP4_OK;
+  NVFP4I_CLEAR(out);
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, out, "tensor_clone");
   ctx = t->ctx;
@@ -295,6 +298,7 @@ nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt, nvfp4_
   nvfp4_tensor *c;
   nvfp4_status st;
   size_t n;
+  NVFP4I_CLEAR(out);
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, out, "tensor_convert");
   ctx = t->ctx;
@@ -319,6 +323,7 @@ nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
                                    nvfp4_tensor **out) {
   nvfp4_tensor *c;
   char a[128], b[128];
+  NVFP4I_CLEAR(out);
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, out, "tensor_reshape");
   *out = NULL;
@@ -455,6 +460,7 @@ nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   nvfp4_status st;
   int row, col;
   char msg[256];
+  NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "tensor_fp4_from_host");
   *out = NULL;

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include "config.h"         /* PACKAGE_VERSION, from configure.ac's AC_INIT */
 #include "nvfp4.h"
+#include "nvfp4_mpi.h"      /* nvfp4_comm_create_mpi (no MPI call is made here) */
 
 
 static int setup (void **state) {
@@ -202,6 +203,63 @@ static void test_bad_inputs (void **state) {
 }
 
 
+/* Every output a failed call is given is NULL afterwards (nvfp4.h,
+** "Conventions"), also where there is no context to keep a reason (a NULL
+** ctx, tensor, comm, handle or layer): a caller may free it unconditionally.
+** It held a stale pointer after a NULL context before. */
+static void test_outputs_null_after_failure (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  static char poison;
+  nvfp4_tensor *t, *dx, *dw, *db;
+  const nvfp4_tensor *ct;
+  nvfp4_comm *c;
+  nvfp4_handle *h;
+  nvfp4_linear *l;
+  nvfp4_gather_opts g;
+  nvfp4_linear_config cfg;
+  memset(&g, 0, sizeof g);
+  memset(&cfg, 0, sizeof cfg);
+#define CLEARED(call, p) do {                                    \
+    (p) = (void *)&poison;                                       \
+    assert_int_not_equal((call), NVFP4_OK);                      \
+    assert_null(p);                                              \
+  } while (0)
+  CLEARED(nvfp4_tensor_create(NULL, shape2(2, 2), NVFP4_F32, &t), t);
+  CLEARED(nvfp4_tensor_from_host(NULL, shape2(2, 2), NVFP4_F32, NULL, 16, &t), t);
+  CLEARED(nvfp4_tensor_fp4_from_host(NULL, shape2(16, 16), NULL, NULL, NULL, NULL, NULL, &t), t);
+  CLEARED(nvfp4_tensor_clone(NULL, &t), t);
+  CLEARED(nvfp4_tensor_convert(NULL, NVFP4_BF16, &t), t);
+  CLEARED(nvfp4_tensor_reshape(NULL, shape2(2, 2), &t), t);
+  CLEARED(nvfp4_tensor_randn(NULL, shape2(2, 2), NVFP4_F32, 1, &t), t);
+  CLEARED(nvfp4_tensor_uniform(NULL, shape2(2, 2), NVFP4_F32, 1, 0.0, 1.0, &t), t);
+  CLEARED(nvfp4_quantize(NULL, NULL, NULL, &t), t);
+  CLEARED(nvfp4_quantize(ctx, NULL, NULL, &t), t);
+  CLEARED(nvfp4_dequantize(NULL, NULL, NVFP4_BF16, &t), t);
+  CLEARED(nvfp4_swap_first_dims(NULL, NULL, &t), t);
+  CLEARED(nvfp4_gemm(NULL, NULL, NVFP4_ROWWISE, NULL, NVFP4_ROWWISE, NULL, NVFP4_F32, &t), t);
+  CLEARED(nvfp4_gemm_ref64(NULL, NULL, NVFP4_ROWWISE, NULL, NVFP4_ROWWISE, &t), t);
+  CLEARED(nvfp4_comm_create_mpi(NULL, MPI_COMM_WORLD, &c), c);
+  CLEARED(nvfp4_comm_split(NULL, 1, &c), c);
+  CLEARED(nvfp4_all_gather_plain(NULL, NULL, &t), t);
+  CLEARED(nvfp4_reduce_scatter(NULL, NULL, &t), t);
+  CLEARED(nvfp4_all_reduce_sum(NULL, NULL, &t), t);
+  CLEARED(nvfp4_all_gather(NULL, NULL, &g, &t), t);
+  CLEARED(nvfp4_all_gather_async(NULL, NULL, &g, &h), h);
+  CLEARED(nvfp4_handle_wait(NULL, &t), t);
+  CLEARED(nvfp4_handle_take(NULL, &t), t);
+  CLEARED(nvfp4_linear_create(NULL, &cfg, &l), l);
+  CLEARED(nvfp4_linear_create(ctx, NULL, &l), l);
+  CLEARED(nvfp4_linear_forward(NULL, NULL, &t), t);
+  CLEARED(nvfp4_linear_operand_get(NULL, NVFP4_LIN_WEIGHT, &ct), ct);
+  dx = dw = db = (nvfp4_tensor *)(void *)&poison;
+  assert_int_equal(nvfp4_linear_backward(NULL, NULL, &dx, &dw, &db), NVFP4_EINVAL);
+  assert_null(dx);
+  assert_null(dw);
+  assert_null(db);
+#undef CLEARED
+}
+
+
 /* BH-14: hand-made bytes assemble into an NVFP4 tensor whose buffers read back. */
 static void test_fp4_from_host (void **state) {
   nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
@@ -332,6 +390,7 @@ int main (void) {
     cmocka_unit_test_setup_teardown(test_create_zeroed_and_empty, setup, teardown),
     cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_fp4_from_host, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_outputs_null_after_failure, setup, teardown),
     cmocka_unit_test_setup_teardown(test_foreign_context, setup, teardown),
     cmocka_unit_test(test_ctx_destroyed_first),
   };
