@@ -103,7 +103,6 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   char sb[128];
   memset(p, 0, sizeof *p);
   CHECK(nvfp4i_check_tensor(ctx, x, "all_gather"));
-  FAIL_IF(ctx, g == NULL, NVFP4_EINVAL, "all_gather: gopts is NULL");
   FAIL_IF(ctx, g->rule != NVFP4_CW_FLAT2D && g->rule != NVFP4_CW_ND, NVFP4_EINVAL,
           "all_gather: unknown columnwise rule %d (flat2d or nd)", (int)g->rule);
   FAIL_IF(ctx, x->shape.ndim < 2, NVFP4_EINVAL, "all_gather: x %s has %d dim(s); "
@@ -111,7 +110,8 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
           nvfp4_shape_format(x->shape, sb, sizeof sb), x->shape.ndim);
   if (x->dtype == NVFP4_F32 || x->dtype == NVFP4_BF16) {
     FAIL_IF(ctx, g->quant == NULL, NVFP4_EINVAL,
-            "all_gather: a plain %s x needs gopts->quant", nvfp4_dtype_name(x->dtype));
+            "all_gather: a plain %s x needs gopts->quant (how to quantize it)",
+            nvfp4_dtype_name(x->dtype));
     p->plain = 1;
     p->q = *g->quant;
     p->row = p->q.rowwise || !p->q.columnwise;
@@ -509,10 +509,12 @@ static nvfp4_status gather_finish (nvfp4_handle *h) {
 nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
                                      const nvfp4_gather_opts *gopts,
                                      nvfp4_handle **hp) {
+  static const nvfp4_gather_opts defaults;     /* gopts NULL: zero-initialised */
   nvfp4_handle *h;
   nvfp4_status st = NVFP4_OK, lst = NVFP4_OK;
   NVFP4I_CLEAR(hp);
   if (c == NULL) return NVFP4_EINVAL;
+  if (gopts == NULL) gopts = &defaults;
   h = (nvfp4_handle *)calloc(1, sizeof *h);
   /* A local problem still joins the metadata exchange, so peers fail too. */
   if (hp == NULL) lst = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "all_gather: handle pointer is NULL");

@@ -416,7 +416,7 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** signs, SR, 2D).  With a requantize, every wanted usage is produced anew
 ** from the rowwise copy (the present one too).  Errors: EINVAL, EUSAGE,
 ** EMISMATCH, EPEER, ENOMEM, EMPI/ENCCL. */
-typedef struct nvfp4_gather_opts {  /* zero-initialised = defaults */
+typedef struct nvfp4_gather_opts {  /* zero-initialised (or gopts NULL) = defaults */
   const nvfp4_qopts *quant;         /* plain x: how to quantize (required) */
   unsigned rowwise : 1;             /* FP4 x: usages wanted */
   unsigned columnwise : 1;

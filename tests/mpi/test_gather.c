@@ -172,6 +172,13 @@ static void check_both_paths (nvfp4_comm *c, nvfp4_shape gshape, nvfp4_dtype dt,
   snprintf(what, sizeof what, "quantized %s %s%s", sb, nvfp4_dtype_name(dt), mname);
   EXPECT_OK(nvfp4_all_gather(c, qs, &gq, &g2));
   expect_same_fp4(g2, ref, what);
+  {   /* gopts NULL: the defaults, for an fp4 shard its own usages (here both) */
+    nvfp4_tensor *g3 = NULL;
+    snprintf(what, sizeof what, "quantized %s %s%s, gopts NULL", sb, nvfp4_dtype_name(dt), mname);
+    EXPECT_OK(nvfp4_all_gather(c, qs, NULL, &g3));
+    expect_same_fp4(g3, ref, what);
+    nvfp4_tensor_destroy(g3);
+  }
   nvfp4_tensor_destroy(full);
   nvfp4_tensor_destroy(shard);
   nvfp4_tensor_destroy(ref);
@@ -614,7 +621,8 @@ static void test_mismatch (void) {
   /* a local argument error on rank 0 */
   st = nvfp4_all_gather(world, x, mc_rank == 0 ? NULL : &gp, &g);
   EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
-  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 0 ? "gopts is NULL" : "rank 0 failed");
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 0 ? "a plain fp32 x needs gopts->quant (how to quantize it)"
+                                                        : "rank 0 failed");
   /* a 1-D input is refused everywhere */
   {
     nvfp4_tensor *v = full_randn(mc_shape(1, (int64_t)64), NVFP4_F32, 73);
