@@ -16,8 +16,8 @@
 **  - outputs are new objects returned through the last (**out) argument;
 **    the caller owns them and frees them with the matching _destroy, which
 **    accepts NULL.  Every output pointer a call is given is set to NULL
-**    first, so after a failure (a NULL context included) it is NULL.  Nothing writes into a caller's object unless its name
-**    ends in _into.
+**    first, so after a failure (a NULL context included) it is NULL.
+**    Nothing writes into a caller's object unless its name ends in _into.
 **  - shapes are row-major, dims 0-based; M = product of all leading dims,
 **    K = last dim (spec/nvfp4-numerics.md "Notation").
 **  - calls are queued on the context's stream and "return when enqueued"; on
