@@ -47,7 +47,9 @@ static int meta_same (const meta *a, const meta *b) {
 }
 
 
-/* "[16, 2, 64] bf16 (rowwise+columnwise, rule nd)" */
+/* "[16, 2, 64] bf16 (rowwise+columnwise, rule nd)"; a plain shard's gather
+** with a columnwise copy (where the rule applies) names its rule either way
+** ("rule flat2d"), so that a disagreement on it shows on both sides */
 static char *meta_format (const meta *m, char *buf, size_t n) {
   static const char *const fname[] = {
     "rowwise", "columnwise", "has rowwise", "has columnwise", "rule nd",
@@ -67,6 +69,8 @@ static char *meta_format (const meta *m, char *buf, size_t n) {
                              first ? " (" : i < 2 ? "+" : ", ", fname[i]);
     first = 0;
   }
+  if ((m->flags & NVFP4I_META_COL) && !(m->flags & NVFP4I_META_ND) && m->dtype != NVFP4_FP4 && used < n)
+    used += (size_t)snprintf(buf + used, n - used, ", rule flat2d");
   if (!first && used < n) snprintf(buf + used, n - used, ")");
   return buf;
 }

@@ -536,15 +536,16 @@ static void test_mismatch (void) {
   y = full_randn(SHAPE3(32, 2, 64), NVFP4_F32, 72);
   EXPECT_ST(nvfp4_all_gather(world, mc_rank == 1 ? y : x, &gp, &g), NVFP4_EMISMATCH);
   EXPECT(g == NULL);
-  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [32, 2, 64] fp32 (rowwise+columnwise)");
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [32, 2, 64] fp32 (rowwise+columnwise, rule flat2d)");
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 0 has [16, 2, 64] fp32");
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
   /* usages differ on the last rank */
   EXPECT_ST(nvfp4_all_gather(world, x, mc_rank == mc_size - 1 ? &gc : &gp, &g), NVFP4_EMISMATCH);
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
-  /* rule differs on rank 0 */
+  /* rule differs on rank 0: both sides name theirs */
   EXPECT_ST(nvfp4_all_gather(world, x, mc_rank == 0 ? &gn : &gp, &g), NVFP4_EMISMATCH);
-  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rule nd");
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 0 has [16, 2, 64] fp32 (rowwise+columnwise, rule nd)");
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "[16, 2, 64] fp32 (rowwise+columnwise, rule flat2d)");
   /* one rank gives an fp4 tensor, the others plain */
   q = quant(x, &o);
   EXPECT_ST(nvfp4_all_gather(world, mc_rank == 1 ? q : x, mc_rank == 1 ? &gq : &gp, &g),
