@@ -521,14 +521,28 @@ function M.shellquote (s)
   return squote(s)
 end
 
---- sc.program(): the command that runs this script as it was typed, up to
--- the script: the program and its options before the script (e.g.
--- "_build/lua/nvfp4-lua --backend cuda"), each word shell-quoted, for
--- printing replay commands.
-function M.program ()
+--- sc.program([replay]): the command that runs this script as it was
+-- typed, up to the script: the program and its options before the script
+-- (e.g. "_build/lua/nvfp4-lua --backend cuda"), each word shell-quoted;
+-- with replay true, for printing replay commands, without the options a
+-- replay sets itself or must not repeat (--seed, --filter; --junit, --tap,
+-- --list, --verbose: a pasted replay would overwrite the run's report).
+function M.program (replay)
   local i, words = 0, {}
   while arg and arg[i - 1] ~= nil do i = i - 1 end
-  for j = i, -1 do words[#words + 1] = M.shellquote(arg[j]) end
+  local j = i
+  while j <= -1 do
+    local a = arg[j]
+    local name, val = a:match("^%-%-([%w_]+)=(.*)$")
+    name = name or a:match("^%-%-([%w_]+)$")
+    if a == "-v" then name = "verbose" end
+    if replay and j > i and name and OPTS_WITH_VALUE[name] and name ~= "timeout" then
+      if val == nil then j = j + 1 end          -- its value too
+    elseif not (replay and j > i and name and OPTS_FLAG[name] and val == nil) then
+      words[#words + 1] = M.shellquote(a)
+    end
+    j = j + 1
+  end
   return #words > 0 and table.concat(words, " ") or "nvfp4-lua"
 end
 
@@ -546,11 +560,6 @@ end
 local groups, warned = {}, false
 function M.group (tp)
   local g = groups[tp]
-  if g ~= nil and g:isclosed() and not warned and nvfp4.world().rank == 0 then
-    warned = true                -- once a run: a <close> on it costs a split a case
-    io.stderr:write(("note: sc.group(%d) was closed by a case and is split afresh; the framework owns it "
-                     .. "(no <close> or close() on it)\n"):format(tp))
-  end
   if g == nil or g:isclosed() then
     local w = nvfp4.world()
     local ok, r = pcall(w.split, w, tp)
@@ -848,7 +857,18 @@ function M.run ()
     local per = vcomm:all_gather_int(status)
     local ranks = {}
     for r, s in ipairs(per) do if s == verdict and verdict ~= PASS then ranks[#ranks + 1] = r - 1 end end
-    if verdict ~= PASS and (verdict == FAIL or #ranks < #per) then close_groups() end   -- see M.group
+    -- a kept group closed by the case, on some ranks or all: every rank
+    -- closes the kept groups, so that the next sc.group splits on all of them
+    -- (one rank splitting alone would wait for the others); said once
+    local closed = 0
+    for _, g in pairs(groups) do if g:isclosed() then closed = 1 end end
+    closed = vcomm:all_reduce_max(closed)
+    if closed == 1 and not warned and out then
+      warned = true               -- once a run: a <close> on it costs a split a case
+      io.stderr:write(("note: a case ('%s') closed an sc.group group; they are closed on every rank and split "
+                       .. "afresh: the framework owns them (no <close> or close() on one)\n"):format(c.name))
+    end
+    if closed == 1 or (verdict ~= PASS and (verdict == FAIL or #ranks < #per)) then close_groups() end
     if verdict ~= PASS then
       -- the message of the lowest rank with this verdict (rank 0 reports),
       -- each cut to 64 KiB (the gather takes at most 16 MiB per rank)
@@ -868,7 +888,7 @@ function M.run ()
 
     -- the command that runs this case again, as the run was started
     local replay = verdict == FAIL and ("mpirun -np %d %s %s%s --seed %d --filter %s")
-                   :format(world.size, M.program(), M.shellquote(script), replay_args(), seed,
+                   :format(world.size, M.program(true), M.shellquote(script), replay_args(), seed,
                            squote(replay_filter(c.name))) or nil
     if out and o.tap then
       local tname = c.name:gsub("[\r\n]+", " "):gsub("#", "\\#")   -- one line; '#' starts a directive

@@ -126,6 +126,8 @@ local function parseargs ()
   need(o.timeout > 0 and o.timeout < math.huge, "--timeout must be a positive, finite number of seconds, got " ..
        tostring(o.timeout))
   need(not o["max-shrink"] or o["max-shrink"] >= 0, "--max-shrink must be 0 or more")
+  need(math.type(o.seed) == "integer" and o.seed >= 0, "--seed must be a non-negative integer, got " ..
+       tostring(o.seed))
   if not o.minutes and not o.cases and not o.case and not o.replay then o.cases = 50 end
   nvfp4.seed = o.seed
   return o
@@ -562,7 +564,7 @@ local function writejunit (file, n, fails, secs, running)
   f:write('    </properties>\n')
   f:write(('    <testcase classname="%s" name="layout fuzz" time="%.3f">\n'):format(suite, secs))
   f:write(('      <system-out>%d cases, %d passed (seed %d, rule %s)</system-out>\n    </testcase>\n')
-          :format(n, n - #fails, opts.seed, opts.rule))
+          :format(n, n - #fails, opts.seed, the_replay and the_replay.rule or opts.rule))
   local function failed (name, time, msg, text)
     f:write(('    <testcase classname="%s" name="%s" time="%.3f">\n'):format(suite, xmlesc(name, true), time))
     f:write(('      <failure message="%s" type="failure">%s</failure>\n'):format(xmlesc(msg, true), xmlesc(text)))
@@ -637,6 +639,27 @@ local function replay_case (text)
   for i = 1, lead_ok and #c.lead or 0 do lead_ok = lead_ok and posint(c.lead[i]) end
   if not lead_ok then error("--replay: lead must be a list of whole numbers, 1 or more (the middle dims)", 0) end
   if math.type(c.data) ~= "integer" then error("--replay: data must be an integer (the tensors' seed)", 0) end
+  for _, k in ipairs{"rowwise", "columnwise", "rht", "sr", "two_d", "async", "sp", "bias", "grad_sr", "weight_2d",
+                     "amax_reduction", "fo6", "frozen"} do
+    if c[k] ~= nil and type(c[k]) ~= "boolean" then
+      error(("--replay: %s must be true or false, got %s"):format(k, fmt(c[k])), 0)
+    end
+  end
+  local function oneof (k, set)
+    local shown = {}
+    for _, v in ipairs(set) do
+      if c[k] == v then return end
+      shown[#shown + 1] = fmt(v)
+    end
+    error(("--replay: %s must be %s, got %s"):format(k, table.concat(shown, ", "), fmt(c[k])), 0)
+  end
+  if c.kind == "gather" and not c.rowwise and not c.columnwise then
+    error("--replay: a gather case wants rowwise = true, columnwise = true or both", 0)
+  end
+  if c.kind == "linear" then
+    oneof("parallel", {"none", "column", "row"})
+    if c.fo6_recipe ~= nil then oneof("fo6_recipe", {"none", "weights", "activations", "all"}) end
+  end
   if world.size % c.tp ~= 0 then
     error(("--replay: tp = %d does not divide the %d ranks (mpirun -np %d, or a multiple)")
           :format(c.tp, world.size, c.tp), 0)
@@ -682,7 +705,7 @@ vcomm = world:split(world.size)
 local script = arg[0] or "scenarios/fuzz/layouts.lua"
 local np = world.size
 local rulearg = opts.rule ~= "flat2d" and (" --rule " .. opts.rule) or ""
-local prog = sc.program()               -- as typed, e.g. _build/lua/nvfp4-lua --backend cuda
+local prog = sc.program(true)           -- as typed, e.g. _build/lua/nvfp4-lua --backend cuda (no --junit)
 local envb = os.getenv("NVFP4_BACKEND")  -- the nightly's way to pick the backend: the replay keeps it
 local mpirun = (envb and envb ~= "" and ("NVFP4_BACKEND=" .. envb .. " ") or "") .. "mpirun"
 

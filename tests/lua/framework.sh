@@ -28,13 +28,13 @@ check "... and the traceback" grep -q "stack traceback:" "$tmp/run1"
 check "a failure prints the command that replays it" \
   grep -q "replay: mpirun -np 2 .*fw_cases.lua --seed 7 --filter 'fails on rank 1 only'" "$tmp/run1"
 
-"$RS" "$srcdir/fw_group.lua" >"$tmp/group" 2>&1; rc=$?
+"$RS" "$srcdir/fw_group.lua" --timeout 10 >"$tmp/group" 2>&1; rc=$?
 cat "$tmp/group"
 check "sc.group: a failed case gives exit status 1" test "$rc" -eq 1
-check "... the group is kept from case to case, and its checks pass" grep -q "4 passed, 1 failed, 0 skipped" "$tmp/group"
+check "... the group is kept from case to case, and its checks pass" grep -q "6 passed, 1 failed, 0 skipped" "$tmp/group"
 check "... the failed case is the one that fails on purpose" grep -q "FAIL  c: fails on rank 1  (on rank 1)" "$tmp/group"
 check "... a case that closed it is told once, on rank 0" \
-  test "$(count 'note: sc.group(2) was closed by a case and is split afresh' "$tmp/group")" -eq 1
+  test "$(count "closed an sc.group group; they are closed on every rank and split afresh" "$tmp/group")" -eq 1
 check "... the run closes the kept groups when it ends" \
   test "$(count 'after the run, the kept group is closed: true' "$tmp/group")" -eq 2
 
@@ -260,6 +260,10 @@ check "a replay command carries the script's arguments and --timeout, not -v or 
   grep -q -- "param.lua N=2 --timeout 30 --seed [0-9]* --filter 'N is 1'\$" "$tmp/param"
 sh -c "$(sed -n 's/^ *replay: //p' "$tmp/param" | head -n 1)" >"$tmp/param2" 2>&1
 check "... and pasted, fails the same way" grep -q "N: expected 1, got 2" "$tmp/param2"
+"$builddir/lua/nvfp4-lua" --junit "$tmp/pj.xml" -v --seed 3 --backend cpu "$tmp/param.lua" N=2 >"$tmp/param3" 2>&1
+check "... nor the reporting options given before the script (a pasted replay would overwrite the JUnit file)" \
+  grep -q -- "replay: mpirun -np 1 [^ ]*nvfp4-lua --backend cpu [^ ]*param.lua N=2 --seed 3 --filter 'N is 1'\$" \
+  "$tmp/param3"
 "$RS" "$tmp/param.lua" N=2 --tap >"$tmp/paramtap" 2>&1
 check "TAP: the failure's YAML block has the replay command" \
   grep -q -- "^  replay: 'mpirun -np 1 .*param.lua N=2 --seed [0-9]* --filter ''N is 1'''\$" "$tmp/paramtap"

@@ -47,6 +47,13 @@ run --replay "$G";           usage_is "--replay with a TP that does not divide t
 G2='{kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {1}, H = 16, rowwise = false, columnwise = true, data = 1}'
 run --rule flat2d --replay "${G2%\}}, rule = \"nd\"}"
 usage_is "--rule and the --replay table's rule disagreeing" "--replay: the table's rule = \"nd\" and --rule flat2d disagree"
+run --replay '{kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {}, H = 16, data = 1}'
+usage_is "--replay: a gather case with no usage" "--replay: a gather case wants rowwise = true, columnwise = true or both"
+run --replay '{kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {}, H = 16, rowwise = 1, data = 1}'
+usage_is "--replay: a flag that is not a boolean" "--replay: rowwise must be true or false, got 1"
+run --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 16, lead = {1}, H = 32, N = 32, parallel = "colum", data = 1}'
+usage_is "--replay: a misspelled parallel mode" '--replay: parallel must be "none", "column", "row", got "colum"'
+run --seed -3;               usage_is "a negative --seed" "--seed must be a non-negative integer, got -3"
 # a --replay table without a rule takes --rule's (it ran flat2d while the header said nd)
 run --rule nd --no-shrink --replay "$G2"
 check "--rule nd with a --replay table without a rule runs rule nd" grep -q "swap_first_dims: Input is not allocated" "$tmp/out"
@@ -55,6 +62,7 @@ run --no-shrink --replay "$G2"
 check "... and without --rule, flat2d (the default)" test "$(cat "$tmp/rc")" -eq 0
 run --no-shrink --junit "$tmp/nd.xml" --replay "${G2%\}}, rule = \"nd\"}"
 check "a --replay table's rule is the JUnit file's rule property" grep -q '<property name="rule" value="nd"/>' "$tmp/nd.xml"
+check "... and its summary's" grep -q 'rule nd)</system-out>' "$tmp/nd.xml"
 run --minutes 1e-9
 check "--minutes shorter than a case still runs one (a run of none would pass)" grep -q "^# 1 cases, 0 failures" "$tmp/out"
 run --help

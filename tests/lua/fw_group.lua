@@ -1,5 +1,6 @@
 -- np=2  sc.group: one TP group per size kept from case to case, closed and split afresh after a failed case
--- or when a case closed it, closed when the run ends.  Run by framework.sh (case c fails on purpose).
+-- or when a case closed it (on every rank or some), closed when the run ends.  Run by framework.sh (case c
+-- fails on purpose).
 local nvfp4 = require "nvfp4"
 local sc = require "nvfp4.scenario"
 local world = nvfp4.world()
@@ -33,6 +34,18 @@ end)
 sc.case("e: a group a case closed is split afresh", function ()
   local g = sc.group(2)
   sc.ok(not rawequal(g, first) and not g:isclosed(), "a new group")
+  sc.eq(g:all_reduce_max(world.rank), 1, "it works")
+  first = g
+end)
+
+sc.case("f: closed on rank 1 only, the case passes", function ()
+  first = sc.group(2)
+  if world.rank == 1 then first:close() end
+end)
+
+sc.case("g: every rank splits afresh after it, together", function ()
+  local g = sc.group(2)                      -- rank 1 alone splitting would wait for rank 0
+  sc.ok(not rawequal(g, first) and not g:isclosed(), "a new group on every rank")
   sc.eq(g:all_reduce_max(world.rank), 1, "it works")
   first = g
 end)
