@@ -47,7 +47,6 @@ nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm **ou
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "comm_create_mpi");
-  *out = NULL;
   FAIL_IF(ctx, mc == MPI_COMM_NULL, NVFP4_EINVAL, "comm_create_mpi: MPI_COMM_NULL");
   return comm_new(ctx, mc, 0, out);
 }
@@ -122,13 +121,10 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
   NVFP4I_CLEAR(out);
   if (c == NULL) return NVFP4_EINVAL;
   if (out == NULL) st = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "split: out is NULL");
-  else {
-    *out = NULL;
-    if (tp < 1 || c->size % tp != 0)
-      st = nvfp4i_fail(c->ctx, NVFP4_EINVAL,
-                       "split: tp=%d must be >= 1 and divide the communicator size %d",
-                       tp, c->size);
-  }
+  else if (tp < 1 || c->size % tp != 0)
+    st = nvfp4i_fail(c->ctx, NVFP4_EINVAL,
+                     "split: tp=%d must be >= 1 and divide the communicator size %d",
+                     tp, c->size);
   CHECK(agree_value(c, "split", st, "tp", tp, NULL));
   MPI_CHECK(c->ctx, MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub));
   if ((st = comm_new(c->ctx, sub, 1, out)) != NVFP4_OK) {

@@ -564,7 +564,6 @@ nvfp4_status nvfp4_handle_take (nvfp4_handle *h, nvfp4_tensor **out) {
   NVFP4I_CLEAR(out);
   if (h == NULL) return NVFP4_EINVAL;
   CHECK_ARG(h->ctx, out, "handle_take");
-  *out = NULL;
   CHECK(nvfp4_handle_wait(h, &t));
   h->out = NULL;
   h->taken = 1;

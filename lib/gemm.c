@@ -193,7 +193,6 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm: out is NULL");
-  *out = NULL;
   CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a));
   CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
@@ -439,7 +438,6 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm_ref64: out is NULL");
-  *out = NULL;
   CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a));
   CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,

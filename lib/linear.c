@@ -305,7 +305,6 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
   NVFP4I_CLEAR(t);
   if (l == NULL) return NVFP4_EINVAL;
   CHECK_ARG(l->ctx, t, "linear_operand_get");
-  *t = NULL;
   FAIL_IF(l->ctx, (unsigned)which >= NVFP4_LIN_NOPERANDS, NVFP4_EINVAL,
           "linear: operand %d is not one of 0..%d", (int)which, NVFP4_LIN_NOPERANDS - 1);
   FAIL_IF(l->ctx, !l->cfg.keep_operands, NVFP4_EUSAGE,

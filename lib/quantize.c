@@ -120,7 +120,6 @@ nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "dequantize: out is NULL");
-  *out = NULL;
   CHECK(nvfp4i_check_tensor(ctx, q, "dequantize"));
   FAIL_IF(ctx, q->dtype != NVFP4_FP4, NVFP4_EINVAL,
           "dequantize: input is a %s tensor, not fp4", nvfp4_dtype_name(q->dtype));
@@ -151,7 +150,6 @@ nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "swap_first_dims: out is NULL");
-  *out = NULL;
   CHECK(nvfp4i_check_tensor(ctx, in, "swap_first_dims"));
   nvfp4_shape_format(in->shape, sb, sizeof sb);
   FAIL_IF(ctx, in->dtype == NVFP4_FP4, NVFP4_EINVAL,

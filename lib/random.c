@@ -51,7 +51,6 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "%s: out is NULL", what);
-  *out = NULL;
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
           "%s: dtype %s is not fp32 or bf16", what, NVFP4I_DTYPE(dt));
   FAIL_IF(ctx, !normal && !(isfinite(lo) && isfinite(hi) && lo < hi),

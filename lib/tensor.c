@@ -212,7 +212,6 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "tensor_from_host");
-  *out = NULL;
   CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));
   if (nbytes != t->data.nbytes || (nbytes > 0 && host == NULL)) {
     size_t need = t->data.nbytes;
@@ -264,7 +263,6 @@ nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out) {
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, out, "tensor_clone");
   ctx = t->ctx;
-  *out = NULL;
   c = nvfp4i_tensor_new(ctx);
   FAIL_IF(ctx, c == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
   *c = *t;
@@ -302,7 +300,6 @@ nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt, nvfp4_
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, out, "tensor_convert");
   ctx = t->ctx;
-  *out = NULL;
   FAIL_IF(ctx, t->dtype != NVFP4_F32 && t->dtype != NVFP4_BF16, NVFP4_EINVAL,
           "tensor_convert: the tensor is %s; only fp32 and bf16 tensors convert",
           nvfp4_dtype_name(t->dtype));
@@ -326,7 +323,6 @@ nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
   NVFP4I_CLEAR(out);
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, out, "tensor_reshape");
-  *out = NULL;
   CHECK(check_shape(t->ctx, shape, "reshape"));
   FAIL_IF(t->ctx, nvfp4_shape_numel(shape) != nvfp4_shape_numel(t->shape) ||
           (t->dtype == NVFP4_FP4 && nvfp4_shape_K(shape) != nvfp4_shape_K(t->shape)),
@@ -463,7 +459,6 @@ nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "tensor_fp4_from_host");
-  *out = NULL;
   row = row_data != NULL || row_scale != NULL;
   col = col_data != NULL || col_scale != NULL;
   FAIL_IF(ctx, !row && !col, NVFP4_EINVAL,

@@ -39,12 +39,13 @@ local LUA_OPTS = {backend = true, help = true, version = true}   -- nvfp4-lua's 
 local ARGS = {}
 for i = 1, arg and #arg or 0 do ARGS[i] = arg[i] end
 
--- ARGS shell-quoted, less what a replay sets itself or does not need
--- (--seed, --filter; --list, --tap, --junit, --verbose: reporting).
-local function replay_args ()
-  local out, i = {}, 1
-  while ARGS[i] ~= nil do
-    local a = ARGS[i]
+-- The words t[i..j] shell-quoted for a replay command, less what a replay
+-- sets itself or must not repeat (--seed, --filter; --list, --tap, --junit,
+-- --verbose: a pasted replay would overwrite the run's report).
+local function replay_words (t, i, j)
+  local out = {}
+  while i <= j do
+    local a = t[i]
     local name, val = a:match("^%-%-([%w_]+)=(.*)$")
     name = name or a:match("^%-%-([%w_]+)$")
     if a == "-v" then name = "verbose" end
@@ -55,6 +56,12 @@ local function replay_args ()
     end
     i = i + 1
   end
+  return out
+end
+
+-- ARGS as replay words, with a leading blank ("" when none).
+local function replay_args ()
+  local out = replay_words(ARGS, 1, #ARGS)
   return #out > 0 and (" " .. table.concat(out, " ")) or ""
 end
 
@@ -530,20 +537,14 @@ end
 function M.program (replay)
   local i, words = 0, {}
   while arg and arg[i - 1] ~= nil do i = i - 1 end
-  local j = i
-  while j <= -1 do
-    local a = arg[j]
-    local name, val = a:match("^%-%-([%w_]+)=(.*)$")
-    name = name or a:match("^%-%-([%w_]+)$")
-    if a == "-v" then name = "verbose" end
-    if replay and j > i and name and OPTS_WITH_VALUE[name] and name ~= "timeout" then
-      if val == nil then j = j + 1 end          -- its value too
-    elseif not (replay and j > i and name and OPTS_FLAG[name] and val == nil) then
-      words[#words + 1] = M.shellquote(a)
-    end
-    j = j + 1
+  if i == 0 then return "nvfp4-lua" end
+  if replay then                                -- the program itself, then its options filtered
+    words = replay_words(arg, i + 1, -1)
+    table.insert(words, 1, M.shellquote(arg[i]))
+  else
+    for j = i, -1 do words[#words + 1] = M.shellquote(arg[j]) end
   end
-  return #words > 0 and table.concat(words, " ") or "nvfp4-lua"
+  return table.concat(words, " ")
 end
 
 --- sc.group(tp): in a case (or a script's own case loop, as the layout
@@ -553,8 +554,9 @@ end
 -- communicator (about 0.7 s with its warm-up on two H200s), which a
 -- scenario that splits per case spends most of its time on.  Collective
 -- like split (every rank calls it, in the same order).  The framework owns
--- it: a case does not close it (one it closed anyway is split afresh at the
--- next call).  After a case that failed on some rank (or was skipped on
+-- it: a case does not close it (after a case that closed one, on any rank,
+-- sc.run closes them all on every rank, says so once, and the next call
+-- splits afresh).  After a case that failed on some rank (or was skipped on
 -- some only) every kept group is closed, since one may hold a collective
 -- that some rank never joined; so are they when the run ends.
 local groups, warned = {}, false

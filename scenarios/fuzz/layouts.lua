@@ -558,13 +558,13 @@ local function writejunit (file, n, fails, secs, running)
           :format(suite, nf + 1, nf, secs))
   f:write('    <properties>\n')
   for _, kv in ipairs{{"seed", opts.seed}, {"np", world.size}, {"backend", nvfp4.backend()},
-                      {"rule", the_replay and the_replay.rule or opts.rule}, {"cases", n}, {"passed", n - #fails}} do
+                      {"rule", opts.rule}, {"cases", n}, {"passed", n - #fails}} do
     f:write(('      <property name="%s" value="%s"/>\n'):format(kv[1], xmlesc(kv[2], true)))
   end
   f:write('    </properties>\n')
   f:write(('    <testcase classname="%s" name="layout fuzz" time="%.3f">\n'):format(suite, secs))
   f:write(('      <system-out>%d cases, %d passed (seed %d, rule %s)</system-out>\n    </testcase>\n')
-          :format(n, n - #fails, opts.seed, the_replay and the_replay.rule or opts.rule))
+          :format(n, n - #fails, opts.seed, opts.rule))
   local function failed (name, time, msg, text)
     f:write(('    <testcase classname="%s" name="%s" time="%.3f">\n'):format(suite, xmlesc(name, true), time))
     f:write(('      <failure message="%s" type="failure">%s</failure>\n'):format(xmlesc(msg, true), xmlesc(text)))
@@ -700,6 +700,7 @@ if opts.replay then
   local ok, c = pcall(replay_case, opts.replay)
   if not ok then usage(tostring(c)) end
   the_replay = c
+  opts.rule = c.rule                     -- the run's rule (header, JUnit) is the case's
 end
 vcomm = world:split(world.size)
 local script = arg[0] or "scenarios/fuzz/layouts.lua"
@@ -752,7 +753,7 @@ if opts.junit then
 end
 if the_replay then
   say("# %s: np=%d, backend %s, rule %s, the case given by --replay", script, np, sc.backend_name(world),
-      the_replay.rule)
+      opts.rule)
 else
   say("# %s: np=%d, backend %s, seed %d, rule %s, %s (replay: --seed %d)", script, np, sc.backend_name(world),
       opts.seed, opts.rule, opts.case and ("case " .. opts.case) or opts.cases and (opts.cases .. " cases")
