@@ -114,7 +114,7 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
     ok = ncclCommInitRank(&nc, c->size, id, c->rank) == ncclSuccess;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->mpi);
     if (!all_ok) {
-      if (ok) ncclCommDestroy(nc);
+      if (ok) ncclCommAbort(nc);     /* not Destroy: it would wait for the ranks that failed */
       return NVFP4_OK;
     }
     if (!nccl_warm_up(c, nc)) return NVFP4_OK;      /* nc aborted there */
@@ -126,11 +126,18 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
 }
 
 
+/* Local: never waits for the other ranks.  ncclCommDestroy does (NCCL 2.28
+** on two H200s: a group closed on one rank only held that rank until the
+** job's timeout), so a rank closing a group alone, or Lua's collector
+** freeing one at another moment on each rank, would hang it.  The
+** context's stream is drained first, so no operation of this rank is
+** pending when the communicator is aborted (as PyTorch's process groups
+** abort theirs at shutdown). */
 extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
 #ifdef HAVE_NCCL
   if (c->nccl != NULL) {
     cudaStreamSynchronize(nvfp4i_stream(c->ctx));
-    ncclCommDestroy((ncclComm_t)c->nccl);
+    ncclCommAbort((ncclComm_t)c->nccl);
   }
 #endif
   c->nccl = NULL;

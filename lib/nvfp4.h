@@ -336,8 +336,11 @@ nvfp4_ctx   *nvfp4_comm_ctx  (const nvfp4_comm *c);
 /* How data moves: "mpi" (host buffers), "mpi-staged" (device buffers staged
 ** through host memory), "nccl". */
 const char  *nvfp4_comm_transport (const nvfp4_comm *c);
-/* Frees c (NULL: no-op); collective for a comm from nvfp4_comm_split or
-** with NCCL (every rank of it calls it).  Destroy it after the layers that
+/* Frees c (NULL: no-op).  Every rank of a comm from nvfp4_comm_split
+** should call it (MPI_Comm_free is collective in MPI's terms), but none
+** waits for the others: an NCCL communicator is aborted once the ctx's
+** stream has drained (ncclCommDestroy would wait for every rank of it, so
+** one rank destroying alone hung).  Destroy it after the layers that
 ** use it: a comm destroyed while a layer still has it stays usable by that
 ** layer and is freed with the last such layer (no further call may use it
 ** otherwise; a layer destroyed after MPI_Finalize frees the comm's memory

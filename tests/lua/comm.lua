@@ -2,7 +2,8 @@
 -- rank is the same error on every rank, no rank waits), stay exact for 64-bit integers and keep NaN;
 -- split refuses different tp per rank; a group of one ignores the gather's rule; nvfp4.linear agrees on its
 -- options and settings, a layer's forward on x's shape, and the NVFP4 recipe refuses an M that is not a
--- multiple of 16 (frozen weight too); the world cannot be closed; a layer refuses a closed group.
+-- multiple of 16 (frozen weight too); the world cannot be closed; a layer refuses a closed group; a group
+-- closed or collected on one rank only leaves the others going.
 local nvfp4 = require "nvfp4"
 local w = nvfp4.world()
 local me, size = w.rank, w.size
@@ -200,5 +201,17 @@ fails("calling 'forward' on bad self (its group (comm) was closed: close a layer
 fails("calling 'config' on bad self (its group (comm) was closed", lin.config, lin)
 lin:close()
 fails("calling 'weight' on bad self (linear layer is closed)", lin.weight, lin)
+
+-- a group closed, or freed by the collector, on one rank only: the others go on and close it later (over
+-- NCCL the closing rank waited for its peers in ncclCommDestroy until the job's timeout)
+do
+  local a, b = w:split(size), w:split(size)
+  assert(a:all_reduce_max(me) == last and b:all_reduce_max(me) == last)
+  if me == last then a:close(); b = nil; collectgarbage(); collectgarbage() end
+  assert(w:all_reduce_max(me) == last, "the world after a group closed on one rank")
+  local c <close> = w:split(size)
+  assert(c:all_reduce_max(me) == last, "a new group after it")
+  if me ~= last then a:close(); b:close() end
+end
 
 print("OK")
