@@ -488,3 +488,143 @@ fail:
   nvfp4_tensor_destroy(t);
   return st;
 }
+
+
+nvfp4_status nvfp4_tensor_narrow (const nvfp4_tensor *t, int dim, int64_t start,
+                                  int64_t length, nvfp4_tensor **out) {
+  nvfp4_ctx *ctx;
+  nvfp4_shape s;
+  nvfp4_tensor *c;
+  size_t outer = 1, inner;
+  nvfp4_status st;
+  char sb[128];
+  int i;
+  NVFP4I_CLEAR(out);
+  if (t == NULL) return NVFP4_EINVAL;
+  ctx = t->ctx;
+  CHECK_ARG(ctx, out, "tensor_narrow");
+  s = t->shape;
+  FAIL_IF(ctx, t->dtype == NVFP4_FP4, NVFP4_EINVAL, "tensor_narrow: the tensor is fp4; "
+          "narrow a plain tensor (before quantizing)");
+  FAIL_IF(ctx, dim < 0 || dim >= s.ndim, NVFP4_EINVAL, "tensor_narrow: dim %d is outside "
+          "0..%d (shape %s)", dim, s.ndim - 1, nvfp4_shape_format(s, sb, sizeof sb));
+  FAIL_IF(ctx, start < 0 || start > s.dim[dim], NVFP4_EINVAL, "tensor_narrow: start %lld "
+          "is outside 0..%lld (dim %d has size %lld)", (long long)start,
+          (long long)s.dim[dim], dim, (long long)s.dim[dim]);
+  FAIL_IF(ctx, length < 0 || length > s.dim[dim] - start, NVFP4_EINVAL, "tensor_narrow: "
+          "start %lld + length %lld runs past dim %d of size %lld", (long long)start,
+          (long long)length, dim, (long long)s.dim[dim]);
+  inner = nvfp4_dtype_size(t->dtype);
+  for (i = 0; i < dim; i++) outer *= (size_t)s.dim[i];
+  for (i = dim + 1; i < s.ndim; i++) inner *= (size_t)s.dim[i];
+  s.dim[dim] = length;
+  CHECK(nvfp4i_tensor_alloc_plain(ctx, s, t->dtype, &c));
+  if (c->data.nbytes > 0 &&
+      (st = ctx->ops->copy2d(ctx, c->data.p, (size_t)length * inner,
+                             (const char *)t->data.p + (size_t)start * inner,
+                             (size_t)t->shape.dim[dim] * inner, outer,
+                             (size_t)length * inner)) != NVFP4_OK) {
+    nvfp4_tensor_destroy(c);
+    return st;
+  }
+  *out = c;
+  return NVFP4_OK;
+}
+
+
+/* ---- nvfp4_tensor_equal ---- */
+
+typedef struct eqv { int *equal; char *why; size_t len; } eqv;
+
+/* A difference: *equal = 0 and the reason in why (cut to len). */
+static nvfp4_status differ (eqv *e, const char *fmt, ...)
+#ifdef __GNUC__
+  __attribute__((format(printf, 2, 3)))
+#endif
+  ;
+static nvfp4_status differ (eqv *e, const char *fmt, ...) {
+  va_list ap;
+  *e->equal = 0;
+  if (e->why != NULL && e->len > 0) {
+    va_start(ap, fmt);
+    vsnprintf(e->why, e->len, fmt, ap);
+    va_end(ap);
+  }
+  return NVFP4_OK;
+}
+
+
+/* Compare buffer b of a and b2 (-1: the plain elements) byte for byte;
+** *same = 0 after a difference was reported. */
+static nvfp4_status cmp_buf (const nvfp4_tensor *a, const nvfp4_tensor *b, int buf,
+                             const char *what, eqv *e, int *same) {
+  const nvfp4i_buf *pa = buf < 0 ? &a->data : pick_buf(a, (nvfp4_buffer)buf);
+  const nvfp4i_buf *pb = buf < 0 ? &b->data : pick_buf(b, (nvfp4_buffer)buf);
+  size_t n = pa->nbytes, i;
+  unsigned char *ha, *hb;
+  nvfp4_status st;
+  char sa[128], sb[128];
+  *same = 0;
+  if (!nvfp4_shape_equal(pa->shape, pb->shape) || pa->nbytes != pb->nbytes)
+    return differ(e, "%s: shapes differ: %s vs %s", what,
+                  nvfp4_shape_format(pa->shape, sa, sizeof sa),
+                  nvfp4_shape_format(pb->shape, sb, sizeof sb));
+  *same = 1;
+  if (n == 0) return NVFP4_OK;
+  ha = (unsigned char *)malloc(n);
+  hb = (unsigned char *)malloc(n);
+  if (ha == NULL || hb == NULL) {
+    free(ha); free(hb);
+    return nvfp4i_fail(a->ctx, NVFP4_ENOMEM, "tensor_equal: cannot allocate 2 x %zu bytes "
+                       "of host memory", n);
+  }
+  if ((st = a->ctx->ops->to_host(a->ctx, ha, pa->p, n)) == NVFP4_OK &&
+      (st = b->ctx->ops->to_host(b->ctx, hb, pb->p, n)) == NVFP4_OK) {
+    for (i = 0; i < n && ha[i] == hb[i]; i++) ;
+    if (i < n) {
+      *same = 0;
+      differ(e, "%s: first difference at byte %zu (0-based) of %zu: 0x%02x vs 0x%02x",
+             what, i, n, ha[i], hb[i]);
+    }
+  }
+  free(ha);
+  free(hb);
+  return st;
+}
+
+
+nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
+                                 int *equal, char *why, size_t why_len) {
+  static const char *const bufname[] = {
+    "rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"
+  };
+  eqv e;
+  char sa[128], sb[128];
+  int dir, k, same;
+  if (a == NULL) return NVFP4_EINVAL;
+  CHECK(nvfp4i_check_tensor(a->ctx, b, "tensor_equal"));
+  CHECK_ARG(a->ctx, equal, "tensor_equal");
+  e.equal = equal; e.why = why; e.len = why_len;
+  *equal = 1;
+  if (why != NULL && why_len > 0) why[0] = '\0';
+  if (a->dtype != b->dtype || !nvfp4_shape_equal(a->shape, b->shape))
+    return differ(&e, "tensors differ: %s %s vs %s %s", nvfp4_dtype_name(a->dtype),
+                  nvfp4_shape_format(a->shape, sa, sizeof sa), nvfp4_dtype_name(b->dtype),
+                  nvfp4_shape_format(b->shape, sb, sizeof sb));
+  if (a->dtype != NVFP4_FP4) return cmp_buf(a, b, -1, "elements", &e, &same);
+  for (dir = 0; dir < 2; dir++) {
+    int ha = dir ? a->has_col : a->has_row, hb = dir ? b->has_col : b->has_row;
+    const char *dn = dir ? "columnwise" : "rowwise";
+    if (ha != hb)
+      return differ(&e, "%s usage: %s vs %s", dn, ha ? "present" : "absent",
+                    hb ? "present" : "absent");
+    if (!ha) continue;
+    for (k = 2 * dir; k < 2 * dir + 2; k++) {
+      CHECK(cmp_buf(a, b, k, bufname[k], &e, &same));
+      if (!same) return NVFP4_OK;
+    }
+    if (memcmp(&a->amax[dir], &b->amax[dir], sizeof(float)) != 0)
+      return differ(&e, "%s amax: %f vs %f", dn, (double)a->amax[dir], (double)b->amax[dir]);
+  }
+  return NVFP4_OK;
+}

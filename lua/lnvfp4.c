@@ -814,15 +814,14 @@ static int tensor_reshape (lua_State *L) {
 
 
 /* t:narrow(dim, start, length): a copy of elements start..start+length-1
-** along a 1-based dim (plain tensors; e.g. a rank's shard of a full tensor). */
+** along a 1-based dim (plain tensors; e.g. a rank's shard of a full tensor):
+** nvfp4_tensor_narrow, with its bounds checked here in Lua's terms. */
 static int tensor_narrow (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
-  nvfp4_shape s = nvfp4_tensor_shape(t), o;
-  int d = nvfp4L_checkdim(L, 2, s.ndim), i;
+  nvfp4_shape s = nvfp4_tensor_shape(t);
+  int d = nvfp4L_checkdim(L, 2, s.ndim);
   lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
-  size_t n, outer = 1, inner = nvfp4_dtype_size(nvfp4_tensor_dtype(t)), r;
-  const char *src;
-  char *dst;
+  LTensor *p;
   if (start < 1 || start > s.dim[d] + 1)
     luaL_argerror(L, 3, lua_pushfstring(L, "start %I is outside 1..%I (dim %d has size %I)",
                                         start, (lua_Integer)s.dim[d] + 1, d + 1,
@@ -830,16 +829,8 @@ static int tensor_narrow (lua_State *L) {
   if (len < 0 || len > s.dim[d] - (start - 1))     /* (no overflow: start - 1 <= dim) */
     luaL_argerror(L, 4, lua_pushfstring(L, "start %I + length %I runs past dim %d of size %I",
                                         start, len, d + 1, (lua_Integer)s.dim[d]));
-  for (i = 0; i < d; i++) outer *= (size_t)s.dim[i];
-  for (i = d + 1; i < s.ndim; i++) inner *= (size_t)s.dim[i];
-  src = (const char *)tohost(L, 1, t, &n);
-  o = s;
-  o.dim[d] = (int64_t)len;
-  dst = (char *)scratch(L, outer * (size_t)len * inner);
-  for (r = 0; r < outer; r++)
-    memcpy(dst + r * (size_t)len * inner,
-           src + (r * (size_t)s.dim[d] + (size_t)(start - 1)) * inner, (size_t)len * inner);
-  pushfromhost(L, o, nvfp4_tensor_dtype(t), dst);
+  p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, nvfp4_tensor_narrow(t, d, (int64_t)(start - 1), (int64_t)len, &p->t));
   return 1;
 }
 
@@ -1019,101 +1010,18 @@ static int mod_swap_first_dims (lua_State *L) {
 }
 
 
-/* Compare two host byte strings; on a difference push false and a message
-** naming what, the first differing index (0-based byte) and both values. */
-static int cmpbytes (lua_State *L, const char *what, const unsigned char *a,
-                     size_t na, const unsigned char *b, size_t nb) {
-  size_t i, n = na < nb ? na : nb;
-  if (na != nb) {
-    lua_pushboolean(L, 0);
-    lua_pushfstring(L, "%s: sizes differ (%I vs %I bytes)", what,
-                    (lua_Integer)na, (lua_Integer)nb);
-    return 2;
-  }
-  for (i = 0; i < n && a[i] == b[i]; i++) ;
-  if (i == n) return 0;
-  {
-    char msg[200];
-    snprintf(msg, sizeof msg, "%s: first difference at byte %zu (0-based) of %zu: "
-             "0x%02x vs 0x%02x", what, i, n, a[i], b[i]);
-    lua_pushboolean(L, 0);
-    lua_pushstring(L, msg);
-  }
-  return 2;
-}
-
-
-/* The bytes of one buffer of t (or the elements of a plain tensor). */
-static const unsigned char *readbuf (lua_State *L, nvfp4_tensor *t, int b, size_t *n) {
-  void *buf;
-  if (b < 0) return (const unsigned char *)tohost(L, 1, t, n);
-  *n = (size_t)nvfp4_shape_numel(nvfp4_tensor_buffer_shape(t, (nvfp4_buffer)b));
-  buf = scratch(L, *n);
-  nvfp4L_checkstatus(L, nvfp4_tensor_buffer_read(t, (nvfp4_buffer)b, buf, *n));
-  return (const unsigned char *)buf;
-}
-
-
-/* nvfp4.equal(a, b) -> true | false, msg.  Plain: dtype, shape, bytes.
-** FP4: shape, usages, every buffer's shape and bytes, and both amaxes. */
+/* nvfp4.equal(a, b) -> true | false, msg: nvfp4_tensor_equal.  Plain:
+** dtype, shape, bytes.  FP4: shape, usages, every buffer's shape and bytes,
+** and both amaxes. */
 static int mod_equal (lua_State *L) {
   nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 2);
-  nvfp4_dtype da = nvfp4_tensor_dtype(a), db = nvfp4_tensor_dtype(b);
-  char sa[160], sb[160];
-  int i, r;
-  if (da != db || !nvfp4_shape_equal(nvfp4_tensor_shape(a), nvfp4_tensor_shape(b))) {
-    lua_pushboolean(L, 0);
-    lua_pushfstring(L, "tensors differ: %s %s vs %s %s", nvfp4_dtype_name(da),
-                    nvfp4_shape_format(nvfp4_tensor_shape(a), sa, sizeof sa),
-                    nvfp4_dtype_name(db),
-                    nvfp4_shape_format(nvfp4_tensor_shape(b), sb, sizeof sb));
-    return 2;
-  }
-  if (da != NVFP4_FP4) {
-    size_t na, nb;
-    const unsigned char *pa = readbuf(L, a, -1, &na), *pb = readbuf(L, b, -1, &nb);
-    if ((r = cmpbytes(L, "elements", pa, na, pb, nb)) != 0) return r;
-    lua_pushboolean(L, 1);
-    return 1;
-  }
-  for (i = 0; i < 2; i++) {
-    int ha = i ? nvfp4_tensor_has_columnwise(a) : nvfp4_tensor_has_rowwise(a);
-    int hb = i ? nvfp4_tensor_has_columnwise(b) : nvfp4_tensor_has_rowwise(b);
-    float xa = 0, xb = 0;
-    int k;
-    if (ha != hb) {
-      lua_pushboolean(L, 0);
-      lua_pushfstring(L, "%s usage: %s vs %s", dir_names[i], ha ? "present" : "absent",
-                      hb ? "present" : "absent");
-      return 2;
-    }
-    if (!ha) continue;
-    for (k = 2 * i; k < 2 * i + 2; k++) {
-      nvfp4_shape ba = nvfp4_tensor_buffer_shape(a, (nvfp4_buffer)k);
-      nvfp4_shape bb = nvfp4_tensor_buffer_shape(b, (nvfp4_buffer)k);
-      size_t na, nb;
-      const unsigned char *pa, *pb;
-      if (!nvfp4_shape_equal(ba, bb)) {
-        lua_pushboolean(L, 0);
-        lua_pushfstring(L, "%s: shapes differ: %s vs %s", buffer_names[k],
-                        nvfp4_shape_format(ba, sa, sizeof sa), nvfp4_shape_format(bb, sb, sizeof sb));
-        return 2;
-      }
-      pa = readbuf(L, a, k, &na);
-      pb = readbuf(L, b, k, &nb);
-      if ((r = cmpbytes(L, buffer_names[k], pa, na, pb, nb)) != 0) return r;
-      lua_pop(L, 2);
-    }
-    nvfp4L_checkstatus(L, nvfp4_tensor_amax(a, i, &xa));
-    nvfp4L_checkstatus(L, nvfp4_tensor_amax(b, i, &xb));
-    if (memcmp(&xa, &xb, sizeof xa) != 0) {
-      lua_pushboolean(L, 0);
-      lua_pushfstring(L, "%s amax: %f vs %f", dir_names[i], (double)xa, (double)xb);
-      return 2;
-    }
-  }
-  lua_pushboolean(L, 1);
-  return 1;
+  char why[256];
+  int eq = 0;
+  nvfp4L_checkstatus(L, nvfp4_tensor_equal(a, b, &eq, why, sizeof why));
+  lua_pushboolean(L, eq);
+  if (eq) return 1;
+  lua_pushstring(L, why);
+  return 2;
 }
 
 

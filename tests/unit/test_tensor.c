@@ -230,6 +230,7 @@ static void test_outputs_null_after_failure (void **state) {
   CLEARED(nvfp4_tensor_clone(NULL, &t), t);
   CLEARED(nvfp4_tensor_convert(NULL, NVFP4_BF16, &t), t);
   CLEARED(nvfp4_tensor_reshape(NULL, shape2(2, 2), &t), t);
+  CLEARED(nvfp4_tensor_narrow(NULL, 0, 0, 1, &t), t);
   CLEARED(nvfp4_tensor_randn(NULL, shape2(2, 2), NVFP4_F32, 1, &t), t);
   CLEARED(nvfp4_tensor_uniform(NULL, shape2(2, 2), NVFP4_F32, 1, 0.0, 1.0, &t), t);
   CLEARED(nvfp4_quantize(NULL, NULL, NULL, &t), t);
@@ -257,6 +258,191 @@ static void test_outputs_null_after_failure (void **state) {
   assert_null(dw);
   assert_null(db);
 #undef CLEARED
+}
+
+
+/* nvfp4_tensor_narrow: a [3, 4, 2] fp32 tensor cut along each dim gives the
+** elements a loop over the full tensor picks; bad bounds name the value. */
+static void test_narrow (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  int64_t d3[3] = {3, 4, 2};
+  float x[24], got[24];
+  nvfp4_tensor *t = NULL, *n = NULL, *q = NULL;
+  nvfp4_shape s;
+  int i, j, k;
+  for (i = 0; i < 24; i++) x[i] = (float)i + 0.5f;
+  assert_int_equal(nvfp4_tensor_from_host(ctx, nvfp4_shape_make(3, d3), NVFP4_F32, x,
+                                          sizeof x, &t), NVFP4_OK);
+  /* dim 1, elements 1..2: [3, 2, 2] */
+  assert_int_equal(nvfp4_tensor_narrow(t, 1, 1, 2, &n), NVFP4_OK);
+  s = nvfp4_tensor_shape(n);
+  assert_int_equal(s.ndim, 3);
+  assert_int_equal(s.dim[0], 3);
+  assert_int_equal(s.dim[1], 2);
+  assert_int_equal(s.dim[2], 2);
+  assert_int_equal(nvfp4_tensor_to_host(n, got, 12 * sizeof(float)), NVFP4_OK);
+  for (i = 0; i < 3; i++)
+    for (j = 0; j < 2; j++)
+      for (k = 0; k < 2; k++)
+        assert_true(got[(i * 2 + j) * 2 + k] == x[i * 8 + (j + 1) * 2 + k]);
+  nvfp4_tensor_destroy(n);
+  /* dim 0, the last row (a rank's shard of the sequence): [1, 4, 2] */
+  assert_int_equal(nvfp4_tensor_narrow(t, 0, 2, 1, &n), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(n, got, 8 * sizeof(float)), NVFP4_OK);
+  assert_memory_equal(got, x + 16, 8 * sizeof(float));
+  nvfp4_tensor_destroy(n);
+  /* the last dim, one element: [3, 4, 1] holds the odd elements */
+  assert_int_equal(nvfp4_tensor_narrow(t, 2, 1, 1, &n), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_to_host(n, got, 12 * sizeof(float)), NVFP4_OK);
+  for (i = 0; i < 12; i++) assert_true(got[i] == x[2 * i + 1]);
+  nvfp4_tensor_destroy(n);
+  /* length 0 at the end: an empty [3, 0, 2] */
+  assert_int_equal(nvfp4_tensor_narrow(t, 1, 4, 0, &n), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_shape(n).dim[1], 0);
+  assert_int_equal(nvfp4_shape_numel(nvfp4_tensor_shape(n)), 0);
+  nvfp4_tensor_destroy(n);
+  /* bad bounds: EINVAL naming the value and the rule, out NULL */
+  n = t;
+  assert_int_equal(nvfp4_tensor_narrow(t, 3, 0, 1, &n), NVFP4_EINVAL);
+  assert_null(n);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "dim 3 is outside 0..2 (shape [3, 4, 2])"));
+  assert_int_equal(nvfp4_tensor_narrow(t, -1, 0, 1, &n), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_narrow(t, 1, 5, 0, &n), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "start 5 is outside 0..4 (dim 1 has size 4)"));
+  assert_int_equal(nvfp4_tensor_narrow(t, 1, -1, 1, &n), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_narrow(t, 1, 2, 3, &n), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "start 2 + length 3 runs past dim 1 of size 4"));
+  assert_int_equal(nvfp4_tensor_narrow(t, 1, 0, -1, &n), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_narrow(t, 1, 0, 1, NULL), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_narrow(NULL, 1, 0, 1, &n), NVFP4_EINVAL);
+  assert_null(n);
+  {
+    int64_t d2[2] = {16, 16};
+    float z[256];
+    nvfp4_tensor *p = NULL;
+    memset(z, 0, sizeof z);
+    assert_int_equal(nvfp4_tensor_from_host(ctx, nvfp4_shape_make(2, d2), NVFP4_F32, z,
+                                            sizeof z, &p), NVFP4_OK);
+    assert_int_equal(nvfp4_quantize(ctx, p, NULL, &q), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_narrow(q, 0, 0, 1, &n), NVFP4_EINVAL);
+    assert_non_null(strstr(nvfp4_last_error(ctx), "the tensor is fp4"));
+    nvfp4_tensor_destroy(p);
+  }
+  /* the input is untouched */
+  assert_int_equal(nvfp4_tensor_to_host(t, got, sizeof x), NVFP4_OK);
+  assert_memory_equal(got, x, sizeof x);
+  nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(t);
+}
+
+
+/* nvfp4_tensor_equal: equal copies; each way two tensors can differ is
+** reported with its first difference; the reason is cut to why_len. */
+static void test_equal (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state, *other = NULL;
+  int64_t d2[2] = {32, 16};
+  float x[512];
+  nvfp4_tensor *a = NULL, *b = NULL, *r = NULL, *c = NULL, *qa = NULL, *qb = NULL,
+               *qr = NULL, *o = NULL;
+  nvfp4_qopts both;
+  char why[160], small[8];
+  int eq = -1, i;
+  for (i = 0; i < 512; i++) x[i] = (float)((i * 37) % 101) / 8.0f - 6.0f;
+  assert_int_equal(nvfp4_tensor_from_host(ctx, nvfp4_shape_make(2, d2), NVFP4_F32, x,
+                                          sizeof x, &a), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_clone(a, &b), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_equal(a, b, &eq, why, sizeof why), NVFP4_OK);
+  assert_int_equal(eq, 1);
+  assert_string_equal(why, "");
+  /* one element changed: its first byte that differs (little-endian fp32) */
+  nvfp4_tensor_destroy(b);
+  x[5] = -x[5];
+  assert_int_equal(nvfp4_tensor_from_host(ctx, nvfp4_shape_make(2, d2), NVFP4_F32, x,
+                                          sizeof x, &b), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_equal(a, b, &eq, why, sizeof why), NVFP4_OK);
+  assert_int_equal(eq, 0);
+  {
+    unsigned char u[4], v[4];
+    float was = -x[5];
+    memcpy(u, &was, 4);
+    memcpy(v, &x[5], 4);
+    for (i = 0; i < 4 && u[i] == v[i]; i++) ;
+    assert_non_null(strstr(why, "elements: first difference at byte "));
+    assert_non_null(strstr(why, " (0-based) of 2048: 0x"));
+    assert_int_equal(atoi(why + strlen("elements: first difference at byte ")), 20 + i);
+  }
+  /* cut to why_len, NUL-terminated; NULL why is allowed */
+  assert_int_equal(nvfp4_tensor_equal(a, b, &eq, small, sizeof small), NVFP4_OK);
+  assert_int_equal(eq, 0);
+  assert_string_equal(small, "element");
+  eq = -1;
+  assert_int_equal(nvfp4_tensor_equal(a, b, &eq, NULL, 0), NVFP4_OK);
+  assert_int_equal(eq, 0);
+  /* shape, then dtype */
+  {
+    int64_t d3[2] = {16, 32};
+    assert_int_equal(nvfp4_tensor_reshape(a, nvfp4_shape_make(2, d3), &r), NVFP4_OK);
+  }
+  assert_int_equal(nvfp4_tensor_equal(a, r, &eq, why, sizeof why), NVFP4_OK);
+  assert_int_equal(eq, 0);
+  assert_string_equal(why, "tensors differ: fp32 [32, 16] vs fp32 [16, 32]");
+  assert_int_equal(nvfp4_tensor_convert(a, NVFP4_BF16, &c), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_equal(a, c, &eq, why, sizeof why), NVFP4_OK);
+  assert_string_equal(why, "tensors differ: fp32 [32, 16] vs bf16 [32, 16]");
+  /* FP4: the same quantization is equal; usages, amaxes and codes differ */
+  memset(&both, 0, sizeof both);
+  both.rowwise = both.columnwise = 1;
+  assert_int_equal(nvfp4_quantize(ctx, a, &both, &qa), NVFP4_OK);
+  assert_int_equal(nvfp4_quantize(ctx, a, &both, &qb), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_equal(qa, qb, &eq, why, sizeof why), NVFP4_OK);
+  assert_int_equal(eq, 1);
+  assert_int_equal(nvfp4_quantize(ctx, a, NULL, &qr), NVFP4_OK);      /* rowwise only */
+  assert_int_equal(nvfp4_tensor_equal(qa, qr, &eq, why, sizeof why), NVFP4_OK);
+  assert_int_equal(eq, 0);
+  assert_string_equal(why, "columnwise usage: present vs absent");
+  nvfp4_tensor_destroy(qb);
+  both.has_amax = 1;                      /* amax 8: other scales, other amax */
+  both.amax[0] = both.amax[1] = 8.0f;
+  assert_int_equal(nvfp4_quantize(ctx, a, &both, &qb), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_equal(qa, qb, &eq, why, sizeof why), NVFP4_OK);
+  assert_int_equal(eq, 0);
+  assert_non_null(strstr(why, "rowwise_data: first difference at byte "));   /* data before scales */
+  nvfp4_tensor_destroy(qr);             /* element 5 negated: its code's sign bit */
+  assert_int_equal(nvfp4_quantize(ctx, b, &both, &qr), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_equal(qb, qr, &eq, why, sizeof why), NVFP4_OK);
+  assert_int_equal(eq, 0);
+  assert_non_null(strstr(why, "rowwise_data: first difference at byte 2 (0-based) of 256: 0x"));
+  /* the same bytes with another amax */
+  {
+    uint8_t data[16 * 8], scale[128 * 4];
+    float am1[2] = {2688.0f, 0.0f}, am2[2] = {2.5f, 0.0f};
+    nvfp4_tensor *f1 = NULL, *f2 = NULL;
+    memset(data, 0x21, sizeof data);
+    memset(scale, 0x38, sizeof scale);
+    assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL,
+                                                am1, &f1), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL,
+                                                am2, &f2), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_equal(f1, f2, &eq, why, sizeof why), NVFP4_OK);
+    assert_int_equal(eq, 0);
+    assert_string_equal(why, "rowwise amax: 2688.000000 vs 2.500000");
+    nvfp4_tensor_destroy(f1);
+    nvfp4_tensor_destroy(f2);
+  }
+  /* errors: NULL equal, NULL tensors, a tensor of another context */
+  assert_int_equal(nvfp4_tensor_equal(a, b, NULL, why, sizeof why), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_equal(NULL, b, &eq, why, sizeof why), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_tensor_equal(a, NULL, &eq, why, sizeof why), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, &other, NULL), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_from_host(other, nvfp4_shape_make(2, d2), NVFP4_F32, x,
+                                          sizeof x, &o), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_equal(a, o, &eq, why, sizeof why), NVFP4_EUSAGE);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "tensor_equal: tensor belongs to another context"));
+  nvfp4_tensor_destroy(o);
+  nvfp4_ctx_destroy(other);
+  nvfp4_tensor_destroy(qa); nvfp4_tensor_destroy(qb); nvfp4_tensor_destroy(qr);
+  nvfp4_tensor_destroy(a); nvfp4_tensor_destroy(b); nvfp4_tensor_destroy(r);
+  nvfp4_tensor_destroy(c);
 }
 
 
@@ -390,6 +576,8 @@ int main (void) {
     cmocka_unit_test_setup_teardown(test_create_zeroed_and_empty, setup, teardown),
     cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
     cmocka_unit_test_setup_teardown(test_fp4_from_host, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_narrow, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_equal, setup, teardown),
     cmocka_unit_test_setup_teardown(test_outputs_null_after_failure, setup, teardown),
     cmocka_unit_test_setup_teardown(test_foreign_context, setup, teardown),
     cmocka_unit_test(test_ctx_destroyed_first),
