@@ -364,6 +364,7 @@ void nvfp4L_open_linear (lua_State *L, int modidx) {
   luaL_setfuncs(L, linear_metameth, 0);
   luaL_newlibtable(L, linear_meth);
   luaL_setfuncs(L, linear_meth, 0);
+  nvfp4L_nameable(L, "nvfp4.linear");
   lua_setfield(L, -2, "__index");
   lua_pop(L, 1);
   lua_pushvalue(L, modidx);

@@ -1186,6 +1186,18 @@ static const luaL_Reg tensor_metameth[] = {
 };
 
 
+/* The method table on top of the stack becomes package.loaded[name]
+** ("nvfp4.tensor", ...): where Lua's luaL_argerror and tracebacks look for
+** a function's name when the call gives none, so that pcall(t.reshape, t, 5)
+** says "bad argument #2 to 'nvfp4.tensor.reshape' (...)", not "to '?'". */
+void nvfp4L_nameable (lua_State *L, const char *name) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, name);
+  lua_pop(L, 1);
+}
+
+
 static void createmeta (lua_State *L) {
   int i;
   static const char *const shortcut[][2] = {
@@ -1202,6 +1214,7 @@ static void createmeta (lua_State *L) {
     lua_pushcclosure(L, tensor_buffer_shape_of, 1);
     lua_setfield(L, -2, shortcut[i][0]);
   }
+  nvfp4L_nameable(L, "nvfp4.tensor");
   lua_setfield(L, -2, "__index");                   /* metatable.__index = methods */
   lua_pop(L, 1);
   luaL_newmetatable(L, NVFP4L_SHAPE);               /* shared by shape tables */

@@ -100,6 +100,9 @@ nvfp4_qopts   nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key);
 ** caller's position, and fname for "bad argument #n to '?'" (method: self
 ** is not counted, as Lua does for a method call). */
 int nvfp4L_reraise (lua_State *L, const char *fname, int method);
+/* The method table on top of the stack as package.loaded[name], where Lua
+** finds a name for a method called without one (pcall(t.reshape, t, x)). */
+void nvfp4L_nameable (lua_State *L, const char *name);
 /* The tensor at idx, or NULL when it is closed or not a tensor (no error). */
 nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx);
 /* The comm at idx, or NULL when it is closed or not a comm (no error). */

@@ -560,6 +560,7 @@ static const luaL_Reg handle_meth[] = {
 void nvfp4L_open_comm (lua_State *L, int modidx) {
   luaL_newmetatable(L, NVFP4L_COMM);              /* comm metatable */
   luaL_newlib(L, comm_meth);
+  nvfp4L_nameable(L, "nvfp4.comm");
   lua_pushcclosure(L, comm_index, 1);             /* __index sees methods */
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, comm_gc);
@@ -571,6 +572,7 @@ void nvfp4L_open_comm (lua_State *L, int modidx) {
   lua_pop(L, 1);
   luaL_newmetatable(L, NVFP4L_HANDLE);            /* handle metatable */
   luaL_newlib(L, handle_meth);
+  nvfp4L_nameable(L, "nvfp4.handle");
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, handle_gc);
   lua_setfield(L, -2, "__gc");

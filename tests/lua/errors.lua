@@ -97,6 +97,18 @@ checkerror("bad argument #3 to 'narrow' (start 20 + length 20 runs past dim 1 of
            function () return x:narrow(1, 20, 20) end)
 checkerror("bad argument #2 to 'narrow' (start 66 is outside 1..65 (dim 2 has size 64))",
            function () return x:narrow(2, 66, 0) end)
+-- a method called where Lua has no name for the call (pcall(t.reshape, t, x)) is named through its
+-- table, as Lua names string.rep ("bad argument #2 to '?'" before)
+checkerror("bad argument #2 to 'nvfp4.tensor.reshape' (table expected, got number)", x.reshape, x, 5)
+checkerror("bad argument #4 to 'nvfp4.tensor.narrow' (start 20 + length 20 runs past dim 1 of size 32)",
+           x.narrow, x, 1, 20, 20)
+checkerror("bad argument #1 to 'nvfp4.tensor.shape' (nvfp4.tensor expected, got number)", x.shape, 7)
+checkerror("bad argument #2 to 'nvfp4.comm.split' (number expected, got string)", world.split, world, "two")
+do
+  local lin <close> = nvfp4.linear{in_features = 32, out_features = 16}
+  checkerror("bad argument #2 to 'nvfp4.linear.forward' (nvfp4.tensor expected, got boolean)",
+             lin.forward, lin, true)
+end
 checkerror("bad argument #1 to 'get' (index 33 is outside 1..32)", function () return x:get(33, 1) end)
 checkerror("get: a 2-D tensor needs 2 indices, got 1", function () return x:get(1) end)
 checkerror("bad argument #1 to 'buffer_shape' (buffer must be one of 'rowwise_data', 'rowwise_scale_inv', "
