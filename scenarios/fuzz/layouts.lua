@@ -445,7 +445,13 @@ end
 -- ---- shrinking -----------------------------------------------------------------
 
 -- Smaller variants of c, simplest first: fewer dims, smaller sizes, leading
--- dims toward 1, TP toward 2, options off.
+-- dims toward 1, TP toward 2, options off.  A leading dim may also fold into
+-- S (S * v, the dim gone): a shard's M (S times the leading dims) stays, and
+-- S then shrinks on its own.  Without it a case whose M is a multiple of 16
+-- only through the product (S = 12, lead {4, 3}) was a local minimum: every
+-- smaller S or leading dim makes the shard not quantizable (the fallback,
+-- another outcome).  Every move makes the case smaller or drops a dim, so
+-- shrinking does not cycle.
 local function candidates (c)
   local out = {}
   local function add (f)
@@ -453,6 +459,9 @@ local function candidates (c)
     if f(d) ~= false then out[#out + 1] = d end
   end
   for i = 1, #c.lead do add(function (d) table.remove(d.lead, i) end) end
+  for i, v in ipairs(c.lead) do
+    if v > 1 then add(function (d) table.remove(d.lead, i); d.S = c.S * v end) end
+  end
   for i, v in ipairs(c.lead) do
     if v > 1 then
       add(function (d) d.lead[i] = 1 end)

@@ -2,7 +2,8 @@
 # The layout fuzz's reports (scenarios/fuzz/layouts.lua), through whole runs at 2 ranks: a bad option exits 2;
 # the summary line differs from the progress lines (.ci/nightly reads the last summary); the JUnit file is
 # well-formed XML even for a message with control characters and broken UTF-8, names its suite by the rank
-# count and its failures by seed and case; --rule nd reaches the Linear layer's row+SP grad gather.
+# count and its failures by seed and case; --rule nd reaches the Linear layer's row+SP grad gather; the
+# shrinker gets past a case whose M is a multiple of 16 only through S times the leading dims.
 : "${top_builddir:=.}" "${top_srcdir:=..}" "${MPIRUN:=mpirun}"
 . "$top_srcdir/tests/testlib.sh"
 prog="$top_builddir/lua/nvfp4-lua"
@@ -96,6 +97,15 @@ check "... and flat2d completes it" test "$(cat "$tmp/rc")" -eq 0
 # an input whose M is not a multiple of 16: the layer must refuse it (12 rows per rank, column+SP)
 run --no-shrink --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 12, lead = {1}, H = 32, N = 32, parallel = "column", sp = true, bias = false, rht = false, grad_sr = false, weight_2d = true, amax_reduction = true, fo6_recipe = "none", frozen = false, rule = "flat2d", data = 5}'
 check "a Linear input with M = 12 is refused, as the case expects" test "$(cat "$tmp/rc")" -eq 0
+
+# shrinking a case whose shard M is a multiple of 16 only through the product of S and the leading dims
+# (M 144 = 12 * 4 * 3; every smaller S or leading dim alone gives a shard that falls back, and passes):
+# the leading 4 folds into S, then S shrinks, down to the smallest odd-B case (it stopped at S = 12)
+run --rule nd --replay '{kind = "gather", tp = 2, dtype = "bf16", S = 12, lead = {4, 3}, H = 16, rowwise = false, columnwise = true, data = 1}'
+check "--rule nd, S = 12, lead {4, 3}: shrunk to S = 16, lead {3}" grep -qF 'as a Lua table: {kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {3}, H = 16, rowwise = false, columnwise = true, rule = "nd", data = 1}' "$tmp/out"
+check "... failing as the case did (too narrow a columnwise scale)" grep -q 'fails with: .*gathered columnwise_scale_inv: shape \[128, 4\], expected \[128, 8\]$' "$tmp/out"
+run --rule nd --replay '{kind = "gather", tp = 2, dtype = "bf16", S = 12, lead = {4, 1}, H = 16, rowwise = false, columnwise = true, data = 1}'
+check "--rule nd, S = 12, lead {4, 1}: shrunk to S = 16, lead {1}" grep -qF 'as a Lua table: {kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {1}, H = 16, rowwise = false, columnwise = true, rule = "nd", data = 1}' "$tmp/out"
 
 # the fuzz script under a path with a blank: the printed replay command pastes into a shell as it is
 mkdir -p "$tmp/a b"
