@@ -338,6 +338,56 @@ done:
 }
 
 
+
+/* nvfp4_tensor_narrow (the backend's copy2d) gives the CPU's bytes, and
+** nvfp4_tensor_equal the CPU's verdict and first difference: a narrowed
+** copy against a second one, and the input against itself with one byte
+** changed. */
+static void narrow_case (int ndim, const int64_t *dims, nvfp4_dtype dt, int dim, int64_t start,
+                         int64_t len) {
+  nvfp4_shape s = nvfp4_shape_make(ndim, dims);
+  size_t n = (size_t)nvfp4_shape_numel(s) * nvfp4_dtype_size(dt), m, i;
+  uint8_t *h = (uint8_t *)malloc(n + 1), *hc = (uint8_t *)malloc(n + 1),
+          *hg = (uint8_t *)malloc(n + 1);
+  nvfp4_tensor *xc = NULL, *xg = NULL, *yc = NULL, *yg = NULL, *zg = NULL, *wc = NULL,
+               *wg = NULL;
+  char desc[160], sb[96], whyc[200], whyg[200];
+  int eqc = -1, eqg = -1;
+  for (i = 0; i < n; i++) h[i] = (uint8_t)next();
+  snprintf(desc, sizeof desc, "narrow %s %s dim %d start %lld length %lld",
+           nvfp4_shape_format(s, sb, sizeof sb), nvfp4_dtype_name(dt), dim, (long long)start,
+           (long long)len);
+  OK(nvfp4_tensor_from_host(cpu, s, dt, h, n, &xc));
+  OK(nvfp4_tensor_from_host(gpu, s, dt, h, n, &xg));
+  OK(nvfp4_tensor_narrow(xc, dim, start, len, &yc));
+  OK(nvfp4_tensor_narrow(xg, dim, start, len, &yg));
+  m = (size_t)nvfp4_shape_numel(nvfp4_tensor_shape(yc)) * nvfp4_dtype_size(dt);
+  OK(nvfp4_tensor_to_host(yc, hc, m));
+  OK(nvfp4_tensor_to_host(yg, hg, m));
+  same("output", hc, hg, m, desc);
+  OK(nvfp4_tensor_narrow(xg, dim, start, len, &zg));
+  OK(nvfp4_tensor_equal(yg, zg, &eqg, whyg, sizeof whyg));
+  checks++;
+  if (eqg != 1) { failures++; printf("FAIL %s: equal copies differ on cuda: %s\n", desc, whyg); }
+  if (n > 0) {
+    h[n / 3] ^= 0x10;
+    OK(nvfp4_tensor_from_host(cpu, s, dt, h, n, &wc));
+    OK(nvfp4_tensor_from_host(gpu, s, dt, h, n, &wg));
+    OK(nvfp4_tensor_equal(xc, wc, &eqc, whyc, sizeof whyc));
+    OK(nvfp4_tensor_equal(xg, wg, &eqg, whyg, sizeof whyg));
+    checks++;
+    if (eqc != 0 || eqg != 0 || strcmp(whyc, whyg) != 0) {
+      failures++;
+      printf("FAIL %s: equal: cpu %d '%s', cuda %d '%s'\n", desc, eqc, whyc, eqg, whyg);
+    }
+  }
+done:
+  nvfp4_tensor_destroy(xc); nvfp4_tensor_destroy(xg); nvfp4_tensor_destroy(yc);
+  nvfp4_tensor_destroy(yg); nvfp4_tensor_destroy(zg); nvfp4_tensor_destroy(wc);
+  nvfp4_tensor_destroy(wg);
+  free(h); free(hc); free(hg);
+}
+
 static double from_bf16 (uint16_t b) {
   uint32_t u = (uint32_t)b << 16;
   float f;
@@ -601,6 +651,16 @@ int main (void) {
     swap_case(2, sw7, dt); swap_case(2, sw8, dt); swap_case(3, sw9, dt);
   }
   swap_case(3, sw10, NVFP4_U8);     /* 2-byte inner of u8 */
+  {   /* narrow and equal: a rank's shard of [S, B, H] along each dim, odd sizes, empty */
+    static const int64_t n1[] = {512, 1, 768}, n2[] = {37, 5, 3, 29};
+    narrow_case(3, n1, NVFP4_BF16, 0, 256, 256);
+    narrow_case(3, n1, NVFP4_F32, 2, 384, 384);
+    narrow_case(3, n1, NVFP4_BF16, 1, 0, 1);
+    narrow_case(4, n2, NVFP4_BF16, 1, 2, 3);
+    narrow_case(4, n2, NVFP4_U8, 3, 7, 11);
+    narrow_case(4, n2, NVFP4_F32, 0, 36, 1);
+    narrow_case(4, n2, NVFP4_F32, 2, 3, 0);
+  }
   {   /* convert, bias_add, col_sum (kernels/elementwise.cu) */
     static const int64_t es[][2] = {{1, 16}, {3, 48}, {37, 300}, {700, 96}, {1024, 1536}};
     static const int efill[] = {F_RANDN, F_TIES, F_NAN_NEGZERO, F_SUBNORMAL, F_WIDE};
