@@ -210,8 +210,9 @@ nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
 ** tensor (dim 0, start r * S / TP, length S / TP for the sequence split of
 ** spec/sp-linear-and-gather.md).  t plain (F32, BF16, U8); a device copy,
 ** queued on the stream; length 0 gives an empty tensor.  Errors: EINVAL (an
-** fp4 t, dim outside 0..ndim-1, start outside 0..size, start + length past
-** the dim's end, NULL out; naming the value and the dim's size), ENOMEM. */
+** fp4 or 0-d t, dim outside 0..ndim-1, start outside 0..size, a negative
+** length, start + length past the dim's end, NULL out; naming the value and
+** the dim's size), ENOMEM. */
 nvfp4_status nvfp4_tensor_narrow (const nvfp4_tensor *t, int dim, int64_t start,
                                   int64_t length, nvfp4_tensor **out);
 /* Byte equality of a and b (one context): *equal = 1 when they match, else
@@ -224,8 +225,9 @@ nvfp4_status nvfp4_tensor_narrow (const nvfp4_tensor *t, int dim, int64_t start,
 ** bytes (so -0 differs from 0, and a NaN matches only the same bits); FP4:
 ** shape, usages, each present buffer's shape and bytes (spec §6's layouts,
 ** padding included) and both amaxes' bits.  Synchronizes (reads the buffers
-** to host, one at a time).  Lua's nvfp4.equal.  Errors: EINVAL (NULL a, b
-** or equal), EUSAGE (b of another context), ENOMEM. */
+** to host, one at a time).  Lua's nvfp4.equal.  A failed call leaves
+** *equal 0 and why "" (where given).  Errors: EINVAL (NULL a, b or equal),
+** EUSAGE (b of another context), ENOMEM. */
 nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
                                  int *equal, char *why, size_t why_len);
 void         nvfp4_tensor_destroy (nvfp4_tensor *t);   /* NULL: no-op */

@@ -506,12 +506,15 @@ nvfp4_status nvfp4_tensor_narrow (const nvfp4_tensor *t, int dim, int64_t start,
   s = t->shape;
   FAIL_IF(ctx, t->dtype == NVFP4_FP4, NVFP4_EINVAL, "tensor_narrow: the tensor is fp4; "
           "narrow a plain tensor (before quantizing)");
+  FAIL_IF(ctx, s.ndim == 0, NVFP4_EINVAL, "tensor_narrow: a 0-d tensor has no dim to narrow");
   FAIL_IF(ctx, dim < 0 || dim >= s.ndim, NVFP4_EINVAL, "tensor_narrow: dim %d is outside "
           "0..%d (shape %s)", dim, s.ndim - 1, nvfp4_shape_format(s, sb, sizeof sb));
   FAIL_IF(ctx, start < 0 || start > s.dim[dim], NVFP4_EINVAL, "tensor_narrow: start %lld "
           "is outside 0..%lld (dim %d has size %lld)", (long long)start,
           (long long)s.dim[dim], dim, (long long)s.dim[dim]);
-  FAIL_IF(ctx, length < 0 || length > s.dim[dim] - start, NVFP4_EINVAL, "tensor_narrow: "
+  FAIL_IF(ctx, length < 0, NVFP4_EINVAL, "tensor_narrow: length %lld is negative",
+          (long long)length);
+  FAIL_IF(ctx, length > s.dim[dim] - start, NVFP4_EINVAL, "tensor_narrow: "
           "start %lld + length %lld runs past dim %d of size %lld", (long long)start,
           (long long)length, dim, (long long)s.dim[dim]);
   inner = nvfp4_dtype_size(t->dtype);
@@ -601,12 +604,14 @@ nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
   eqv e;
   char sa[128], sb[128];
   int dir, k, same;
+  if (equal != NULL) *equal = 0;          /* what a failure leaves: 0 and "" */
+  if (why != NULL && why_len > 0) why[0] = '\0';
   if (a == NULL) return NVFP4_EINVAL;
-  CHECK(nvfp4i_check_tensor(a->ctx, b, "tensor_equal"));
+  CHECK_ARG(a->ctx, b, "tensor_equal");
   CHECK_ARG(a->ctx, equal, "tensor_equal");
+  CHECK(nvfp4i_check_tensor(a->ctx, b, "tensor_equal"));
   e.equal = equal; e.why = why; e.len = why_len;
   *equal = 1;
-  if (why != NULL && why_len > 0) why[0] = '\0';
   if (a->dtype != b->dtype || !nvfp4_shape_equal(a->shape, b->shape))
     return differ(&e, "tensors differ: %s %s vs %s %s", nvfp4_dtype_name(a->dtype),
                   nvfp4_shape_format(a->shape, sa, sizeof sa), nvfp4_dtype_name(b->dtype),

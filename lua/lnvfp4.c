@@ -826,7 +826,9 @@ static int tensor_narrow (lua_State *L) {
     luaL_argerror(L, 3, lua_pushfstring(L, "start %I is outside 1..%I (dim %d has size %I)",
                                         start, (lua_Integer)s.dim[d] + 1, d + 1,
                                         (lua_Integer)s.dim[d]));
-  if (len < 0 || len > s.dim[d] - (start - 1))     /* (no overflow: start - 1 <= dim) */
+  if (len < 0)
+    luaL_argerror(L, 4, lua_pushfstring(L, "length %I is negative", len));
+  if (len > s.dim[d] - (start - 1))     /* (no overflow: start - 1 <= dim) */
     luaL_argerror(L, 4, lua_pushfstring(L, "start %I + length %I runs past dim %d of size %I",
                                         start, len, d + 1, (lua_Integer)s.dim[d]));
   p = nvfp4L_newtensor(L);

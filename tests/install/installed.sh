@@ -41,7 +41,7 @@ ranks2 () {
 for f in "$lua" "$libdir/libnvfp4.a" "$includedir/nvfp4.h" "$includedir/nvfp4_mpi.h" \
          "$libdir/pkgconfig/nvfp4.pc" "$pkgdatadir/lua/nvfp4/scenario.lua" "$docdir/README.md" \
          "$docdir/NUMERICS.md" "$pkgdatadir/scenarios/sp/row_parallel_b1.lua" \
-         "$pkgdatadir/scenarios/fuzz/layouts.lua"; do
+         "$pkgdatadir/scenarios/fuzz/layouts.lua" "$pkgdatadir/valgrind.supp"; do
   check "installed: $f" test -f "$f"
 done
 
@@ -101,6 +101,18 @@ builds () {
   checkv "... and runs at 2 ranks" ranks2 '^consumer: ok' "$tmp/consumer-$ext"
 }
 builds C c $CC
+# the README's valgrind recipe, as written there, on that program (one rank): no error, no definite leak
+if command -v valgrind >/dev/null 2>&1; then
+  ompisupp=/usr/share/openmpi/openmpi-valgrind.supp
+  test -f "$ompisupp" && ompisupp="--suppressions=$ompisupp" || ompisupp=
+  checkv "the README's valgrind recipe: the C program alone, with \$(pkgdatadir)/valgrind.supp, 0 errors" \
+    env OMPI_MCA_plm=isolated OMPI_MCA_btl_vader_backing_directory=/tmp \
+      OMPI_MCA_btl_vader_single_copy_mechanism=none valgrind -q --error-exitcode=9 --leak-check=full \
+      --num-callers=40 --errors-for-leak-kinds=definite $ompisupp \
+      "--suppressions=$pkgdatadir/valgrind.supp" "$tmp/consumer-c"
+else
+  echo "# valgrind is not installed: the README's valgrind recipe is not checked"
+fi
 if command -v mpicc >/dev/null 2>&1; then
   checkv "... and with mpicc and pkg-config's flags (the README's other way)" \
     pcflags "$cflags $libs" mpicc -o "$tmp/consumer-mpicc" "$srcdir/tests/install/consumer.c"

@@ -109,6 +109,7 @@ do
   checkerror("bad argument #2 to 'nvfp4.linear.forward' (nvfp4.tensor expected, got boolean)",
              lin.forward, lin, true)
 end
+checkerror("bad argument #3 to 'narrow' (length -1 is negative)", function () return x:narrow(1, 1, -1) end)
 checkerror("bad argument #1 to 'get' (index 33 is outside 1..32)", function () return x:get(33, 1) end)
 checkerror("get: a 2-D tensor needs 2 indices, got 1", function () return x:get(1) end)
 checkerror("bad argument #1 to 'buffer_shape' (buffer must be one of 'rowwise_data', 'rowwise_scale_inv', "

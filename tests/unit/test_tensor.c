@@ -313,6 +313,14 @@ static void test_narrow (void **state) {
   assert_int_equal(nvfp4_tensor_narrow(t, 1, 2, 3, &n), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "start 2 + length 3 runs past dim 1 of size 4"));
   assert_int_equal(nvfp4_tensor_narrow(t, 1, 0, -1, &n), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "length -1 is negative"));
+  {
+    nvfp4_tensor *z = NULL;
+    assert_int_equal(nvfp4_tensor_create(ctx, nvfp4_shape_make(0, NULL), NVFP4_F32, &z), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_narrow(z, 0, 0, 1, &n), NVFP4_EINVAL);
+    assert_non_null(strstr(nvfp4_last_error(ctx), "a 0-d tensor has no dim to narrow"));
+    nvfp4_tensor_destroy(z);
+  }
   assert_int_equal(nvfp4_tensor_narrow(t, 1, 0, 1, NULL), NVFP4_EINVAL);
   assert_int_equal(nvfp4_tensor_narrow(NULL, 1, 0, 1, &n), NVFP4_EINVAL);
   assert_null(n);
@@ -431,8 +439,13 @@ static void test_equal (void **state) {
   }
   /* errors: NULL equal, NULL tensors, a tensor of another context */
   assert_int_equal(nvfp4_tensor_equal(a, b, NULL, why, sizeof why), NVFP4_EINVAL);
+  eq = -7;
+  strcpy(why, "stale");
   assert_int_equal(nvfp4_tensor_equal(NULL, b, &eq, why, sizeof why), NVFP4_EINVAL);
+  assert_int_equal(eq, 0);                /* a failure leaves 0 and "" */
+  assert_string_equal(why, "");
   assert_int_equal(nvfp4_tensor_equal(a, NULL, &eq, why, sizeof why), NVFP4_EINVAL);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "tensor_equal: b is NULL"));
   assert_int_equal(nvfp4_ctx_create(NVFP4_BACKEND_CPU, &other, NULL), NVFP4_OK);
   assert_int_equal(nvfp4_tensor_from_host(other, nvfp4_shape_make(2, d2), NVFP4_F32, x,
                                           sizeof x, &o), NVFP4_OK);
