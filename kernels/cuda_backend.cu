@@ -149,11 +149,27 @@ static nvfp4_status cuda_from_host (nvfp4_ctx *ctx, void *dst, const void *src, 
 }
 
 
+/* cudaMemcpy2DAsync refuses a pitch above the device's maximum (2^31 - 1
+** on the H200), which a copy of 2 GiB or more reaches (a clone, the first
+** dim of a narrow): a contiguous copy (one row, or rows packed on both
+** sides) goes as one cudaMemcpyAsync, a wider pitch row by row. */
 static nvfp4_status cuda_copy2d (nvfp4_ctx *ctx, void *dst, size_t dld, const void *src,
                                  size_t sld, size_t rows, size_t row_bytes) {
+  cudaStream_t s = nvfp4i_stream(ctx);
+  size_t r;
   if (rows == 0 || row_bytes == 0) return NVFP4_OK;
+  if (rows == 1 || (dld == row_bytes && sld == row_bytes)) {
+    CU_CHECK(ctx, cudaMemcpyAsync(dst, src, rows * row_bytes, cudaMemcpyDeviceToDevice, s));
+    return NVFP4_OK;
+  }
+  if (dld > (size_t)INT32_MAX || sld > (size_t)INT32_MAX) {
+    for (r = 0; r < rows; r++)
+      CU_CHECK(ctx, cudaMemcpyAsync((char *)dst + r * dld, (const char *)src + r * sld, row_bytes,
+                                    cudaMemcpyDeviceToDevice, s));
+    return NVFP4_OK;
+  }
   CU_CHECK(ctx, cudaMemcpy2DAsync(dst, dld, src, sld, row_bytes, rows,
-                                  cudaMemcpyDeviceToDevice, nvfp4i_stream(ctx)));
+                                  cudaMemcpyDeviceToDevice, s));
   return NVFP4_OK;
 }
 

@@ -126,13 +126,16 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
 }
 
 
-/* Local: never waits for the other ranks.  ncclCommDestroy does (NCCL 2.28
-** on two H200s: a group closed on one rank only held that rank until the
-** job's timeout), so a rank closing a group alone, or Lua's collector
-** freeing one at another moment on each rank, would hang it.  The
-** context's stream is drained first, so no operation of this rank is
-** pending when the communicator is aborted (as PyTorch's process groups
-** abort theirs at shutdown). */
+/* Does not wait for the other ranks to free theirs.  ncclCommDestroy does
+** (NCCL 2.28 on two H200s: a group closed on one rank only held that rank
+** until the job's timeout), so a rank closing a group alone, or Lua's
+** collector freeing one at another moment on each rank, would hang it.
+** The context's stream is drained first, so no operation of this rank is
+** pending when the communicator is aborted (PyTorch's process groups abort
+** theirs at shutdown too).  NCCL documents neither call as local: on one
+** node over NVLink the abort returned at once; across nodes, where the
+** proxy thread may still be sending after the kernel ended, an abort could
+** cancel a send a peer waits for (not run: one node here). */
 extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
 #ifdef HAVE_NCCL
   if (c->nccl != NULL) {

@@ -223,8 +223,11 @@ nvfp4_status nvfp4_tensor_narrow (const nvfp4_tensor *t, int dim, int64_t start,
 ** absent", "rowwise_scale_inv: first difference at byte ...", "columnwise
 ** amax: 5.187500 vs 5.250000".  Plain tensors: dtype, shape and elements'
 ** bytes (so -0 differs from 0, and a NaN matches only the same bits); FP4:
-** shape, usages, each present buffer's shape and bytes (spec §6's layouts,
-** padding included) and both amaxes' bits.  Synchronizes (reads the buffers
+** shape, what the bytes mean beyond themselves ("decoded differently: RHT,
+** E4M3 maximum 448 vs no RHT, ..."; the E4M3 maximum of 4over6 and the RHT
+** of the columnwise copy, not SR or 2D, which are in the bytes), usages,
+** each present buffer's shape and bytes (spec §6's layouts, padding
+** included) and both amaxes' bits.  Synchronizes (reads the buffers
 ** to host, one at a time).  Lua's nvfp4.equal.  A failed call leaves
 ** *equal 0 and why "" (where given).  Errors: EINVAL (NULL a, b or equal),
 ** EUSAGE (b of another context), ENOMEM. */
@@ -362,10 +365,15 @@ nvfp4_ctx   *nvfp4_comm_ctx  (const nvfp4_comm *c);
 ** through host memory), "nccl". */
 const char  *nvfp4_comm_transport (const nvfp4_comm *c);
 /* Frees c (NULL: no-op).  Every rank of a comm from nvfp4_comm_split
-** should call it (MPI_Comm_free is collective in MPI's terms), but none
-** waits for the others: an NCCL communicator is aborted once the ctx's
-** stream has drained (ncclCommDestroy would wait for every rank of it, so
-** one rank destroying alone hung).  Destroy it after the layers that
+** should call it (MPI_Comm_free is collective in MPI's terms), but a rank
+** does not wait for the others to call it: an NCCL communicator is aborted
+** (ncclCommAbort) once the ctx's stream has drained (its queued work,
+** collectives on other comms included, completes first), because
+** ncclCommDestroy waits for every rank of the communicator (NCCL 2.28: one
+** rank destroying alone hung).  NCCL promises neither call to be local; on
+** one node (two H200s over NVLink) the abort returned at once.  Across
+** nodes, where NCCL's proxy thread may still be sending when the kernel
+** has ended, not run here.  Destroy it after the layers that
 ** use it: a comm destroyed while a layer still has it stays usable by that
 ** layer and is freed with the last such layer (no further call may use it
 ** otherwise; a layer destroyed after MPI_Finalize frees the comm's memory

@@ -566,7 +566,7 @@ static nvfp4_status cmp_buf (const nvfp4_tensor *a, const nvfp4_tensor *b, int b
   size_t n = pa->nbytes, i;
   unsigned char *ha, *hb;
   nvfp4_status st;
-  char sa[128], sb[128];
+  char sa[200], sb[200];
   *same = 0;
   if (!nvfp4_shape_equal(pa->shape, pb->shape) || pa->nbytes != pb->nbytes)
     return differ(e, "%s: shapes differ: %s vs %s", what,
@@ -596,14 +596,15 @@ static nvfp4_status cmp_buf (const nvfp4_tensor *a, const nvfp4_tensor *b, int b
 }
 
 
+static nvfp4_status equal_fp4 (const nvfp4_tensor *a, const nvfp4_tensor *b, eqv *e);
+
+
 nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
                                  int *equal, char *why, size_t why_len) {
-  static const char *const bufname[] = {
-    "rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"
-  };
   eqv e;
-  char sa[128], sb[128];
-  int dir, k, same;
+  char sa[200], sb[200];
+  int same;
+  nvfp4_status st;
   if (equal != NULL) *equal = 0;          /* what a failure leaves: 0 and "" */
   if (why != NULL && why_len > 0) why[0] = '\0';
   if (a == NULL) return NVFP4_EINVAL;
@@ -616,20 +617,49 @@ nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
     return differ(&e, "tensors differ: %s %s vs %s %s", nvfp4_dtype_name(a->dtype),
                   nvfp4_shape_format(a->shape, sa, sizeof sa), nvfp4_dtype_name(b->dtype),
                   nvfp4_shape_format(b->shape, sb, sizeof sb));
-  if (a->dtype != NVFP4_FP4) return cmp_buf(a, b, -1, "elements", &e, &same);
+  st = a->dtype != NVFP4_FP4 ? cmp_buf(a, b, -1, "elements", &e, &same) : equal_fp4(a, b, &e);
+  if (st != NVFP4_OK) {                   /* a failure leaves 0 and "" */
+    *equal = 0;
+    if (why != NULL && why_len > 0) why[0] = '\0';
+  }
+  return st;
+}
+
+
+/* What an NVFP4 tensor's bytes mean beyond the bytes: the E4M3 maximum its
+** scales decode with (dequantize, the GEMM's alpha) and whether its
+** columnwise copy is rotated (RHT, with or without the signs).  How it was
+** rounded (SR), its block shape (2D) and 4over6's choice of scales are in
+** the bytes already. */
+static void meaning (const nvfp4_tensor *t, char *buf, size_t n) {
+  snprintf(buf, n, "%s, E4M3 maximum %d",
+           t->rht ? (t->rht_no_signs ? "RHT without signs" : "RHT") : "no RHT",
+           t->emax256 ? 256 : 448);
+}
+
+
+static nvfp4_status equal_fp4 (const nvfp4_tensor *a, const nvfp4_tensor *b, eqv *e) {
+  static const char *const bufname[] = {
+    "rowwise_data", "rowwise_scale_inv", "columnwise_data", "columnwise_scale_inv"
+  };
+  char ma[64], mb[64];
+  int dir, k, same;
+  meaning(a, ma, sizeof ma);
+  meaning(b, mb, sizeof mb);
+  if (strcmp(ma, mb) != 0) return differ(e, "decoded differently: %s vs %s", ma, mb);
   for (dir = 0; dir < 2; dir++) {
     int ha = dir ? a->has_col : a->has_row, hb = dir ? b->has_col : b->has_row;
     const char *dn = dir ? "columnwise" : "rowwise";
     if (ha != hb)
-      return differ(&e, "%s usage: %s vs %s", dn, ha ? "present" : "absent",
+      return differ(e, "%s usage: %s vs %s", dn, ha ? "present" : "absent",
                     hb ? "present" : "absent");
     if (!ha) continue;
     for (k = 2 * dir; k < 2 * dir + 2; k++) {
-      CHECK(cmp_buf(a, b, k, bufname[k], &e, &same));
+      CHECK(cmp_buf(a, b, k, bufname[k], e, &same));
       if (!same) return NVFP4_OK;
     }
     if (memcmp(&a->amax[dir], &b->amax[dir], sizeof(float)) != 0)
-      return differ(&e, "%s amax: %f vs %f", dn, (double)a->amax[dir], (double)b->amax[dir]);
+      return differ(e, "%s amax: %f vs %f", dn, (double)a->amax[dir], (double)b->amax[dir]);
   }
   return NVFP4_OK;
 }

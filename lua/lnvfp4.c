@@ -819,7 +819,11 @@ static int tensor_reshape (lua_State *L) {
 static int tensor_narrow (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
   nvfp4_shape s = nvfp4_tensor_shape(t);
-  int d = nvfp4L_checkdim(L, 2, s.ndim);
+  int d;
+  luaL_argcheck(L, nvfp4_tensor_dtype(t) != NVFP4_FP4, 1,
+                "needs a plain tensor (fp4: dequantize it or use bytes(name))");
+  luaL_argcheck(L, s.ndim > 0, 1, "a 0-d tensor has no dim to narrow");
+  d = nvfp4L_checkdim(L, 2, s.ndim);
   lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
   LTensor *p;
   if (start < 1 || start > s.dim[d] + 1)
@@ -1017,7 +1021,7 @@ static int mod_swap_first_dims (lua_State *L) {
 ** and both amaxes. */
 static int mod_equal (lua_State *L) {
   nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 2);
-  char why[256];
+  char why[512];
   int eq = 0;
   nvfp4L_checkstatus(L, nvfp4_tensor_equal(a, b, &eq, why, sizeof why));
   lua_pushboolean(L, eq);

@@ -110,6 +110,10 @@ do
              lin.forward, lin, true)
 end
 checkerror("bad argument #3 to 'narrow' (length -1 is negative)", function () return x:narrow(1, 1, -1) end)
+checkerror("calling 'narrow' on bad self (needs a plain tensor (fp4: dequantize it or use bytes(name)))",
+           function () return nvfp4.quantize(x):narrow(1, 1, 1) end)
+checkerror("calling 'narrow' on bad self (a 0-d tensor has no dim to narrow)",
+           function () return nvfp4.zeros({}):narrow(1, 1, 1) end)
 checkerror("bad argument #1 to 'get' (index 33 is outside 1..32)", function () return x:get(33, 1) end)
 checkerror("get: a 2-D tensor needs 2 indices, got 1", function () return x:get(1) end)
 checkerror("bad argument #1 to 'buffer_shape' (buffer must be one of 'rowwise_data', 'rowwise_scale_inv', "

@@ -420,6 +420,32 @@ static void test_equal (void **state) {
   assert_int_equal(nvfp4_tensor_equal(qb, qr, &eq, why, sizeof why), NVFP4_OK);
   assert_int_equal(eq, 0);
   assert_non_null(strstr(why, "rowwise_data: first difference at byte 2 (0-based) of 256: 0x"));
+  /* what the bytes mean: the RHT'd columnwise copy, 4over6's E4M3 maximum 256 */
+  {
+    nvfp4_tensor *xb = NULL, *q1 = NULL, *q2 = NULL;
+    nvfp4_qopts o;
+    assert_int_equal(nvfp4_tensor_convert(a, NVFP4_BF16, &xb), NVFP4_OK);
+    memset(&o, 0, sizeof o);
+    o.columnwise = 1;
+    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q1), NVFP4_OK);
+    o.rht = 1;
+    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q2), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_equal(q1, q2, &eq, why, sizeof why), NVFP4_OK);
+    assert_int_equal(eq, 0);
+    assert_string_equal(why, "decoded differently: no RHT, E4M3 maximum 448 vs RHT, E4M3 maximum 448");
+    nvfp4_tensor_destroy(q1);
+    nvfp4_tensor_destroy(q2);
+    memset(&o, 0, sizeof o);
+    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q1), NVFP4_OK);
+    o.four_over_six = 1;
+    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q2), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_equal(q2, q1, &eq, why, sizeof why), NVFP4_OK);
+    assert_int_equal(eq, 0);
+    assert_string_equal(why, "decoded differently: no RHT, E4M3 maximum 256 vs no RHT, E4M3 maximum 448");
+    nvfp4_tensor_destroy(q1);
+    nvfp4_tensor_destroy(q2);
+    nvfp4_tensor_destroy(xb);
+  }
   /* the same bytes with another amax */
   {
     uint8_t data[16 * 8], scale[128 * 4];
