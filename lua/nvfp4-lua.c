@@ -64,6 +64,15 @@ static char luadir[PATH_MAX];
 
 static int msghandler (lua_State *L) {            /* lua.c */
   const char *msg = lua_tostring(L, 1);
+  /* the framework's usage error (l_usage_error) reaching the top: one line,
+  ** status 2 (a pcall in the script that caught it leaves no trace here) */
+  lua_getfield(L, LUA_REGISTRYINDEX, "nvfp4.usage_msg");
+  if (msg != NULL && lua_rawequal(L, 1, -1)) {
+    usage_error = 1;
+    lua_settop(L, 1);
+    return 1;
+  }
+  lua_pop(L, 1);
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
       return 1;
@@ -253,6 +262,19 @@ static int loadstdin_all (lua_State *L) {
 }
 
 
+/* registry["nvfp4.usage_error"](msg): raise msg as a usage error: where
+** nothing catches it, the job ends as for an option before the script,
+** status 2 and msg without a traceback.  The framework raises it for a
+** script's bad NAME=value argument (sc.params), which every rank has alike. */
+static int l_usage_error (lua_State *L) {
+  luaL_checkstring(L, 1);
+  lua_settop(L, 1);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, "nvfp4.usage_msg");   /* msghandler knows it */
+  return lua_error(L);
+}
+
+
 static int pmain (lua_State *L) {
   int argc = (int)lua_tointeger(L, 1), script, i;
   char **argv = (char **)lua_touserdata(L, 2);
@@ -261,6 +283,8 @@ static int pmain (lua_State *L) {
   lua_pushcfunction(L, luaopen_nvfp4);
   lua_setfield(L, -2, "nvfp4");                   /* require "nvfp4" */
   lua_pop(L, 1);
+  lua_pushcfunction(L, l_usage_error);
+  lua_setfield(L, LUA_REGISTRYINDEX, "nvfp4.usage_error");
   setpath(L, argc > 0 ? argv[0] : NULL);
   script = collectargs(L, argc, argv);
   setseed(L);

@@ -67,6 +67,10 @@ end
 
 -- Take the framework's options out of the script's arguments (so the script
 -- sees only its own) and merge them over nvfp4.options.
+local function scriptname ()
+  return (arg and arg[0]) or "(script)"
+end
+
 local function getoptions ()
   local o = {}
   for k, v in pairs(nvfp4.options) do o[k] = v end
@@ -120,9 +124,38 @@ end
 
 -- ---- cases and grids -----------------------------------------------------
 
-local function fmtvalue (v)
-  if type(v) == "string" then return v end
-  return tostring(v)
+local function fmtvalue (v, depth)
+  if type(v) == "string" then return depth and ("%q"):format(v) or v end
+  if type(v) ~= "table" or getmetatable(v) ~= nil then return tostring(v) end
+  depth = depth or 0                -- a plain table as a constructor, {1, 2, a = 3}
+  if depth >= 3 then return "{...}" end
+  local parts, keys, n = {}, {}, #v
+  for i = 1, n do parts[i] = fmtvalue(v[i], depth + 1) end
+  for k in pairs(v) do
+    if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+  end
+  table.sort(keys, function (a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local key = type(k) == "string" and k:match("^[%a_][%w_]*$") and k or "[" .. fmtvalue(k, depth + 1) .. "]"
+    parts[#parts + 1] = key .. " = " .. fmtvalue(v[k], depth + 1)
+  end
+  local s = "{" .. table.concat(parts, ", ") .. "}"
+  return #s > 200 and s:sub(1, 197) .. "...}" or s
+end
+
+-- Equality for sc.eq: plain tables (no metatable) by contents, the same
+-- keys with equal values in turn; anything else as ==.
+local function same (a, b, seen)
+  if rawequal(a, b) then return true end
+  if type(a) ~= "table" or type(b) ~= "table" or getmetatable(a) ~= nil or getmetatable(b) ~= nil then
+    return a == b
+  end
+  seen = seen or {}
+  if seen[a] == b then return true end        -- a cycle compared already
+  seen[a] = b
+  for k, v in pairs(a) do if not same(v, b[k], seen) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
 end
 
 -- The ordered parameter names of a grid: {B = {..}} sorted by name, or a
@@ -244,6 +277,12 @@ local function logpass (what, detail)
   end
 end
 
+-- A library error's message without the position Lua gave it (the
+-- framework's own line), for fail to put the scenario's line in front.
+local function bare (e)
+  return (tostring(e):gsub("^[^\n]-:%d+: ", "", 1))
+end
+
 local function fail (what, msg, level)
   error((what and (what .. ": ") or "") .. msg, (level or 2) + 1)
 end
@@ -256,10 +295,11 @@ function M.ok (cond, what)
   return cond
 end
 
---- sc.eq(actual, expected, what): actual == expected, printing both.
+--- sc.eq(actual, expected, what): actual == expected, printing both;
+-- plain tables (no metatable) compare by contents ({1, 2} equals {1, 2}).
 function M.eq (actual, expected, what)
   count()
-  if actual ~= expected then
+  if not same(actual, expected) then
     fail(what, ("expected %s, got %s"):format(fmtvalue(expected), fmtvalue(actual)), 2)
   end
   logpass(what, fmtvalue(actual))
@@ -321,7 +361,8 @@ function M.bytes (a, b, what)
     logpass(what, #a .. " bytes equal")
     return true
   end
-  local ok, msg = nvfp4.equal(a, b)
+  local called, ok, msg = pcall(nvfp4.equal, a, b)
+  if not called then fail(what, bare(ok), 2) end      -- e.g. a closed tensor: at the scenario's line
   if not ok then fail(what, msg, 2) end
   logpass(what, "bytes equal")
   return true
@@ -336,7 +377,9 @@ function M.close (actual, expected, tol, what)
   if type(actual) == "number" and type(expected) == "number" then
     err = math.abs(actual - expected) / (expected ~= 0 and math.abs(expected) or 1)
   elseif type(actual) == "userdata" and type(expected) == "userdata" then
-    err = nvfp4.rel_error(actual, expected)
+    local ok, e = pcall(nvfp4.rel_error, actual, expected)
+    if not ok then fail(what, bare(e), 2) end           -- shapes differ: at the scenario's line
+    err = e
   else       -- e.g. a layer's db (nil without a bias): the scenario's line, not ours
     fail(what, ("cannot compare %s with %s (two numbers or two tensors)")
                :format(actual == nil and "nil" or type(actual), expected == nil and "nil" or type(expected)), 2)
@@ -484,27 +527,43 @@ end
 
 --- sc.params(defaults [, timeout]): the script's NAME=integer arguments
 --- (S=512 H=1024), taken out of arg so that the framework does not see
---- them, over a copy of defaults; a NAME not in defaults is an error naming
---- the known ones.  The value of a framework option (--filter 'TP=2') is
---- not taken for one.  timeout: the default --timeout for this script when
---- the command line gives none (a full-size run takes minutes).
+--- them, over a copy of defaults.  A usage error (status 2, one line, before
+--- any case): a NAME not in defaults (naming the known ones; also in lower
+--- case), a value that is not a decimal integer or is past 64 bits.  The
+--- value of a framework option (--filter 'TP=2') is not taken for one.
+--- timeout: the default --timeout for this script when the command line
+--- gives none (a full-size run takes minutes).
 function M.params (defaults, timeout)
-  local P, names, i, have_timeout = {}, {}, 1, false
-  for k, v in pairs(defaults) do P[k] = v; names[#names + 1] = k end
+  local P, names, upper, i, have_timeout = {}, {}, {}, 1, false
+  for k, v in pairs(defaults) do P[k] = v; names[#names + 1] = k; upper[k:upper()] = k end
   table.sort(names)
+  local function bad (msg)
+    local raise = debug.getregistry()["nvfp4.usage_error"] or function (m) error(m, 0) end
+    raise(("%s: %s (this script takes %s=<integer>)"):format(scriptname(), msg,
+                                                             table.concat(names, "=<integer>, ")))
+  end
   arg = arg or {}
   while arg[i] ~= nil do
     local a = arg[i]
     local opt = a:match("^%-%-([%w%-]+)$")
-    local k, v = a:match("^(%u[%u%d_]*)=(%-?%d+)$")
+    local k, v = a:match("^([%a_][%w_]*)=(.*)$")
+    -- NAME=..: this script's; another name=.. is left to the script, unless
+    -- it is one of these in the wrong case (s=5 for S=5)
+    if k and not k:match("^%u[%u%d_]*$") and not (P[k] == nil and upper[k:upper()]) then k = nil end
     if a:match("^%-%-timeout") then have_timeout = true end
     if opt and OPTS_WITH_VALUE[opt] then
       i = i + 2                                 -- the option and its value
     elseif k then
       if P[k] == nil then
-        error(("unknown argument '%s' (this script takes %s)"):format(a, table.concat(names, ", ")), 0)
+        bad(upper[k:upper()] and ("unknown argument '%s' (did you mean %s?)"):format(a, upper[k:upper()])
+            or ("unknown argument '%s'"):format(a))
       end
-      P[k] = math.tointeger(tonumber(v))
+      local n = v:match("^%-?%d+$") and math.tointeger(tonumber(v))
+      if not n then
+        bad(("%s: '%s' is not %s"):format(k, v, v:match("^%-?%d+$") and "a 64-bit integer"
+                                                   or "a decimal integer"))
+      end
+      P[k] = n
       table.remove(arg, i)
     else
       i = i + 1
@@ -596,10 +655,6 @@ end
 local function handler (e)
   if getmetatable(e) == SKIPMARK then return e end
   return {message = tostring(e), traceback = debug.traceback(tostring(e), 2)}
-end
-
-local function scriptname ()
-  return (arg and arg[0]) or "(script)"
 end
 
 -- The running case's deadline {at = clock, grace = s, timeout = s}, nil
@@ -753,6 +808,21 @@ function M.run ()
   -- collective that a failed rank left half-done on the world
   local vcomm <close> = world:split(world.size)
   guardcollectives(world)
+  -- --junit's file is written at the end, by rank 0: a path it cannot write
+  -- is a usage error now, not a failure after every case ran
+  do
+    local why
+    if out and o.junit and not o.list then
+      local f, e = io.open(o.junit .. ".tmp", "w")
+      if f then f:close(); os.remove(o.junit .. ".tmp")
+      else why = tostring(e):gsub("^" .. o.junit:gsub("%p", "%%%0") .. "%.tmp", "", 1) end
+    end
+    if vcomm:all_reduce_max(why and 1 or 0) == 1 then
+      if out then io.stderr:write(("%s: --junit: cannot write '%s'%s\n"):format(script, o.junit, why)) end
+      nvfp4.exit_status(2)
+      return false
+    end
+  end
   -- the verdicts are agreed case by case, so every rank must run the same
   -- cases in the same order (a list built with pairs() differs between
   -- processes, a case registered on some ranks only shifts the others)

@@ -267,6 +267,50 @@ check "... nor the reporting options given before the script (a pasted replay wo
 "$RS" "$tmp/param.lua" N=2 --tap >"$tmp/paramtap" 2>&1
 check "TAP: the failure's YAML block has the replay command" \
   grep -q -- "^  replay: 'mpirun -np 1 .*param.lua N=2 --seed [0-9]* --filter ''N is 1'''\$" "$tmp/paramtap"
+# sc.params: a bad NAME=value is a usage error (status 2, one line naming the script's arguments, no
+# traceback, no case run); it kept the default (S=1e3, S=, s=5) or set nil (a value past 64 bits) before,
+# and an unknown NAME gave status 1 with a traceback
+for a in "N=1e3" "N=" "N=0x10" "N=99999999999999999999" "n=5" "B=2"; do
+  "$RS" "$tmp/param.lua" "$a" >"$tmp/pbad" 2>&1; rc=$?
+  check "sc.params '$a': exit status 2" test "$rc" -eq 2
+  check "... one line naming the script's arguments, no traceback, no case" \
+    sh -c "grep -q 'param.lua: .*(this script takes N=<integer>)' '$tmp/pbad' && ! grep -q 'stack traceback\|^PASS\|^FAIL' '$tmp/pbad'"
+done
+"$RS" "$tmp/param.lua" n=5 >"$tmp/pbad" 2>&1
+check "... 'n=5' asks whether N was meant" grep -q "unknown argument 'n=5' (did you mean N?)" "$tmp/pbad"
+"$RS" "$tmp/param.lua" N=-3 foo=1 >"$tmp/pneg" 2>&1
+check "... a negative integer is one, and a lower-case name=value of another name is left to the script" \
+  grep -q "N: expected 1, got -3" "$tmp/pneg"
+# --junit to a file rank 0 cannot write: a usage error before any case (it failed after every case ran)
+"$RS" "$srcdir/fw_cases.lua" --junit "$tmp/no/such/dir/j.xml" >"$tmp/jbad" 2>&1; rc=$?
+check "--junit to an unwritable path: exit status 2, before any case" \
+  sh -c "test $rc -eq 2 && ! grep -q '^PASS\|^FAIL' '$tmp/jbad'"
+check "... naming the path as given (not its .tmp) and why" \
+  grep -q "fw_cases.lua: --junit: cannot write '$tmp/no/such/dir/j.xml': No such file or directory" "$tmp/jbad"
+# sc.close and sc.bytes: a library error (shapes differ, a closed tensor) fails at the scenario's line with
+# the check's label (it named the framework's line); sc.eq compares plain tables by contents
+cat >"$tmp/lib.lua" <<'EOS'
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+sc.case("close shapes", function ()
+  sc.close(nvfp4.randn({4, 16}), nvfp4.randn({16, 4}), 0.1, "mismatch")
+end)
+sc.case("bytes closed", function ()
+  local t = nvfp4.randn({4, 16}); t:close()
+  sc.bytes(t, nvfp4.randn({4, 16}), "closed one")
+end)
+sc.case("eq lists", function () sc.eq({1, 2, {3, a = "x"}}, {1, 2, {3, a = "x"}}, "lists") end)
+sc.case("eq maps", function () sc.eq({a = 1, 2}, {a = 2, 2}, "maps") end)
+sc.run()
+EOS
+"$RS" "$tmp/lib.lua" >"$tmp/lib" 2>&1
+check "sc.close of tensors of different shapes fails at the scenario's line, with its label" \
+  grep -q "lib.lua:4: mismatch: rel_error: shapes differ: \[4, 16\] vs \[16, 4\]" "$tmp/lib"
+check "sc.bytes of a closed tensor fails at the scenario's line, with its label" \
+  grep -q "lib.lua:8: closed one: bad argument #1 to 'nvfp4.equal' (tensor is closed)" "$tmp/lib"
+check "sc.eq: plain tables equal by contents pass" grep -q "^PASS  eq lists" "$tmp/lib"
+check "... and differing ones print both as constructors" \
+  grep -q "lib.lua:11: maps: expected {2, a = 2}, got {2, a = 1}" "$tmp/lib"
 # sc.group's errors (split's) at the scenario's line
 printf '%s\n' 'local sc = require "nvfp4.scenario"' 'sc.case("group of 3", function () local g = sc.group(3) end)' \
   'sc.run()' >"$tmp/group3.lua"
