@@ -453,13 +453,15 @@ static struct {
   double secs;
   char label[512];
   char stdout_prefix[64];          /* "": none; else also a line on stdout */
-} wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0, 0}, 0, "", ""};
+  char note[2048];                 /* "": none; else a second line on stderr */
+} wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0, 0}, 0, "", "", ""};
 
 
 static void wd_fire (void) {
   int rank = 0, level = MPI_THREAD_SINGLE;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   fprintf(stderr, "[rank %d] %s timed out after %g s\n", rank, wd.label, wd.secs);
+  if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", rank, wd.note);
   fflush(stderr);
   if (wd.stdout_prefix[0] != '\0')      /* e.g. TAP's "Bail out!" */
     printf("%s [rank %d] %s timed out after %g s\n", wd.stdout_prefix, rank, wd.label, wd.secs);
@@ -487,17 +489,20 @@ static void *wd_main (void *arg) {
 }
 
 
-/* nvfp4.watchdog(seconds, label [, shown [, stdout_prefix]]): arm (re-arm)
-** the timer; when it runs out this process prints "[rank r] <label> timed
-** out after S s" on stderr (S = shown, default seconds: a re-arm for the
-** rest of a deadline can show the whole timeout), the same line after
-** stdout_prefix on stdout when one is given (TAP's "Bail out!"), and ends
-** the whole job.  nvfp4.watchdog(0) or nvfp4.watchdog() disarms. */
+/* nvfp4.watchdog(seconds, label [, shown [, stdout_prefix [, note]]]): arm
+** (re-arm) the timer; when it runs out this process prints "[rank r]
+** <label> timed out after S s" on stderr (S = shown, default seconds: a
+** re-arm for the rest of a deadline can show the whole timeout), then
+** "[rank r] <note>" when a note is given (the framework's replay command),
+** the first line after stdout_prefix on stdout when one is given (TAP's
+** "Bail out!"), and ends the whole job.  nvfp4.watchdog(0) or
+** nvfp4.watchdog() disarms. */
 static int mod_watchdog (lua_State *L) {
   lua_Number s = luaL_optnumber(L, 1, 0);
   const char *label = luaL_optstring(L, 2, "nvfp4-lua");
   lua_Number shown = luaL_optnumber(L, 3, s);
   const char *prefix = luaL_optstring(L, 4, "");
+  const char *note = luaL_optstring(L, 5, "");
   luaL_argcheck(L, s >= 0, 1, "seconds must be a number >= 0");
   /* past ~31 years the deadline would overflow time_t (the watchdog thread
   ** then spun for ever): no real deadline is that far */
@@ -525,6 +530,7 @@ static int mod_watchdog (lua_State *L) {
     wd.secs = shown;
     snprintf(wd.label, sizeof wd.label, "%s", label);
     snprintf(wd.stdout_prefix, sizeof wd.stdout_prefix, "%s", prefix);
+    snprintf(wd.note, sizeof wd.note, "%s", note);
   }
   pthread_cond_signal(&wd.cv);
   pthread_mutex_unlock(&wd.mu);

@@ -670,7 +670,7 @@ local bailout = nil              -- "Bail out!" under --tap: a hang ends the TAP
 local function arm (graces, label)
   local d = deadline
   nvfp4.watchdog(math.max(d.at + graces * d.grace - nvfp4.clock(), 0.001), label,
-                 d.timeout + graces * d.grace, bailout)
+                 d.timeout + graces * d.grace, bailout or "", d.replay and ("replay: " .. d.replay))
 end
 
 -- The error e of collective `name` called through pcall, as a direct
@@ -709,7 +709,11 @@ local function guardcollectives (world)
     return function (...)
       local label = deadline and current and current.label
       if label and waits and not waits(...) then label = nil end
-      if label then arm(1, label .. " (waiting in " .. what .. " for the other ranks)") end
+      if label then
+        local at = debug.getinfo(2, "Sl")           -- the scenario's line, where two collectives could be
+        at = at and at.currentline and at.currentline > 0 and (" at " .. at.short_src .. ":" .. at.currentline) or ""
+        arm(1, label .. " (waiting in " .. what .. at .. " for the other ranks)")
+      end
       local r = table.pack(pcall(f, ...))
       if label and deadline then arm(0, label) end
       if not r[1] then error(relocate(r[2], name, 2, plainfn), 0) end
@@ -896,10 +900,15 @@ function M.run ()
     for k, v in pairs(c.params) do p[k] = v end
     p.seed = caseseed(seed, c.name)
     local label = ("case '%s'"):format(c.name)
+    -- the command that runs this case again, as the run was started
+    local replay = ("mpirun -np %d %s %s%s --seed %d --filter %s")
+                   :format(world.size, M.program(true), M.shellquote(script), replay_args(), seed,
+                           squote(replay_filter(c.name)))
     if out and o.junit then   -- provisional: what stays if the job ends inside this case
       results[#results + 1] = {name = c.name, case = c, verdict = FAIL, ranks = {}, seed = p.seed, time = 0,
                                message = "the job ended during this case (a timeout, an os.exit or a "
-                                         .. "crash on some rank: see the job's output)", detail = ""}
+                                         .. "crash on some rank: see the job's output); replay: " .. replay,
+                               detail = ""}
       writejunit(o.junit, script, results, seed, clock() - t_all)
       results[#results] = nil
     end
@@ -907,7 +916,7 @@ function M.run ()
     -- speaks first when a case does not end on every rank.
     current = {asserts = 0, log = {}, verbose = o.verbose, label = label}
     deadline = {at = nvfp4.clock() + o.timeout, grace = math.max(0.5, 0.05 * o.timeout),
-                timeout = o.timeout}
+                timeout = o.timeout, replay = replay}
     arm(0, label)
     local t0 = clock()
     local ok, e = xpcall(c.fn, handler, p)
@@ -958,10 +967,7 @@ function M.run ()
                              message = msg, detail = detail, time = dt, seed = p.seed}
     if verdict == FAIL then nfail = nfail + 1 elseif verdict == SKIP then nskip = nskip + 1 end
 
-    -- the command that runs this case again, as the run was started
-    local replay = verdict == FAIL and ("mpirun -np %d %s %s%s --seed %d --filter %s")
-                   :format(world.size, M.program(true), M.shellquote(script), replay_args(), seed,
-                           squote(replay_filter(c.name))) or nil
+    if verdict ~= FAIL then replay = nil end
     if out and o.tap then
       local tname = c.name:gsub("[\r\n]+", " "):gsub("#", "\\#")   -- one line; '#' starts a directive
       if verdict == PASS then

@@ -207,6 +207,10 @@ check "no later case ran" test "$(count 'NEVER REACHED' "$tmp/to")" -eq 0
 check "JUnit after a timeout: the cases so far, the hung one failed" \
   grep -q 'tests="2" failures="1"' "$tmp/jt.xml"
 check "... saying the job ended in it" grep -q "the job ended during this case" "$tmp/jt.xml"
+check "... with the command that replays it (there was none)" \
+  grep -q "replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 --seed [0-9]* --filter &apos;hangs&apos;" "$tmp/jt.xml"
+check "the timeout's message is followed by the case's replay command (there was none)" \
+  grep -q "^\[rank [01]\] replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 --seed [0-9]* --filter 'hangs'\$" "$tmp/to"
 # the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
 # own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
 cat >"$tmp/grace.lua" <<'EOS'
@@ -223,8 +227,8 @@ EOS
 start=$(date +%s)
 "$RS" "$tmp/grace.lua" --timeout 1 >"$tmp/grace" 2>&1; rc=$?
 took=$(( $(date +%s) - start ))
-check "a rank waiting in a collective times out at S + G: 'timed out after 1.5 s' for --timeout 1" \
-  grep -q "^\[rank 0\] case 'waits' (waiting in comm:barrier for the other ranks) timed out after 1.5 s" "$tmp/grace"
+check "a rank waiting in a collective times out at S + G: 'timed out after 1.5 s' for --timeout 1, naming the line it waits at" \
+  grep -q "^\[rank 0\] case 'waits' (waiting in comm:barrier at .*grace.lua:7 for the other ranks) timed out after 1.5 s" "$tmp/grace"
 check "... and ends the job" test "$rc" -ne 0 -a "$took" -lt 30
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 --tap >"$tmp/totap" 2>/dev/null
 check "TAP after a timeout: a Bail out! line naming the rank and the case" \
