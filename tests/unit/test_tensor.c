@@ -344,6 +344,22 @@ static void test_narrow (void **state) {
 }
 
 
+/* x quantized with o1 and with o2 differ, nvfp4_tensor_equal saying why. */
+static void equal_says (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopts *o1,
+                        const nvfp4_qopts *o2, const char *why_expected) {
+  nvfp4_tensor *q1 = NULL, *q2 = NULL;
+  char why[160];
+  int eq = -1;
+  assert_int_equal(nvfp4_quantize(ctx, x, o1, &q1), NVFP4_OK);
+  assert_int_equal(nvfp4_quantize(ctx, x, o2, &q2), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_equal(q1, q2, &eq, why, sizeof why), NVFP4_OK);
+  assert_int_equal(eq, 0);
+  assert_string_equal(why, why_expected);
+  nvfp4_tensor_destroy(q1);
+  nvfp4_tensor_destroy(q2);
+}
+
+
 /* nvfp4_tensor_equal: equal copies; each way two tensors can differ is
 ** reported with its first difference; the reason is cut to why_len. */
 static void test_equal (void **state) {
@@ -422,28 +438,18 @@ static void test_equal (void **state) {
   assert_non_null(strstr(why, "rowwise_data: first difference at byte 2 (0-based) of 256: 0x"));
   /* what the bytes mean: the RHT'd columnwise copy, 4over6's E4M3 maximum 256 */
   {
-    nvfp4_tensor *xb = NULL, *q1 = NULL, *q2 = NULL;
-    nvfp4_qopts o;
+    nvfp4_tensor *xb = NULL;
+    nvfp4_qopts o1, o2;
     assert_int_equal(nvfp4_tensor_convert(a, NVFP4_BF16, &xb), NVFP4_OK);
-    memset(&o, 0, sizeof o);
-    o.columnwise = 1;
-    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q1), NVFP4_OK);
-    o.rht = 1;
-    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q2), NVFP4_OK);
-    assert_int_equal(nvfp4_tensor_equal(q1, q2, &eq, why, sizeof why), NVFP4_OK);
-    assert_int_equal(eq, 0);
-    assert_string_equal(why, "decoded differently: no RHT, E4M3 maximum 448 vs RHT, E4M3 maximum 448");
-    nvfp4_tensor_destroy(q1);
-    nvfp4_tensor_destroy(q2);
-    memset(&o, 0, sizeof o);
-    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q1), NVFP4_OK);
-    o.four_over_six = 1;
-    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q2), NVFP4_OK);
-    assert_int_equal(nvfp4_tensor_equal(q2, q1, &eq, why, sizeof why), NVFP4_OK);
-    assert_int_equal(eq, 0);
-    assert_string_equal(why, "decoded differently: no RHT, E4M3 maximum 256 vs no RHT, E4M3 maximum 448");
-    nvfp4_tensor_destroy(q1);
-    nvfp4_tensor_destroy(q2);
+    memset(&o1, 0, sizeof o1);
+    o1.columnwise = 1;
+    o2 = o1;
+    o2.rht = 1;
+    equal_says(ctx, xb, &o1, &o2, "decoded differently: no RHT, E4M3 maximum 448 vs RHT, E4M3 maximum 448");
+    memset(&o1, 0, sizeof o1);
+    o2 = o1;
+    o2.four_over_six = 1;
+    equal_says(ctx, xb, &o2, &o1, "decoded differently: no RHT, E4M3 maximum 256 vs no RHT, E4M3 maximum 448");
     nvfp4_tensor_destroy(xb);
   }
   /* the same bytes with another amax */
