@@ -154,7 +154,7 @@ static nvfp4_status check_config (nvfp4_ctx *ctx, const nvfp4_linear_config *c, 
     if (MPI_Initialized(&init) == MPI_SUCCESS && init) MPI_Comm_size(MPI_COMM_WORLD, &size);
     FAIL_IF(ctx, size > 1, NVFP4_EINVAL, "linear: parallel mode %s without a TP group in a "
             "job of %d ranks (the layer would run as TP = 1 on each rank): pass the group "
-            "(nvfp4_comm_split; Lua group = world:split(TP))",
+            "(nvfp4_comm_split; Lua group = world:split(TP), or sc.group(TP) in a scenario)",
             c->parallel == NVFP4_PARALLEL_ROW ? "row" : "column", size);
   }
   return NVFP4_OK;

@@ -624,8 +624,15 @@ function M.group (tp)
   if g == nil or g:isclosed() then
     local w = nvfp4.world()
     local ok, r = pcall(w.split, w, tp)
-    -- split's error at the scenario's line, as the assertions' (not here)
-    if not ok then error((tostring(r):gsub("^[^\n]-:%d+: ", "")), 2) end
+    -- split's error at the scenario's line, as the assertions' (not here);
+    -- a size the world cannot hold: the case wants sc.need_ranks first
+    if not ok then
+      local e = tostring(r):gsub("^[^\n]-:%d+: ", "")
+      if math.type(tp) == "integer" and tp >= 1 and w.size % tp ~= 0 then
+        e = e .. ("; sc.need_ranks(%d) first skips a case the world cannot hold"):format(tp)
+      end
+      error(e, 2)
+    end
     g = r
     groups[tp] = g
   end
