@@ -632,8 +632,9 @@ nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
 ** rounded (SR), its block shape (2D) and 4over6's choice of scales are in
 ** the bytes already. */
 static void meaning (const nvfp4_tensor *t, char *buf, size_t n) {
+  int rht = t->rht && t->has_col;       /* a rowwise-only copy is never rotated */
   snprintf(buf, n, "%s, E4M3 maximum %d",
-           t->rht ? (t->rht_no_signs ? "RHT without signs" : "RHT") : "no RHT",
+           rht ? (t->rht_no_signs ? "RHT without signs" : "RHT") : "no RHT",
            t->emax256 ? 256 : 448);
 }
 

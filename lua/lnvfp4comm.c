@@ -451,10 +451,17 @@ static struct {
   int started, armed;
   struct timespec deadline;
   double secs;
-  char label[512];
+  char label[1024];
   char stdout_prefix[64];          /* "": none; else also a line on stdout */
-  char note[2048];                 /* "": none; else a second line on stderr */
+  char note[8192];                 /* "": none; else a second line on stderr */
 } wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0, 0}, 0, "", "", ""};
+
+
+/* src into dst[n]; one that does not fit ends in " ..." (a replay command cut
+** silently would run other cases when pasted) */
+static void wd_copy (char *dst, size_t n, const char *src) {
+  if ((size_t)snprintf(dst, n, "%s", src) >= n) memcpy(dst + n - 5, " ...", 5);
+}
 
 
 static void wd_fire (void) {
@@ -528,9 +535,9 @@ static int mod_watchdog (lua_State *L) {
       wd.deadline.tv_nsec -= 1000000000L;
     }
     wd.secs = shown;
-    snprintf(wd.label, sizeof wd.label, "%s", label);
+    wd_copy(wd.label, sizeof wd.label, label);
     snprintf(wd.stdout_prefix, sizeof wd.stdout_prefix, "%s", prefix);
-    snprintf(wd.note, sizeof wd.note, "%s", note);
+    wd_copy(wd.note, sizeof wd.note, note);
   }
   pthread_cond_signal(&wd.cv);
   pthread_mutex_unlock(&wd.mu);

@@ -124,35 +124,51 @@ end
 
 -- ---- cases and grids -----------------------------------------------------
 
-local function fmtvalue (v, depth)
-  if type(v) == "string" then return depth and ("%q"):format(v) or v end
-  if type(v) ~= "table" or getmetatable(v) ~= nil then return tostring(v) end
-  depth = depth or 0                -- a plain table as a constructor, {1, 2, a = 3}
-  if depth >= 3 then return "{...}" end
-  local parts, keys, n = {}, {}, #v
-  for i = 1, n do parts[i] = fmtvalue(v[i], depth + 1) end
-  for k in pairs(v) do
-    if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+-- A value as text: a plain table as a constructor, {1, 2, a = 3}.  For a
+-- message (limit true) at most about 200 characters, three levels deep
+-- ("{...}"), building no more than that; for a case's name and JUnit
+-- (limit nil) whole, so that grid values differing late give different
+-- names (a table nested past 20 levels, or a cycle, is "{...}").
+local function fmtvalue (v, limit)
+  local budget = limit and 200 or math.huge
+  local function fmt (x, depth, quote)
+    if type(x) == "string" then return quote and ("%q"):format(x) or x end
+    if type(x) ~= "table" or getmetatable(x) ~= nil then return tostring(x) end
+    if depth >= (limit and 3 or 20) then return "{...}" end
+    local parts, keys, n, used = {}, {}, #x, 0
+    for k in pairs(x) do
+      if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
+    end
+    table.sort(keys, function (a, b) return tostring(a) < tostring(b) end)
+    for i = 1, n + #keys do
+      if used > budget then parts[#parts + 1] = "..."; break end
+      local k = i <= n and i or keys[i - n]
+      local item = fmt(x[k], depth + 1, true)
+      if i > n then
+        item = (type(k) == "string" and k:match("^[%a_][%w_]*$") and k or "[" .. fmt(k, depth + 1, true) .. "]")
+               .. " = " .. item
+      end
+      parts[#parts + 1] = item
+      used = used + #item + 2
+    end
+    return "{" .. table.concat(parts, ", ") .. "}"
   end
-  table.sort(keys, function (a, b) return tostring(a) < tostring(b) end)
-  for _, k in ipairs(keys) do
-    local key = type(k) == "string" and k:match("^[%a_][%w_]*$") and k or "[" .. fmtvalue(k, depth + 1) .. "]"
-    parts[#parts + 1] = key .. " = " .. fmtvalue(v[k], depth + 1)
-  end
-  local s = "{" .. table.concat(parts, ", ") .. "}"
-  return #s > 200 and s:sub(1, 197) .. "...}" or s
+  local s = fmt(v, 0, false)
+  return (limit and #s > 200) and s:sub(1, 197) .. "...}" or s
 end
 
 -- Equality for sc.eq: plain tables (no metatable) by contents, the same
--- keys with equal values in turn; anything else as ==.
+-- keys with equal values in turn; anything else as ==.  seen: the pairs of
+-- tables being compared (a cycle compares as equal where it closes).
 local function same (a, b, seen)
   if rawequal(a, b) then return true end
   if type(a) ~= "table" or type(b) ~= "table" or getmetatable(a) ~= nil or getmetatable(b) ~= nil then
     return a == b
   end
   seen = seen or {}
-  if seen[a] == b then return true end        -- a cycle compared already
-  seen[a] = b
+  seen[a] = seen[a] or {}
+  if seen[a][b] then return true end
+  seen[a][b] = true
   for k, v in pairs(a) do if not same(v, b[k], seen) then return false end end
   for k in pairs(b) do if a[k] == nil then return false end end
   return true
@@ -300,9 +316,9 @@ end
 function M.eq (actual, expected, what)
   count()
   if not same(actual, expected) then
-    fail(what, ("expected %s, got %s"):format(fmtvalue(expected), fmtvalue(actual)), 2)
+    fail(what, ("expected %s, got %s"):format(fmtvalue(expected, true), fmtvalue(actual, true)), 2)
   end
-  logpass(what, fmtvalue(actual))
+  if current and current.verbose then logpass(what, fmtvalue(actual, true)) end
   return actual
 end
 
@@ -465,11 +481,11 @@ end
 -- when it is part of another case's name (a case 'shape' beside 'shapes'),
 -- the name as an anchored Lua pattern (no name contains "^shape$" as it
 -- is, so --filter takes it as a pattern).
+local allnames                   -- "\0name1\0name2\0...", built once per run (sc.run)
 local function replay_filter (name)
-  for _, c in ipairs(cases) do
-    if c.name ~= name and c.name:find(name, 1, true) then
-      return "^" .. name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "$"
-    end
+  local first = allnames:find(name, 1, true)
+  if first and allnames:find(name, first + 1, true) then      -- also inside another name
+    return "^" .. name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "$"
   end
   return name
 end
@@ -527,9 +543,11 @@ end
 
 --- sc.params(defaults [, timeout]): the script's NAME=integer arguments
 --- (S=512 H=1024), taken out of arg so that the framework does not see
---- them, over a copy of defaults.  A usage error (status 2, one line, before
---- any case): a NAME not in defaults (naming the known ones; also in lower
---- case), a value that is not a decimal integer or is past 64 bits.  The
+--- them, over a copy of defaults.  A usage error (status 2, a line naming
+--- the known ones, before any case): an unknown upper-case NAME with an
+--- integer, a name of defaults in another case (s=5 for S), a value of a
+--- name of defaults that is not a decimal integer or is past 64 bits.
+--- Other name=value arguments (MODE=row) stay in arg for the script.  The
 --- value of a framework option (--filter 'TP=2') is not taken for one.
 --- timeout: the default --timeout for this script when the command line
 --- gives none (a full-size run takes minutes).
@@ -539,17 +557,20 @@ function M.params (defaults, timeout)
   table.sort(names)
   local function bad (msg)
     local raise = debug.getregistry()["nvfp4.usage_error"] or function (m) error(m, 0) end
-    raise(("%s: %s (this script takes %s=<integer>)"):format(scriptname(), msg,
-                                                             table.concat(names, "=<integer>, ")))
+    raise(("%s: %s (%s)"):format(scriptname(), msg, #names == 0 and "this script takes no NAME=integer"
+                                 or "this script takes " .. table.concat(names, "=<integer>, ") .. "=<integer>"))
   end
   arg = arg or {}
   while arg[i] ~= nil do
     local a = arg[i]
     local opt = a:match("^%-%-([%w%-]+)$")
     local k, v = a:match("^([%a_][%w_]*)=(.*)$")
-    -- NAME=..: this script's; another name=.. is left to the script, unless
-    -- it is one of these in the wrong case (s=5 for S=5)
-    if k and not k:match("^%u[%u%d_]*$") and not (P[k] == nil and upper[k:upper()]) then k = nil end
+    -- ours: a name of defaults, one of them in another case (s=5 for S=5),
+    -- or an unknown upper-case NAME with an integer (S=512's typo); any
+    -- other name=value (MODE=row) is left to the script
+    if k and P[k] == nil and not upper[k:upper()] and not (k:match("^%u[%u%d_]*$") and v:match("^%-?%d+$")) then
+      k = nil
+    end
     if a:match("^%-%-timeout") then have_timeout = true end
     if opt and OPTS_WITH_VALUE[opt] then
       i = i + 2                                 -- the option and its value
@@ -819,14 +840,27 @@ function M.run ()
   -- collective that a failed rank left half-done on the world
   local vcomm <close> = world:split(world.size)
   guardcollectives(world)
+  do
+    local names = {}
+    for i, c in ipairs(cases) do names[i] = c.name end
+    allnames = "\0" .. table.concat(names, "\0") .. "\0"
+  end
   -- --junit's file is written at the end, by rank 0: a path it cannot write
   -- is a usage error now, not a failure after every case ran
   do
     local why
-    if out and o.junit and not o.list then
-      local f, e = io.open(o.junit .. ".tmp", "w")
-      if f then f:close(); os.remove(o.junit .. ".tmp")
-      else why = tostring(e):gsub("^" .. o.junit:gsub("%p", "%%%0") .. "%.tmp", "", 1) end
+    if out and o.junit then     -- its .tmp is written, then renamed over it (a directory cannot be)
+      local existed = io.open(o.junit, "r")
+      if existed then existed:close() end
+      for _, path in ipairs{o.junit .. ".tmp", o.junit} do
+        local f, e = io.open(path, "a")
+        if f then
+          f:close()
+          if path ~= o.junit or not existed then os.remove(path) end
+        elseif not why then
+          why = tostring(e):gsub("^" .. path:gsub("%p", "%%%0"), "", 1)
+        end
+      end
     end
     if vcomm:all_reduce_max(why and 1 or 0) == 1 then
       if out then io.stderr:write(("%s: --junit: cannot write '%s'%s\n"):format(script, o.junit, why)) end

@@ -202,6 +202,16 @@ fails("calling 'config' on bad self (its group (comm) was closed", lin.config, l
 lin:close()
 fails("calling 'weight' on bad self (linear layer is closed)", lin.weight, lin)
 
+-- a rowwise-only gather of shards quantized with RHT equals quantizing the full tensor rowwise: the RHT
+-- belongs to the columnwise copy it does not have (nvfp4.equal said "decoded differently: RHT ...")
+do
+  local full = nvfp4.randn({16 * size, 32}, "bf16", {seed = 5})
+  local q = nvfp4.quantize(full:narrow(1, me * 16 + 1, 16),
+                           {rowwise = true, columnwise = true, rht = true, amax_group = w})
+  local ok, why = nvfp4.equal(w:all_gather(q, {rowwise = true}), nvfp4.quantize(full, {rowwise = true}))
+  assert(ok, why)
+end
+
 -- a group closed, or freed by the collector, on one rank only: the others go on and close it later (over
 -- NCCL the closing rank waited for its peers in ncclCommDestroy until the job's timeout)
 do

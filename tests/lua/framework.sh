@@ -282,8 +282,8 @@ for a in "N=1e3" "N=" "N=0x10" "N=99999999999999999999" "n=5" "B=2"; do
 done
 "$RS" "$tmp/param.lua" n=5 >"$tmp/pbad" 2>&1
 check "... 'n=5' asks whether N was meant" grep -q "unknown argument 'n=5' (did you mean N?)" "$tmp/pbad"
-"$RS" "$tmp/param.lua" N=-3 foo=1 >"$tmp/pneg" 2>&1
-check "... a negative integer is one, and a lower-case name=value of another name is left to the script" \
+"$RS" "$tmp/param.lua" N=-3 foo=1 MODE=row >"$tmp/pneg" 2>&1
+check "... a negative integer is one, and another name=value (foo=1, MODE=row) is left to the script" \
   grep -q "N: expected 1, got -3" "$tmp/pneg"
 # --junit to a file rank 0 cannot write: a usage error before any case (it failed after every case ran)
 "$RS" "$srcdir/fw_cases.lua" --junit "$tmp/no/such/dir/j.xml" >"$tmp/jbad" 2>&1; rc=$?
@@ -291,6 +291,10 @@ check "--junit to an unwritable path: exit status 2, before any case" \
   sh -c "test $rc -eq 2 && ! grep -q '^PASS\|^FAIL' '$tmp/jbad'"
 check "... naming the path as given (not its .tmp) and why" \
   grep -q "fw_cases.lua: --junit: cannot write '$tmp/no/such/dir/j.xml': No such file or directory" "$tmp/jbad"
+mkdir -p "$tmp/jdir"
+"$RS" "$srcdir/fw_cases.lua" --junit "$tmp/jdir" >"$tmp/jbad" 2>&1; rc=$?
+check "... and to a directory (its .tmp could be written, the rename over it not)" \
+  sh -c "test $rc -eq 2 && grep -q \"cannot write '$tmp/jdir': Is a directory\" '$tmp/jbad'"
 # sc.close and sc.bytes: a library error (shapes differ, a closed tensor) fails at the scenario's line with
 # the check's label (it named the framework's line); sc.eq compares plain tables by contents
 cat >"$tmp/lib.lua" <<'EOS'
@@ -305,6 +309,11 @@ sc.case("bytes closed", function ()
 end)
 sc.case("eq lists", function () sc.eq({1, 2, {3, a = "x"}}, {1, 2, {3, a = "x"}}, "lists") end)
 sc.case("eq maps", function () sc.eq({a = 1, 2}, {a = 2, 2}, "maps") end)
+sc.case("eq cycles", function ()
+  local a, b, c = {}, {}, {}
+  a.x = a; b.x = c; c.x = b
+  sc.eq(a, b, "cycles of different lengths")
+end)
 sc.run()
 EOS
 "$RS" "$tmp/lib.lua" >"$tmp/lib" 2>&1
@@ -313,6 +322,7 @@ check "sc.close of tensors of different shapes fails at the scenario's line, wit
 check "sc.bytes of a closed tensor fails at the scenario's line, with its label" \
   grep -q "lib.lua:8: closed one: bad argument #1 to 'nvfp4.equal' (tensor is closed)" "$tmp/lib"
 check "sc.eq: plain tables equal by contents pass" grep -q "^PASS  eq lists" "$tmp/lib"
+check "... tables with cycles of different lengths compare (no stack overflow)" grep -q "^PASS  eq cycles" "$tmp/lib"
 check "... and differing ones print both as constructors" \
   grep -q "lib.lua:11: maps: expected {2, a = 2}, got {2, a = 1}" "$tmp/lib"
 # sc.group's errors (split's) at the scenario's line
