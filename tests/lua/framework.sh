@@ -209,6 +209,10 @@ check "JUnit after a timeout: the cases so far, the hung one failed" \
 check "... saying the job ended in it" grep -q "the job ended during this case" "$tmp/jt.xml"
 check "... with the command that replays it (there was none)" \
   grep -q "replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 --seed [0-9]* --filter &apos;hangs&apos;" "$tmp/jt.xml"
+long=$(printf 'y%.0s' $(seq 1 9000))
+"$RS" "$srcdir/fw_timeout.lua" --timeout 1 "long=$long" >"$tmp/tolong" 2>&1
+check "... a replay command too long for the watchdog's line ends in ' ...' (it was cut silently)" \
+  grep -q "^\[rank [01]\] replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 long=yyy*y \.\.\.\$" "$tmp/tolong"
 check "the timeout's message is followed by the case's replay command (there was none)" \
   grep -q "^\[rank [01]\] replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 --seed [0-9]* --filter 'hangs'\$" "$tmp/to"
 # the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
@@ -285,6 +289,17 @@ check "... 'n=5' asks whether N was meant" grep -q "unknown argument 'n=5' (did 
 "$RS" "$tmp/param.lua" N=-3 foo=1 MODE=row >"$tmp/pneg" 2>&1
 check "... a negative integer is one, and another name=value (foo=1, MODE=row) is left to the script" \
   grep -q "N: expected 1, got -3" "$tmp/pneg"
+cat >"$tmp/lower.lua" <<'EOS'
+local sc = require "nvfp4.scenario"
+local P = sc.params({bits = 8})
+sc.case("bits", function () sc.eq(P.bits, 4, "bits") end)
+sc.case("grid", {{"v", {(("x"):rep(250) .. "1"), (("x"):rep(250) .. "2")}}}, function () end)
+sc.run()
+EOS
+"$RS" "$tmp/lower.lua" bits=4 >"$tmp/lower" 2>&1
+check "... a lower-case name of the script's is taken (bits=4 kept 8)" grep -q "^PASS  bits" "$tmp/lower"
+check "grid values that differ past 200 characters name two cases (they were one, refused as twice)" \
+  test "$(grep -c '^PASS  grid \[v=x*[12]\]' "$tmp/lower")" -eq 2
 # --junit to a file rank 0 cannot write: a usage error before any case (it failed after every case ran)
 "$RS" "$srcdir/fw_cases.lua" --junit "$tmp/no/such/dir/j.xml" >"$tmp/jbad" 2>&1; rc=$?
 check "--junit to an unwritable path: exit status 2, before any case" \
