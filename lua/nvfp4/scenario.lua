@@ -922,6 +922,7 @@ function M.run ()
   end
 
   local results, nfail, nskip, t_all = {}, 0, 0, clock()
+  local failed_here = false              -- a case failed on this rank
   -- A case that calls os.exit ends the job (mpirun kills the others); say
   -- which rank and case did it, and never exit 0 from the middle of a case.
   local real_exit = os.exit
@@ -977,6 +978,7 @@ function M.run ()
     collectgarbage()                                -- free the case's tensors now
     local verdict = vcomm:all_reduce_max(status)
     local per = vcomm:all_gather_int(status)
+    if verdict == FAIL and status == FAIL then failed_here = true end
     local ranks = {}
     for r, s in ipairs(per) do if s == verdict and verdict ~= PASS then ranks[#ranks + 1] = r - 1 end end
     -- a kept group closed by the case, on some ranks or all: every rank
@@ -1053,7 +1055,10 @@ function M.run ()
     if o.junit then writejunit(o.junit, script, results, seed, total) end
     io.stdout:flush()
   end
-  if nfail > 0 then nvfp4.exit_status(1) end
+  -- 1 where a case failed on this rank, 0 on the others: under mpirun the
+  -- job's status is then 1 and its "first process to exit non-zero" is a
+  -- rank that failed (with every rank at 1 it named any, often rank 0)
+  if failed_here then nvfp4.exit_status(1) end
   M.results = results
   return nfail == 0
 end

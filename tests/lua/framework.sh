@@ -13,6 +13,8 @@ count () { grep -c -- "$1" "$2"; }
 cat "$tmp/run1"
 check "a failed case gives exit status 1" test "$rc" -eq 1
 check "the failure is reported once, naming rank 1" test "$(count 'FAIL  fails on rank 1 only  (on rank 1)' "$tmp/run1")" -eq 1
+check "mpirun's block names rank 1, where it failed (every rank exited 1: it named any)" \
+  grep -q "Process name: \[\[[0-9]*,[0-9]*\],1\]" "$tmp/run1"
 check "the failure prints what it compared" grep -q "the answer: expected 42, got 41" "$tmp/run1"
 check "cases after the failure still run" grep -q "PASS  after the failure" "$tmp/run1"
 check "the expected-error case passes" grep -q "PASS  expected error" "$tmp/run1"
