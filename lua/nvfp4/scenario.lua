@@ -130,11 +130,14 @@ end
 -- (limit nil) whole, so that grid values differing late give different
 -- names (a table nested past 20 levels, or a cycle, is "{...}").
 local function fmtvalue (v, limit)
-  local budget = limit and 200 or math.huge
+  local budget, total, path = limit and 200 or math.huge, 0, {}
   local function fmt (x, depth, quote)
     if type(x) == "string" then return quote and ("%q"):format(x) or x end
     if type(x) ~= "table" or getmetatable(x) ~= nil then return tostring(x) end
-    if depth >= (limit and 3 or 20) then return "{...}" end
+    -- three levels for a message; for a name, a table on its own path (a
+    -- cycle) is "{...}", and past 64 KiB of text in all the rest is "..."
+    if depth >= (limit and 3 or 20) or path[x] or total > 65536 then return "{...}" end
+    path[x] = true
     local parts, keys, n, used = {}, {}, #x, 0
     for k in pairs(x) do
       if not (math.type(k) == "integer" and k >= 1 and k <= n) then keys[#keys + 1] = k end
@@ -150,7 +153,9 @@ local function fmtvalue (v, limit)
       end
       parts[#parts + 1] = item
       used = used + #item + 2
+      total = total + #item + 2
     end
+    path[x] = nil
     return "{" .. table.concat(parts, ", ") .. "}"
   end
   local s = fmt(v, 0, false)
@@ -850,8 +855,9 @@ function M.run ()
   do
     local why
     if out and o.junit then     -- its .tmp is written, then renamed over it (a directory cannot be)
-      local existed = io.open(o.junit, "r")
-      if existed then existed:close() end
+      local f0, _, code = io.open(o.junit, "r")     -- taken to exist unless ENOENT (2) says not
+      local existed = f0 ~= nil or code ~= 2
+      if f0 then f0:close() end
       for _, path in ipairs{o.junit .. ".tmp", o.junit} do
         local f, e = io.open(path, "a")
         if f then

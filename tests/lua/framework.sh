@@ -296,12 +296,16 @@ local sc = require "nvfp4.scenario"
 local P = sc.params({bits = 8})
 sc.case("bits", function () sc.eq(P.bits, 4, "bits") end)
 sc.case("grid", {{"v", {(("x"):rep(250) .. "1"), (("x"):rep(250) .. "2")}}}, function () end)
+local t = {}; t[1] = t; t[2] = t; t[3] = t
+sc.case("cyclic", {{"v", {t}}}, function () end)
 sc.run()
 EOS
 "$RS" "$tmp/lower.lua" bits=4 >"$tmp/lower" 2>&1
 check "... a lower-case name of the script's is taken (bits=4 kept 8)" grep -q "^PASS  bits" "$tmp/lower"
 check "grid values that differ past 200 characters name two cases (they were one, refused as twice)" \
   test "$(grep -c '^PASS  grid \[v=x*[12]\]' "$tmp/lower")" -eq 2
+check "... and a table grid value that holds itself names its case (3^20 expansions hung)" \
+  grep -q "^PASS  cyclic \[v={{...}, {...}, {...}}\]" "$tmp/lower"
 # --junit to a file rank 0 cannot write: a usage error before any case (it failed after every case ran)
 "$RS" "$srcdir/fw_cases.lua" --junit "$tmp/no/such/dir/j.xml" >"$tmp/jbad" 2>&1; rc=$?
 check "--junit to an unwritable path: exit status 2, before any case" \
