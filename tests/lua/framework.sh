@@ -292,12 +292,12 @@ check "... 'n=5' asks whether N was meant" grep -q "unknown argument 'n=5' (did 
 check "... a negative integer is one, and another name=value (foo=1, MODE=row) is left to the script" \
   grep -q "N: expected 1, got -3" "$tmp/pneg"
 cat >"$tmp/lower.lua" <<'EOS'
+local t = {}; t[1] = t; t[2] = t; t[3] = t            -- a grid value that holds itself
 local sc = require "nvfp4.scenario"
+sc.case("grid", {{"v", {(("x"):rep(250) .. "1"), (("x"):rep(250) .. "2")}}}, function () end)
+sc.case("cyclic", {{"v", {t}}}, function () end)
 local P = sc.params({bits = 8})
 sc.case("bits", function () sc.eq(P.bits, 4, "bits") end)
-sc.case("grid", {{"v", {(("x"):rep(250) .. "1"), (("x"):rep(250) .. "2")}}}, function () end)
-local t = {}; t[1] = t; t[2] = t; t[3] = t
-sc.case("cyclic", {{"v", {t}}}, function () end)
 sc.run()
 EOS
 "$RS" "$tmp/lower.lua" bits=4 >"$tmp/lower" 2>&1
