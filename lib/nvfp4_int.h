@@ -176,14 +176,14 @@ NVFP4I_FUNC nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st,
 #define FAIL_IF(ctx, cond, st, ...)  \
   do { if (cond) return nvfp4i_fail((ctx), (st), __VA_ARGS__); } while (0)
 
-/* A pointer argument that must not be NULL, where a context is known (a
-** NULL context or object that holds it gives a bare NVFP4_EINVAL): fails
-** with "<what>: <arg> is NULL" kept in the context. */
 /* An output pointer's first step in every public function: NULL, so that a
 ** failure, even one with no context to keep its reason, leaves it NULL
 ** (nvfp4.h, "Conventions"). */
 #define NVFP4I_CLEAR(p) do { if ((p) != NULL) *(p) = NULL; } while (0)
 
+/* A pointer argument that must not be NULL, where a context is known (a
+** NULL context or object that holds it gives a bare NVFP4_EINVAL): fails
+** with "<what>: <arg> is NULL" kept in the context. */
 #define CHECK_ARG(ctx, arg, what)  \
   FAIL_IF(ctx, (arg) == NULL, NVFP4_EINVAL, "%s: %s is NULL", (what), #arg)
 

@@ -726,11 +726,17 @@ static int tensor_isclosed (lua_State *L) {
 }
 
 
+/* Argument arg (t) must be a plain tensor. */
+static void checkplain (lua_State *L, int arg, nvfp4_tensor *t) {
+  luaL_argcheck(L, nvfp4_tensor_dtype(t) != NVFP4_FP4, arg,
+                "needs a plain tensor (fp4: dequantize it or use bytes(name))");
+}
+
+
 /* A plain tensor's elements on the host, in a scratch userdata. */
 static void *tohost (lua_State *L, int arg, nvfp4_tensor *t, size_t *nbytes) {
   void *buf;
-  luaL_argcheck(L, nvfp4_tensor_dtype(t) != NVFP4_FP4, arg,
-                "needs a plain tensor (fp4: dequantize it or use bytes(name))");
+  checkplain(L, arg, t);
   *nbytes = (size_t)nvfp4_shape_numel(nvfp4_tensor_shape(t)) *
             nvfp4_dtype_size(nvfp4_tensor_dtype(t));
   buf = scratch(L, *nbytes);
@@ -820,8 +826,7 @@ static int tensor_narrow (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
   nvfp4_shape s = nvfp4_tensor_shape(t);
   int d;
-  luaL_argcheck(L, nvfp4_tensor_dtype(t) != NVFP4_FP4, 1,
-                "needs a plain tensor (fp4: dequantize it or use bytes(name))");
+  checkplain(L, 1, t);
   luaL_argcheck(L, s.ndim > 0, 1, "a 0-d tensor has no dim to narrow");
   d = nvfp4L_checkdim(L, 2, s.ndim);
   lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
@@ -1016,9 +1021,8 @@ static int mod_swap_first_dims (lua_State *L) {
 }
 
 
-/* nvfp4.equal(a, b) -> true | false, msg: nvfp4_tensor_equal.  Plain:
-** dtype, shape, bytes.  FP4: shape, usages, every buffer's shape and bytes,
-** and both amaxes. */
+/* nvfp4.equal(a, b) -> true | false, msg: nvfp4_tensor_equal (its comment
+** in lib/nvfp4.h says what is compared). */
 static int mod_equal (lua_State *L) {
   nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 2);
   char why[512];

@@ -65,12 +65,12 @@ local function replay_args ()
   return #out > 0 and (" " .. table.concat(out, " ")) or ""
 end
 
--- Take the framework's options out of the script's arguments (so the script
--- sees only its own) and merge them over nvfp4.options.
 local function scriptname ()
   return (arg and arg[0]) or "(script)"
 end
 
+-- Take the framework's options out of the script's arguments (so the script
+-- sees only its own) and merge them over nvfp4.options.
 local function getoptions ()
   local o = {}
   for k, v in pairs(nvfp4.options) do o[k] = v end
@@ -653,7 +653,7 @@ function M.group (tp)
     -- split's error at the scenario's line, as the assertions' (not here);
     -- a size the world cannot hold: the case wants sc.need_ranks first
     if not ok then
-      local e = tostring(r):gsub("^[^\n]-:%d+: ", "")
+      local e = bare(r)
       if math.type(tp) == "integer" and tp >= 1 and w.size % tp ~= 0 then
         e = e .. ("; sc.need_ranks(%d) first skips a case the world cannot hold"):format(tp)
       end
@@ -1016,7 +1016,6 @@ function M.run ()
                              message = msg, detail = detail, time = dt, seed = p.seed}
     if verdict == FAIL then nfail = nfail + 1 elseif verdict == SKIP then nskip = nskip + 1 end
 
-    if verdict ~= FAIL then replay = nil end
     if out and o.tap then
       local tname = c.name:gsub("[\r\n]+", " "):gsub("#", "\\#")   -- one line; '#' starts a directive
       if verdict == PASS then
