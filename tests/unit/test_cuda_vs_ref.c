@@ -388,6 +388,54 @@ done:
   free(h); free(hc); free(hg);
 }
 
+/* cuda_copy2d past cudaMemcpy2DAsync's pitch limit (2^31 - 1 bytes on the
+** H200): a u8 [3, 2^31 + 40] (6 GiB) narrowed along dim 1 goes row by row
+** with a pitch above the limit, along dim 0 and through a clone as one
+** contiguous copy of 4 and 6 GiB; each against the host's bytes.  Only the
+** GPU side (the CPU's copy is memcpy); skipped, and said so, where the host
+** or the device has not the 6 GiB. */
+static void narrow_wide_pitch_case (void) {
+  const int64_t W = ((int64_t)1 << 31) + 40, dims[2] = {3, W};
+  nvfp4_shape s = nvfp4_shape_make(2, dims);
+  size_t n = (size_t)(3 * W), i;
+  uint64_t *h = (uint64_t *)malloc(n + 8);
+  uint8_t *hb = (uint8_t *)h, *back = NULL, small[3 * 32];
+  nvfp4_tensor *xg = NULL, *yg = NULL, *zg = NULL, *cg = NULL;
+  int eq = -1, r;
+  char why[200];
+  nvfp4_status st;
+  if (h == NULL) { printf("skipped: narrow with a 2 GiB pitch (no 6 GiB of host memory)\n"); return; }
+  for (i = 0; i < (n + 7) / 8; i++) h[i] = next();
+  st = nvfp4_tensor_from_host(gpu, s, NVFP4_U8, hb, n, &xg);
+  if (st == NVFP4_ENOMEM) {
+    printf("skipped: narrow with a 2 GiB pitch (no 6 GiB on the device)\n");
+    free(h);
+    return;
+  }
+  OK(st);
+  OK(nvfp4_tensor_narrow(xg, 1, W - 20, 32, &yg));             /* row by row */
+  OK(nvfp4_tensor_to_host(yg, small, sizeof small));
+  for (r = 0; r < 3; r++)
+    same("narrow dim 1, pitch 2^31 + 40", hb + (size_t)r * (size_t)W + (size_t)(W - 20),
+         small + 32 * r, 32, "u8 [3, 2^31 + 40]");
+  OK(nvfp4_tensor_narrow(xg, 0, 1, 2, &zg));                   /* one 4 GiB copy */
+  back = (uint8_t *)malloc(n);
+  if (back == NULL) { printf("skipped: the 4 and 6 GiB copies' check (host memory)\n"); goto done; }
+  OK(nvfp4_tensor_to_host(zg, back, 2 * (size_t)W));
+  same("narrow dim 0, rows 1..2", hb + (size_t)W, back, 2 * (size_t)W, "u8 [3, 2^31 + 40]");
+  OK(nvfp4_tensor_clone(xg, &cg));                             /* one 6 GiB copy */
+  OK(nvfp4_tensor_to_host(cg, back, n));
+  same("clone", hb, back, n, "u8 [3, 2^31 + 40]");
+  OK(nvfp4_tensor_equal(xg, cg, &eq, why, sizeof why));
+  checks++;
+  if (eq != 1) { failures++; printf("FAIL clone of u8 [3, 2^31 + 40]: not equal: %s\n", why); }
+done:
+  nvfp4_tensor_destroy(xg); nvfp4_tensor_destroy(yg); nvfp4_tensor_destroy(zg);
+  nvfp4_tensor_destroy(cg);
+  free(h); free(back);
+}
+
+
 static double from_bf16 (uint16_t b) {
   uint32_t u = (uint32_t)b << 16;
   float f;
@@ -661,6 +709,7 @@ int main (void) {
     narrow_case(4, n2, NVFP4_F32, 0, 36, 1);
     narrow_case(4, n2, NVFP4_F32, 2, 3, 0);
   }
+  narrow_wide_pitch_case();
   {   /* convert, bias_add, col_sum (kernels/elementwise.cu) */
     static const int64_t es[][2] = {{1, 16}, {3, 48}, {37, 300}, {700, 96}, {1024, 1536}};
     static const int efill[] = {F_RANDN, F_TIES, F_NAN_NEGZERO, F_SUBNORMAL, F_WIDE};
