@@ -6,6 +6,7 @@
 ** timeout that ends the whole job (MPI_Abort) when a case hangs.
 */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -128,14 +129,21 @@ static int comm_isclosed (lua_State *L) {
 
 
 /* c:split(tp): the range check is the library's, after the ranks agree (a
-** rank refusing tp here would leave the others in the split); a value
-** outside int goes as 0, which the library refuses. */
+** rank refusing tp here would leave the others in the split).  A tp that
+** is no integer, or one outside int, is refused on this rank only after
+** the library has told the others (a split with tp 0, which every rank's
+** agreement refuses), naming the value given. */
 static int comm_split (lua_State *L) {
   nvfp4_comm *c = selfcomm(L, "split");
-  lua_Integer tp = luaL_checkinteger(L, 2);
-  LComm *p;
-  if (tp < 1 || tp > 0x7fffffff) tp = 0;
-  p = newcomm(L);
+  int isint = 0;
+  lua_Integer tp = lua_tointegerx(L, 2, &isint);
+  LComm *p = newcomm(L);
+  if (!isint || tp < INT_MIN || tp > INT_MAX) {
+    (void)nvfp4_comm_split(c, 0, &p->c);
+    if (!isint) luaL_checkinteger(L, 2);     /* raises: what was given instead */
+    return luaL_error(L, "split: tp=%I must be >= 1 and divide the "
+                      "communicator size %d", tp, nvfp4_comm_size(c));
+  }
   nvfp4L_checkstatus(L, nvfp4_comm_split(c, (int)tp, &p->c));
   return 1;
 }
@@ -267,22 +275,31 @@ static int comm_all_gather_string (lua_State *L) {
 }
 
 
-/* comm:reduce_scatter(x) / comm:all_reduce(x): sums of plain tensors. */
-static int comm_reduce_scatter (lua_State *L) {
-  nvfp4_comm *c = selfcomm(L, "reduce_scatter");
-  nvfp4_tensor *x = nvfp4L_totensor(L, 2);
-  LTensor *p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_reduce_scatter(c, x, &p->t));
+/* comm:reduce_scatter(x) / comm:all_reduce(x): sums of plain tensors.  x
+** that is no open tensor: the library is called with none first, so that
+** the other ranks (in its agreement) get EPEER instead of waiting in the
+** collective; then nvfp4L_totensor raises the argument's error here. */
+typedef nvfp4_status (*sum_fn) (nvfp4_comm *, const nvfp4_tensor *, nvfp4_tensor **);
+
+static int comm_sum (lua_State *L, const char *name, sum_fn f) {
+  nvfp4_comm *c = selfcomm(L, name);
+  nvfp4_tensor *x, *none = NULL;
+  LTensor *p;
+  if (nvfp4L_tensorof(L, 2) == NULL) (void)f(c, NULL, &none);
+  x = nvfp4L_totensor(L, 2);
+  p = nvfp4L_newtensor(L);
+  nvfp4L_checkstatus(L, f(c, x, &p->t));
   return 1;
 }
 
 
+static int comm_reduce_scatter (lua_State *L) {
+  return comm_sum(L, "reduce_scatter", nvfp4_reduce_scatter);
+}
+
+
 static int comm_all_reduce (lua_State *L) {
-  nvfp4_comm *c = selfcomm(L, "all_reduce");
-  nvfp4_tensor *x = nvfp4L_totensor(L, 2);
-  LTensor *p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_all_reduce_sum(c, x, &p->t));
-  return 1;
+  return comm_sum(L, "all_reduce", nvfp4_all_reduce_sum);
 }
 
 

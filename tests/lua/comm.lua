@@ -71,6 +71,29 @@ do
   lay:close()
 end
 
+print("testing the sums' and split's arguments on one rank")
+-- a tensor the binding refuses on one rank (closed, or not one), a tp that is no integer or outside int:
+-- the others learn of it from the library instead of waiting in the collective, and the comm still works
+do
+  local x = nvfp4.randn({2 * size, 16}, "fp32", {seed = 4})
+  local bad = nvfp4.randn({2 * size, 16}, "fp32")
+  bad:close()
+  local ok, e = pcall(w.reduce_scatter, w, me == 1 and 5 or x)
+  assert(not ok and tostring(e):find(me == 1 and "nvfp4.tensor expected" or "reduce_scatter: rank 1 failed",
+                                     1, true), tostring(e))
+  ok, e = pcall(w.all_reduce, w, me == 0 and bad or x)
+  assert(not ok and tostring(e):find(me == 0 and "tensor is closed" or "all_reduce_sum: rank 0 failed", 1, true),
+         tostring(e))
+  ok, e = pcall(w.split, w, me == 1 and "two" or 1)
+  assert(not ok and tostring(e):find(me == 1 and "number expected, got string" or "split: rank 1 failed",
+                                     1, true), tostring(e))
+  ok, e = pcall(w.split, w, me == 0 and 2^40 or 1)
+  assert(not ok and tostring(e):find(me == 0 and "split: tp=1099511627776 must be >= 1" or "split: rank 0 failed",
+                                     1, true), tostring(e))
+  assert(w:all_reduce(x):shape() == x:shape())           -- the comm still works
+  assert(w:reduce_scatter(x):shape() == nvfp4.shape{2, 16})
+end
+
 print("testing all_gather's options on one rank")
 do
   local x = nvfp4.randn({16, 32}, "bf16", {seed = 3})

@@ -122,7 +122,10 @@ checkerror("bad argument #1 to 'buffer_shape' (buffer must be one of 'rowwise_da
 checkerror("calling 'amax' on bad self (needs an fp4 tensor, got bf16)", function () return x:amax() end)
 -- (checked by the library after the ranks agree: a rank refusing tp alone left the others in the split)
 checkerror("split: tp=3 must be >= 1 and divide the communicator size 1", function () return world:split(3) end)
-checkerror("split: tp=0 must be >= 1", function () return world:split(-4) end)
+checkerror("split: tp=-4 must be >= 1", function () return world:split(-4) end)
+checkerror("split: tp=10000000000 must be >= 1 and divide the communicator size 1",
+           function () return world:split(10000000000) end)
+checkerror("bad argument #1 to 'split' (number expected, got string)", function () return world:split("two") end)
 checkerror("bad argument #1 to 'exit_status' (exit status must be in 0..255)",
            function () return nvfp4.exit_status(300) end)
 
