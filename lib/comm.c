@@ -21,10 +21,33 @@ static nvfp4_status mpi_fail (nvfp4_ctx *ctx, int rc, const char *call) {
   do { int rc_ = (call); if (rc_ != MPI_SUCCESS) return mpi_fail((ctx), rc_, #call); } while (0)
 
 
-static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns,
-                              nvfp4_comm **out) {
-  nvfp4_comm *c = (nvfp4_comm *)calloc(1, sizeof *c);
-  FAIL_IF(ctx, c == NULL, NVFP4_ENOMEM, "cannot allocate a communicator");
+/* A comm over mc.  `local`: the caller's verdict on its own arguments.
+** With a CUDA context the transport's set-up (nvfp4i_cuda_comm_setup) is
+** collective over mc, so the ranks first agree on `local` and on this
+** allocation: a rank failing here keeps its error and the others get EPEER
+** instead of waiting in the set-up's MPI calls.  With the CPU backend
+** nothing here is collective and each rank answers for itself. */
+static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char *what,
+                              nvfp4_status local, nvfp4_comm **out) {
+  nvfp4_comm *c = NULL;
+  const int collective = strcmp(ctx->ops->name, "cpu") != 0;
+  if (local == NVFP4_OK && (c = (nvfp4_comm *)calloc(1, sizeof *c)) == NULL)
+    local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator", what);
+  if (collective) {
+    /* nvfp4i_comm_agree needs a comm's rank, size, MPI communicator and
+    ** context only: this stand-in has them even where c could not be had */
+    nvfp4_comm probe;
+    memset(&probe, 0, sizeof probe);
+    probe.ctx = ctx;
+    probe.mpi = mc;
+    MPI_Comm_rank(mc, &probe.rank);
+    MPI_Comm_size(mc, &probe.size);
+    local = nvfp4i_comm_agree(&probe, what, local);
+  }
+  if (local != NVFP4_OK) {
+    free(c);
+    return local;
+  }
   c->ctx = ctx;
   nvfp4i_ctx_hold(ctx);
   c->mpi = mc;
@@ -33,7 +56,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns,
   MPI_Comm_size(mc, &c->size);
   /* Errors come back as codes, never as an abort inside the library. */
   MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
-  c->transport = strcmp(ctx->ops->name, "cpu") == 0 ? NVFP4I_MPI : NVFP4I_MPI_STAGED;
+  c->transport = collective ? NVFP4I_MPI_STAGED : NVFP4I_MPI;
 #ifdef HAVE_CUDA
   /* CUDA ctx: NCCL when every rank has its own GPU, else staged (collective) */
   if (c->transport == NVFP4I_MPI_STAGED) nvfp4i_cuda_comm_setup(c);
@@ -46,9 +69,11 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns,
 nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm **out) {
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
-  CHECK_ARG(ctx, out, "comm_create_mpi");
+  /* no member of any communicator: nothing can tell the others */
   FAIL_IF(ctx, mc == MPI_COMM_NULL, NVFP4_EINVAL, "comm_create_mpi: MPI_COMM_NULL");
-  return comm_new(ctx, mc, 0, out);
+  return comm_new(ctx, mc, 0, "comm_create_mpi",
+                  out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "comm_create_mpi: out is NULL")
+                              : NVFP4_OK, out);
 }
 
 
@@ -127,7 +152,7 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
                      tp, c->size);
   CHECK(agree_value(c, "split", st, "tp", tp, NULL));
   MPI_CHECK(c->ctx, MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub));
-  if ((st = comm_new(c->ctx, sub, 1, out)) != NVFP4_OK) {
+  if ((st = comm_new(c->ctx, sub, 1, "split", NVFP4_OK, out)) != NVFP4_OK) {
     MPI_Comm_free(&sub);
     return st;
   }

@@ -31,8 +31,12 @@ extern "C" {
 ** set-up fails or $NVFP4_TRANSPORT=mpi-staged, device buffers are staged
 ** through host memory (nvfp4_comm_transport says which).  Sets
 ** MPI_ERRORS_RETURN on mc, so that MPI errors come back as statuses instead
-** of aborting.  Collective over mc (with CUDA).  Errors: EINVAL (NULL out,
-** MPI_COMM_NULL), ENOMEM.  sp-linear-and-gather.md §1. */
+** of aborting.  Collective over mc with CUDA, where the ranks agree first:
+** a rank failing (NULL out, ENOMEM) keeps its error and its peers get EPEER
+** naming it; MPI_COMM_NULL is refused at once (that rank is in no
+** communicator to tell the others through).  With the CPU backend each
+** rank answers for itself.  Errors: EINVAL (NULL out, MPI_COMM_NULL),
+** ENOMEM, EPEER (CUDA).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc,
                                     nvfp4_comm **out);
 /* The MPI communicator a comm runs over (owned by the comm for split ones);

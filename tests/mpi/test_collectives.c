@@ -254,6 +254,39 @@ static void test_errors (void) {
     EXPECT(all[last] == 10 * last && all[0] == 0);
     free(all);
   }
+  /* comm_create_mpi with a NULL out on the last rank only: with the CPU
+  ** backend nothing is collective (that rank EINVAL, the others a comm);
+  ** with CUDA the transport's set-up is collective, so the others get
+  ** EPEER naming it instead of waiting there (where a CUDA context can be
+  ** had on every rank) */
+  {
+    const int last = mc_size - 1;
+    nvfp4_comm *c2 = NULL;
+    nvfp4_ctx *gctx = NULL;
+    const char *why = "";
+    int have = 0, all = 0;
+    st = nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, mc_rank == last ? NULL : &c2);
+    EXPECT_EQ_I(st, mc_rank == last ? NVFP4_EINVAL : NVFP4_OK);
+    if (mc_rank == last) EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "comm_create_mpi: out is NULL");
+    EXPECT((c2 != NULL) == (mc_rank != last));
+    nvfp4_comm_destroy(c2);
+    c2 = NULL;
+    have = nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &gctx, &why) == NVFP4_OK;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) {
+      st = nvfp4_comm_create_mpi(gctx, MPI_COMM_WORLD, mc_rank == last ? NULL : &c2);
+      EXPECT_EQ_I(st, mc_rank == last ? NVFP4_EINVAL : NVFP4_EPEER);
+      EXPECT_SUBSTR(nvfp4_last_error(gctx), mc_rank == last ? "comm_create_mpi: out is NULL"
+                                                             : "comm_create_mpi: rank");
+      EXPECT(c2 == NULL);
+      EXPECT_OK(nvfp4_comm_create_mpi(gctx, MPI_COMM_WORLD, &c2));     /* and then it works */
+      EXPECT(c2 != NULL && nvfp4_comm_size(c2) == mc_size);
+      nvfp4_comm_destroy(c2);
+    }
+    else if (mc_rank == 0)
+      printf("# comm_create_mpi on CUDA not checked: no CUDA context on every rank\n");
+    nvfp4_ctx_destroy(gctx);
+  }
   /* split: a NULL out on the last rank only (the others get EPEER), then
   ** different tp per rank (EMISMATCH everywhere): nobody waits in
   ** MPI_Comm_split, and no groups of different sizes come out */
