@@ -6,7 +6,7 @@
 ** gemm.cu.  Every entry only enqueues work on the context's stream, except
 ** to_host and sync, which wait for it (nvfp4.h "return when enqueued").
 **
-** Device choice: $NVFP4_CUDA_DEVICE if set, else the MPI local rank
+** Device choice: $NVFP4_CUDA_DEVICE if set (0..count-1), else the MPI local rank
 ** (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID) modulo the
 ** device count, so ranks spread over the GPUs of a node and share them when
 ** there are fewer GPUs than ranks (kernels/cuda_comm.cu then stages).
@@ -42,28 +42,46 @@ extern "C" int nvfp4i_cuda_usable (const char **why) {
 }
 
 
-static int pick_device (int count) {
+/* The device for a context, among count: $NVFP4_CUDA_DEVICE as given (an
+** integer in 0..count-1, else EINVAL naming it), else the first local-rank
+** variable set, modulo count (a value that is no integer counts as 0, as
+** those come from the launcher). */
+static nvfp4_status pick_device (nvfp4_ctx *ctx, int count, int *dev) {
   static const char *const vars[] = {
-    "NVFP4_CUDA_DEVICE", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-    "SLURM_LOCALID", NULL
+    "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", NULL
   };
+  const char *v = getenv("NVFP4_CUDA_DEVICE");
   int i;
-  for (i = 0; vars[i] != NULL; i++) {
-    const char *v = getenv(vars[i]);
-    if (v != NULL && *v != '\0') return atoi(v) % count;
+  *dev = 0;
+  if (v != NULL && *v != '\0') {
+    char *end;
+    long d = strtol(v, &end, 10);
+    FAIL_IF(ctx, *end != '\0' || d < 0 || d >= count, NVFP4_EINVAL,
+            "NVFP4_CUDA_DEVICE='%s' is not a device number in 0..%d (%d CUDA device%s)", v,
+            count - 1, count, count == 1 ? "" : "s");
+    *dev = (int)d;
+    return NVFP4_OK;
   }
-  return 0;
+  for (i = 0; vars[i] != NULL; i++) {
+    v = getenv(vars[i]);
+    if (v != NULL && *v != '\0') {
+      *dev = abs(atoi(v)) % count;
+      break;
+    }
+  }
+  return NVFP4_OK;
 }
 
 
 static nvfp4_status cuda_init (nvfp4_ctx *ctx) {
   nvfp4i_cuda *c;
   int count = 0;
+  nvfp4_status st;
   c = (nvfp4i_cuda *)calloc(1, sizeof *c);
-  if (c == NULL) return NVFP4_ENOMEM;
-  ctx->impl = c;
+  FAIL_IF(ctx, c == NULL, NVFP4_ENOMEM, "cannot allocate the CUDA backend's state");
+  ctx->impl = c;               /* freed by cuda_fini, also after a failure below */
   CU_CHECK(ctx, cudaGetDeviceCount(&count));
-  c->device = pick_device(count > 0 ? count : 1);
+  if ((st = pick_device(ctx, count > 0 ? count : 1, &c->device)) != NVFP4_OK) return st;
   CU_CHECK(ctx, cudaSetDevice(c->device));
   CU_CHECK(ctx, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   {

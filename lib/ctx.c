@@ -18,7 +18,7 @@
 /* The text of a refused nvfp4_ctx_create that names a value (there is no
 ** context to keep it in): one per thread, valid until that thread's next
 ** nvfp4_ctx_create. */
-static _Thread_local char create_why[160];
+static _Thread_local char create_why[NVFP4I_ERRLEN + 64];
 
 /* want AUTO: $NVFP4_BACKEND, then CUDA if built and usable, then CPU
 ** (BLIS_ARCH_TYPE-style override).  NULL with *why set: not possible. */
@@ -75,7 +75,12 @@ nvfp4_status nvfp4_ctx_create (nvfp4_backend want, nvfp4_ctx **out,
   }
   ctx->ops = ops;
   if (ops->init != NULL && (st = ops->init(ctx)) != NVFP4_OK) {
-    if (errmsg) *errmsg = "backend initialisation failed";
+    /* the backend's reason (its failing call, or the rule), then what it
+    ** had set up before it failed, undone */
+    snprintf(create_why, sizeof create_why, "%s backend set-up failed: %s", ops->name,
+             ctx->err[0] != '\0' ? ctx->err : nvfp4_status_string(st));
+    if (errmsg) *errmsg = create_why;
+    if (ops->fini != NULL) ops->fini(ctx);
     free(ctx);
     return st;
   }

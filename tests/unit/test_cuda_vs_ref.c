@@ -436,6 +436,43 @@ done:
 }
 
 
+/* $NVFP4_CUDA_DEVICE that is no device number: the CUDA context is
+** refused (EINVAL) with the backend's own reason, not a generic one, and
+** what cuda_init had set up is undone (the context after it works). */
+static void bad_device_case (void) {
+  static const char *const bad[] = {"abc", "-1", "99999", "1x"};
+  const char *old = getenv("NVFP4_CUDA_DEVICE"), *why = "";
+  char keep[64] = "";
+  nvfp4_ctx *c = NULL;
+  size_t i;
+  if (old != NULL) snprintf(keep, sizeof keep, "%s", old);
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char want[96];
+    nvfp4_status st;
+    setenv("NVFP4_CUDA_DEVICE", bad[i], 1);
+    st = nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &c, &why);
+    snprintf(want, sizeof want, "cuda backend set-up failed: NVFP4_CUDA_DEVICE='%s' is not a device "
+             "number in 0..", bad[i]);
+    checks++;
+    if (st != NVFP4_EINVAL || c != NULL || strncmp(why, want, strlen(want)) != 0) {
+      failures++;
+      printf("FAIL NVFP4_CUDA_DEVICE=%s: %s, out %p, '%s' (wanted EINVAL, NULL, '%s...')\n", bad[i],
+             nvfp4_status_string(st), (void *)c, why, want);
+    }
+    nvfp4_ctx_destroy(c);
+    c = NULL;
+  }
+  if (old != NULL) setenv("NVFP4_CUDA_DEVICE", keep, 1);
+  else unsetenv("NVFP4_CUDA_DEVICE");
+  checks++;
+  if (nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &c, &why) != NVFP4_OK) {
+    failures++;
+    printf("FAIL: the CUDA context after the refused ones: %s\n", why);
+  }
+  nvfp4_ctx_destroy(c);
+}
+
+
 static double from_bf16 (uint16_t b) {
   uint32_t u = (uint32_t)b << 16;
   float f;
@@ -592,9 +629,13 @@ int main (void) {
   opt opts[24];
   int nopt = 0, si, f, oi, d;
   nvfp4_status st = nvfp4_ctx_create(NVFP4_BACKEND_CUDA, &gpu, &why);
-  if (st != NVFP4_OK) {
+  if (st == NVFP4_ENOTSUP) {       /* no CUDA in this build, or no driver or device */
     printf("SKIP: no usable CUDA backend (%s: %s)\n", nvfp4_status_string(st), why);
     return 77;
+  }
+  if (st != NVFP4_OK) {            /* a GPU that is there and failed: not a skip */
+    printf("FAIL: cannot create the CUDA context: %s: %s\n", nvfp4_status_string(st), why);
+    return 1;
   }
   if (nvfp4_ctx_create(NVFP4_BACKEND_CPU, &cpu, &why) != NVFP4_OK) {
     printf("FAIL: cannot create the CPU context: %s\n", why);
@@ -710,6 +751,7 @@ int main (void) {
     narrow_case(4, n2, NVFP4_F32, 2, 3, 0);
   }
   narrow_wide_pitch_case();
+  bad_device_case();
   {   /* convert, bias_add, col_sum (kernels/elementwise.cu) */
     static const int64_t es[][2] = {{1, 16}, {3, 48}, {37, 300}, {700, 96}, {1024, 1536}};
     static const int efill[] = {F_RANDN, F_TIES, F_NAN_NEGZERO, F_SUBNORMAL, F_WIDE};
