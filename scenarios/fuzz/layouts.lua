@@ -366,9 +366,16 @@ local function linear_case (c, tp, chk)
   end
   -- Column-parallel SP without the amax reduction gathers NVFP4 shards quantized
   -- with different amaxes: the gather refuses them (one global scale per tensor).
+  -- It may pass only where every shard's amax is the same (bf16 shards can tie).
   if c.parallel == "column" and c.sp and not c.amax_reduction and T > 1 then
     local ok, e = pcall(run, "nvfp4")
+    local a = nvfp4.quantize(x):amax()             -- this shard's max|x|
+    local hi, lo = tp:all_reduce_max(a), -tp:all_reduce_max(-a)
     chk:run(function ()
+      if ok and hi ~= lo then
+        error(("the layer gathered shards whose amaxes differ (%.9g to %.9g) instead of refusing them")
+              :format(lo, hi), 0)
+      end
       if not ok and not tostring(e):find("must share one global scale", 1, true) then error(e, 0) end
     end)
     return
