@@ -73,10 +73,12 @@ typedef enum nvfp4_backend {
 ** layer made on it (destroyed before some of them, it stays alive for them
 ** and is freed with the last one; make nothing new on it).  Errors: EINVAL for a NULL
 ** out, a want outside the enum or an unknown $NVFP4_BACKEND (naming the
-** value), ENOTSUP when CUDA is asked for and not usable, ECUDA or ENOMEM
-** when the backend's set-up fails.  The
-** reason is in *errmsg if errmsg != NULL: a string the library owns, valid
-** until this thread's next nvfp4_ctx_create. */
+** value, or a $NVFP4_CUDA_DEVICE that is no device number), ENOTSUP when
+** CUDA is asked for and not usable, ECUDA or ENOMEM when the backend's
+** set-up fails (what it had set up is undone).  The reason is in *errmsg if
+** errmsg != NULL ("cuda backend set-up failed: <the failing call and its
+** message>"): a string the library owns, valid until this thread's next
+** nvfp4_ctx_create.  No spec section (the library's own object). */
 nvfp4_status nvfp4_ctx_create  (nvfp4_backend want, nvfp4_ctx **out,
                                 const char **errmsg);
 void         nvfp4_ctx_destroy (nvfp4_ctx *ctx);         /* NULL: no-op */
@@ -85,8 +87,8 @@ const char  *nvfp4_ctx_backend (const nvfp4_ctx *ctx);   /* "cpu" | "cuda"; NULL
 ** later successful call does not clear it, so read it when a call returns
 ** an error status.  Owned by ctx, valid until its next failure. */
 const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);
-/* Wait for the work queued on ctx.  Errors: EINVAL (NULL), ECUDA (a queued
-** kernel failed). */
+/* Wait for the work queued on ctx (no spec section).  Errors: EINVAL
+** (NULL), ECUDA (a queued kernel failed). */
 nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);
 /* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ..."). */
 const char  *nvfp4_version_string (void);
@@ -127,8 +129,10 @@ nvfp4_shape nvfp4_columnwise_data_shape  (nvfp4_shape x);
 nvfp4_shape nvfp4_columnwise_scale_shape (nvfp4_shape x);
 
 /* Whether x can be quantized with the given usages (spec §6): ndim in
-** 1..NVFP4_MAX_DIMS, dims >= 0, at most 2^60 elements, K % 16 == 0, and for
-** columnwise ndim >= 2 and M % 16 == 0 (rowwise adds no rule of its own).
+** 1..NVFP4_MAX_DIMS, dims >= 0, at most 2^60 elements, K % 16 == 0, for
+** columnwise ndim >= 2 and M % 16 == 0, and each asked copy's padded
+** scale_inv at most 2^60 bytes (a huge K or M, where the 128 x 4 padding
+** overflows what a buffer can hold).
 ** Returns NVFP4_OK or NVFP4_EINVAL with the rule in msg (n bytes, the
 ** caller's; NULL or n == 0: no message; "" on success).  No context. */
 nvfp4_status nvfp4_shape_check_quantizable (nvfp4_shape x, int rowwise,
@@ -176,16 +180,19 @@ typedef struct nvfp4_tensor nvfp4_tensor;
 
 /* A plain (F32, BF16 or U8) tensor on ctx's device, zero-filled.  The tensor
 ** owns its storage.  Errors: EINVAL (negative dim, ndim outside 0..8, FP4
-** dtype), ENOMEM. */
+** dtype), ENOMEM.  Storage: no spec section (nor for from_host, to_host,
+** clone and reshape below). */
 nvfp4_status nvfp4_tensor_create (nvfp4_ctx *ctx, nvfp4_shape shape,
                                   nvfp4_dtype dt, nvfp4_tensor **out);
-/* The same, filled from host memory: nbytes must equal numel * dtype size
-** (EINVAL otherwise). */
+/* The same, filled from host memory (host: the caller's, read once).
+** Errors: EINVAL (nbytes not numel * dtype size, a NULL host with nbytes >
+** 0, or as nvfp4_tensor_create), ENOMEM. */
 nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
                                      nvfp4_dtype dt, const void *host,
                                      size_t nbytes, nvfp4_tensor **out);
-/* Copy a plain tensor's elements to host memory (synchronizes).  nbytes must
-** equal numel * dtype size.  EINVAL on size mismatch or an FP4 tensor. */
+/* Copy a plain tensor's elements to host memory (the caller's; synchronizes).
+** Errors: EINVAL (NULL t, nbytes not numel * dtype size, a NULL host with
+** nbytes > 0, an FP4 tensor), ECUDA (queued work failed). */
 nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
                                    size_t nbytes);
 /* A new tensor with the same shape, dtype, buffers and amaxes (deep copy).
@@ -246,7 +253,8 @@ nvfp4_ctx   *nvfp4_tensor_ctx   (const nvfp4_tensor *t);
 ** with u in [0, 1); values rounded once (RNE) to dt, so hi itself can occur
 ** (bf16 [1, 2): 2.0 in about 1 of 230).  dt: F32 or BF16.  Errors: EINVAL
 ** (dtype, shape, lo >= hi, a bound not finite or beyond dt's largest
-** finite value), ENOMEM. */
+** finite value), ENOMEM.  Test data: no spec section (the Philox counter
+** layout is the library's own, as for SR in spec §5.2). */
 nvfp4_status nvfp4_tensor_randn   (nvfp4_ctx *ctx, nvfp4_shape shape,
                                    nvfp4_dtype dt, uint64_t seed,
                                    nvfp4_tensor **out);
@@ -266,14 +274,16 @@ int          nvfp4_tensor_has_rowwise    (const nvfp4_tensor *t);
 int          nvfp4_tensor_has_columnwise (const nvfp4_tensor *t);
 /* Shape of one buffer; ndim 0 when the usage is absent or t is not FP4. */
 nvfp4_shape  nvfp4_tensor_buffer_shape (const nvfp4_tensor *t, nvfp4_buffer b);
-/* Copy one buffer's bytes to host (synchronizes); nbytes must equal the
-** buffer's size (its shape's numel: uint8).  Errors: EUSAGE when the usage
-** is absent or t is not FP4, EINVAL on size, a NULL host or an unknown b. */
+/* Copy one buffer's bytes to host (the caller's; synchronizes); nbytes must
+** equal the buffer's size (its shape's numel: uint8), laid out as spec §6
+** says (padding included).  Errors: EUSAGE when the usage is absent or t is
+** not FP4, EINVAL on size, a NULL host or an unknown b. */
 nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
                                        void *host, size_t nbytes);
-/* The FP32 amax of a direction (0 rowwise, 1 columnwise).  Errors: EUSAGE
-** when that copy is absent or t is not FP4, EINVAL for a NULL amax or
-** another direction. */
+/* The FP32 amax of a direction (0 rowwise, 1 columnwise; with RHT the
+** columnwise one is of the RHT'd copy, spec §8), the tensor's global scale
+** is formed from (spec §3).  Errors: EUSAGE when that copy is absent or t
+** is not FP4, EINVAL for a NULL amax or another direction. */
 nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
                                 float *amax);
 /* Assemble an NVFP4 tensor from host bytes (tests, checkpoints), spec §6.
@@ -384,9 +394,12 @@ void         nvfp4_comm_destroy (nvfp4_comm *c);
 ** collectively, before c).  The ranks agree first: EINVAL when tp < 1 or
 ** does not divide the size, or out is NULL (on that rank; its peers get
 ** EPEER), EMISMATCH when the ranks ask different tp (every rank), EMPI,
-** ENOMEM.  sp-linear-and-gather.md §1 (TP groups). */
+** ENOMEM (with CUDA, where the new group's set-up is collective, its peers
+** in that group get EPEER).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
-/* Collective: MPI_Barrier on c.  Errors: EINVAL (NULL), EMPI. */
+/* Collective: MPI_Barrier on c.  Errors: EINVAL (NULL), EMPI.  No spec
+** section (nor for the host-value collectives below: the agreements of
+** sp-linear-and-gather.md §2.2's amax reduction are made of them). */
 nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c);
 /* Host-value collectives, in place on n values (n >= 0, the same on every
 ** rank; the caller's array).  The ranks agree first: EINVAL (NULL v with
@@ -411,7 +424,8 @@ nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
 ** [..] fp32"); a rank whose own arguments are bad (NULL x) gets EINVAL and
 ** the others EPEER naming it.  No rank is left inside a collective.
 ** Errors besides: ENOMEM (its peers get EPEER), EINVAL above 2^31-1 bytes
-** per rank (one MPI message), EMPI/ENCCL.  sp-linear-and-gather.md §2. */
+** per rank (one MPI message), EMPI/ENCCL.  The high-precision gathers and
+** reduce-scatters of sp-linear-and-gather.md §3-§4 and §5.1's fallback. */
 nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
                                      nvfp4_tensor **out);
 nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
@@ -474,7 +488,8 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
 ** nvfp4_handle_finish_count: how often the finish step ran (0 or 1).
 ** nvfp4_handle_destroy frees the result wait lent out (not one taken).
 ** Errors: those of nvfp4_all_gather; take: EINVAL for a NULL out (*out is
-** NULL after any failure of wait or take). */
+** NULL after any failure of wait or take).  The async_op form of
+** sp-linear-and-gather.md §5.1 (its finish step). */
 typedef struct nvfp4_handle nvfp4_handle;
 nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
                                      const nvfp4_gather_opts *gopts,
@@ -520,8 +535,9 @@ typedef enum nvfp4_usage { NVFP4_ROWWISE = 0, NVFP4_COLUMNWISE } nvfp4_usage;
 ** the single rounding to out_dt (F32 or BF16).  Every scale shape is checked
 ** against its data first: EINVAL "invalid columnwise_scale_inv shape
 ** (expected (8192,768), got (8192,512))", as TE's swizzle does.  Errors:
-** EINVAL (dtype, reduction dims differ, scale/data shapes), EUSAGE (the
-** usage is not present), ENOMEM; ECUBLAS on CUDA. */
+** EINVAL (dtype, reduction dims differ, scale/data shapes, a dim above
+** 2^31-1: the BLAS takes int dims), EUSAGE (the usage is not present),
+** ENOTSUP (a backend without a GEMM), ENOMEM; ECUBLAS on CUDA. */
 nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
                          const nvfp4_tensor *b, nvfp4_usage ub,
                          const nvfp4_tensor *bias, nvfp4_dtype out_dt,
@@ -606,7 +622,8 @@ typedef struct nvfp4_linear_config {
   nvfp4_recipe recipe;
   nvfp4_cw_rule gather_rule;/* columnwise bookkeeping of the row+SP grad gather */
   int frozen_weight;        /* no wgrad: grad_output rowwise only, unless a
-                               bias is in the GEMM (column, none), as TE (§2.4) */
+                               bias is in the GEMM (column, none), as TE
+                               (sp-linear-and-gather.md §2.4) */
   int keep_operands;        /* keep the GEMM operands for nvfp4_linear_operand */
   uint64_t init_seed;       /* weights ~ N(0,1) from this seed (+ rank) */
 } nvfp4_linear_config;
@@ -639,7 +656,8 @@ const nvfp4_tensor *nvfp4_linear_bias   (const nvfp4_linear *l);
 ** params dtype; the caller keeps w, b).  The next forward quantizes the new
 ** weight; a backward of an earlier forward still uses that forward's
 ** quantized weight.  Errors: EINVAL on a shape mismatch or dtype, EUSAGE for
-** a bias on a layer without one, ENOMEM. */
+** a bias on a layer without one, ENOMEM.  The local shapes of
+** sp-linear-and-gather.md §3 (weight split on K) and §4 (split on N). */
 nvfp4_status nvfp4_linear_set_weight (nvfp4_linear *l, const nvfp4_tensor *w);
 nvfp4_status nvfp4_linear_set_bias   (nvfp4_linear *l, const nvfp4_tensor *b);
 
@@ -658,7 +676,8 @@ nvfp4_status nvfp4_linear_set_bias   (nvfp4_linear *l, const nvfp4_tensor *b);
 ** after its argument checks drops what the previous one saved (a backward
 ** then gets EUSAGE).
 ** Errors: EINVAL (shape rules, naming the value), EPEER, EMISMATCH, plus
-** those of quantize, the gathers and the GEMM. */
+** those of quantize, the gathers and the GEMM.  te.Linear's forward:
+** sp-linear-and-gather.md §3.1, §3.3, §4.1, §4.3; operand usages §2.4-§2.5. */
 nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
                                    nvfp4_tensor **y);
 /* Backward of the last forward (EUSAGE if none).  dy: y's shape and dtype,
@@ -668,7 +687,9 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
 ** full gradient of the replicated bias; params dtype).  dw and db may be
 ** NULL pointers when not wanted.  The ranks agree as in forward.
 ** Errors: EUSAGE (no forward), EINVAL (dy's shape or dtype, a NULL dx),
-** EPEER, plus those of quantize, the gathers, the GEMMs and the reductions. */
+** EPEER, plus those of quantize, the gathers, the GEMMs and the reductions.
+** te.Linear's backward: sp-linear-and-gather.md §3.2 (row+SP: the
+** grad_output gather of the bug), §3.3, §4.2, §4.3. */
 nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
                                     nvfp4_tensor **dx, nvfp4_tensor **dw,
                                     nvfp4_tensor **db);
@@ -681,7 +702,8 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
 ** keep the plain tensors.  With frozen_weight, WGRAD_INPUT is X without a
 ** columnwise copy (no wgrad reads it), and under column+SP with TP > 1
 ** there is none (EUSAGE saying so).  Errors: EUSAGE when not kept or not
-** yet computed, EINVAL for which out of range or a NULL t.  spec §2.5. */
+** yet computed, EINVAL for which out of range or a NULL t.
+** sp-linear-and-gather.md §2.5. */
 typedef enum nvfp4_linear_operand {
   NVFP4_LIN_FPROP_INPUT = 0, NVFP4_LIN_WEIGHT, NVFP4_LIN_WGRAD_INPUT,
   NVFP4_LIN_GRAD_OUTPUT, NVFP4_LIN_NOPERANDS
