@@ -1001,14 +1001,24 @@ function M.run ()
     if closed == 1 or (verdict ~= PASS and (verdict == FAIL or #ranks < #per)) then close_groups() end
     if verdict ~= PASS then
       -- the message of the lowest rank with this verdict (rank 0 reports),
-      -- each cut to 64 KiB (the gather takes at most 16 MiB per rank)
+      -- each cut to 64 KiB (the gather takes at most 16 MiB per rank); a
+      -- failure's, of the lowest rank whose error is its own: a library
+      -- collective's "rank r failed (...) (another rank failed)" (EPEER) only
+      -- points at the rank whose reason it is
       local function cut (s)
         if #s <= 65536 then return s end
         return s:sub(1, 65536) .. ("... (%d more bytes)"):format(#s - 65536)
       end
       local msgs = vcomm:all_gather_string(status == verdict and cut(msg) or "")
       local dets = vcomm:all_gather_string(status == verdict and cut(detail) or "")
-      msg, detail = msgs[ranks[1] + 1], dets[ranks[1] + 1]
+      local pick = ranks[1]
+      if verdict == FAIL then
+        for _, r in ipairs(ranks) do
+          if not msgs[r + 1]:find("(another rank failed)", 1, true) then pick = r; break end
+        end
+      end
+      msg, detail = msgs[pick + 1], dets[pick + 1]
+      if pick ~= ranks[1] then msg = ("[rank %d] %s"):format(pick, msg) end
     end
     nvfp4.watchdog(0)
     local dt = clock() - t0

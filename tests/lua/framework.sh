@@ -30,6 +30,14 @@ check "... and the traceback" grep -q "stack traceback:" "$tmp/run1"
 check "a failure prints the command that replays it" \
   grep -q "replay: mpirun -np 2 .*fw_cases.lua --seed 7 --filter 'fails on rank 1 only'" "$tmp/run1"
 
+"$RS" "$srcdir/fw_peer.lua" >"$tmp/peer" 2>&1; rc=$?
+cat "$tmp/peer"
+check "a peer's error on rank 0: exit status 1" test "$rc" -eq 1
+check "... the verdict quotes the rank whose reason it is, not rank 0's 'rank 1 failed'" \
+  grep -q "^      \[rank 1\] .*bad argument #1 to 'all_reduce' (nvfp4.tensor expected, got number)" "$tmp/peer"
+check "... and still names both ranks" grep -q "FAIL  bad argument on rank 1  (on ranks 0, 1)" "$tmp/peer"
+check "own errors everywhere: the lowest rank's, with no prefix" grep -q "^      own error on rank 0$" "$tmp/peer"
+
 "$RS" "$srcdir/fw_group.lua" --timeout 10 >"$tmp/group" 2>&1; rc=$?
 cat "$tmp/group"
 check "sc.group: a failed case gives exit status 1" test "$rc" -eq 1
