@@ -546,6 +546,15 @@ end
 
 -- ---- running -------------------------------------------------------------
 
+--- sc.usage(msg): a usage error of the script, raised at its top level
+--- (its arguments break one of its rules): "<script>: msg" on one line,
+--- exit status 2, no traceback, before any case (as sc.params' errors).
+--- Every rank has the same arguments, so every rank raises it alike.
+function M.usage (msg)
+  local raise = debug.getregistry()["nvfp4.usage_error"] or function (m) error(m, 0) end
+  raise(("%s: %s"):format(scriptname(), tostring(msg)))
+end
+
 --- sc.params(defaults [, timeout]): the script's NAME=integer arguments
 --- (S=512 H=1024), taken out of arg so that the framework does not see
 --- them, over a copy of defaults.  A usage error (status 2, a line naming
@@ -561,9 +570,8 @@ function M.params (defaults, timeout)
   for k, v in pairs(defaults) do P[k] = v; names[#names + 1] = k; upper[k:upper()] = k end
   table.sort(names)
   local function bad (msg)
-    local raise = debug.getregistry()["nvfp4.usage_error"] or function (m) error(m, 0) end
-    raise(("%s: %s (%s)"):format(scriptname(), msg, #names == 0 and "this script takes no NAME=integer"
-                                 or "this script takes " .. table.concat(names, "=<integer>, ") .. "=<integer>"))
+    M.usage(("%s (%s)"):format(msg, #names == 0 and "this script takes no NAME=integer"
+                               or "this script takes " .. table.concat(names, "=<integer>, ") .. "=<integer>"))
   end
   arg = arg or {}
   while arg[i] ~= nil do

@@ -27,7 +27,23 @@ local P = sc.params({S = 4096, B = 1, H = 8192, REF = 1}, 3600)   -- full size t
 local world = nvfp4.world()
 local TP = world.size
 local S, B, H = P.S, P.B, P.H
-assert(TP == 2, "run with: mpirun -np 2 nvfp4-lua " .. arg[0])
+-- the sizes this story needs, refused up front (exit 2) rather than failed or passed hollow in a case
+if TP ~= 2 then sc.usage(("needs 2 ranks, got %d: mpirun -np 2 nvfp4-lua %s"):format(TP, arg[0])) end
+if S < 1 or B < 1 or H < 1 then
+  sc.usage(("S=%d B=%d H=%d: each must be 1 or more"):format(S, B, H))
+end
+if S % TP ~= 0 then sc.usage(("S=%d is not a multiple of TP=%d (the sequence split)"):format(S, TP)) end
+if (S // TP * B) % 16 ~= 0 then
+  local g, b = 16, B                         -- S must be a multiple of TP * 16 / gcd(16, B)
+  while b ~= 0 do g, b = b, g % b end
+  sc.usage(("S=%d B=%d: a rank's grad_output [S/TP, B, H] has M = S/TP*B = %d, not a multiple of 16, so it "
+            .. "is not quantizable and the gather takes its high-precision fallback, where neither rule "
+            .. "applies (with B=%d, S must be a multiple of %d)"):format(S, B, S // TP * B, B, TP * 16 // g))
+end
+if H % (16 * TP) ~= 0 then
+  sc.usage(("H=%d is not a multiple of 16*TP = %d (a rank's input [S, B, H/TP] needs H/TP %% 16 == 0)")
+           :format(H, 16 * TP))
+end
 local function ru (x, m) return (x + m - 1) // m * m end
 local function say (fmt, ...) if world.rank == 0 then print(fmt:format(...)); io.stdout:flush() end end
 

@@ -299,6 +299,17 @@ check "... 'n=5' asks whether N was meant" grep -q "unknown argument 'n=5' (did 
 "$RS" "$tmp/param.lua" N=-3 foo=1 MODE=row >"$tmp/pneg" 2>&1
 check "... a negative integer is one, and another name=value (foo=1, MODE=row) is left to the script" \
   grep -q "N: expected 1, got -3" "$tmp/pneg"
+# sc.usage: the seed scenario refuses sizes its story cannot hold (status 2, one line, no case): at S=16 a
+# shard's M is 8, so the gather took its fallback and case 1 failed 'the call succeeded'; S=0 passed hollow
+seed="${top_srcdir:-..}/scenarios/sp/row_parallel_b1.lua"
+for a in "S=16 H=512" "S=0 H=512" "S=256 H=520"; do
+  "$RS" "$seed" $a REF=0 >"$tmp/sbad" 2>&1; rc=$?
+  check "seed scenario '$a': exit status 2, before any case, no traceback" \
+    sh -c "test $rc -eq 2 && ! grep -q 'stack traceback\|^PASS\|^FAIL' '$tmp/sbad'"
+done
+"$RS" "$seed" S=16 H=512 REF=0 >"$tmp/sbad" 2>&1
+check "... naming the rule and a size that holds" \
+  grep -q "row_parallel_b1.lua: S=16 B=1: a rank's grad_output .* M = S/TP\*B = 8, not a multiple of 16.*S must be a multiple of 32)" "$tmp/sbad"
 cat >"$tmp/lower.lua" <<'EOS'
 local t = {}; t[1] = t; t[2] = t; t[3] = t            -- a grid value that holds itself
 local sc = require "nvfp4.scenario"
