@@ -336,7 +336,10 @@ static int pmain (lua_State *L) {
     if (fname == NULL && size > 1) {
       if (loadstdin_all(L) != LUA_OK) return lua_error(L);
     }
-    else if (luaL_loadfile(L, fname) != LUA_OK) return lua_error(L);
+    else if ((i = luaL_loadfile(L, fname)) != LUA_OK) {
+      if (i == LUA_ERRFILE) usage_error = 1;      /* no such script: the command line's (status 2) */
+      return lua_error(L);
+    }
     for (i = script + 1; i < argc; i++) lua_pushstring(L, argv[i]);   /* ... */
     if (docall(L, n) != LUA_OK) return lua_error(L);
   }
@@ -360,10 +363,18 @@ int main (int argc, char **argv) {
   lua_pushlightuserdata(L, argv);
   if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
     int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (usage_error && rank != 0 && size > 1) {
+      /* a usage error comes from the command line, which every rank has
+      ** alike: rank 0 says it and its MPI_Abort ends the job, so the line is
+      ** not printed once per rank; a rank whose error is its own (rank 0
+      ** went on) says it after this wait */
+      struct timespec ts = {0, 500000000L};
+      nanosleep(&ts, NULL);
+    }
     fprintf(stderr, "[rank %d] %s\n", rank, lua_tostring(L, -1));
     fflush(stdout);
     fflush(stderr);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
     status = usage_error ? 2 : 1;
     if (size > 1)
       MPI_Abort(MPI_COMM_WORLD, status); /* peers may be waiting in a collective */

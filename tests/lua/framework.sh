@@ -299,6 +299,13 @@ check "... 'n=5' asks whether N was meant" grep -q "unknown argument 'n=5' (did 
 "$RS" "$tmp/param.lua" N=-3 foo=1 MODE=row >"$tmp/pneg" 2>&1
 check "... a negative integer is one, and another name=value (foo=1, MODE=row) is left to the script" \
   grep -q "N: expected 1, got -3" "$tmp/pneg"
+# a usage error under mpirun is said once (by rank 0), not once per rank; a script that cannot be opened is one
+"${MPIRUN:-mpirun}" -np 2 "$builddir/lua/nvfp4-lua" --seed abc "$srcdir/fw_cases.lua" </dev/null >"$tmp/u2" 2>&1; rc=$?
+check "a usage error at 2 ranks: exit status 2, its line once" \
+  sh -c "test $rc -eq 2 && test \$(grep -c 'seed' '$tmp/u2') -eq 1 && grep -q '^\[rank 0\] .*seed' '$tmp/u2'"
+"${MPIRUN:-mpirun}" -np 2 "$builddir/lua/nvfp4-lua" "$tmp/no-such-script.lua" </dev/null >"$tmp/u3" 2>&1; rc=$?
+check "a script that cannot be opened: exit status 2 (lua's 1), said once" \
+  sh -c "test $rc -eq 2 && test \$(grep -c 'cannot open' '$tmp/u3') -eq 1"
 # sc.usage: the seed scenario refuses sizes its story cannot hold (status 2, one line, no case): at S=16 a
 # shard's M is 8, so the gather took its fallback and case 1 failed 'the call succeeded'; S=0 passed hollow
 seed="${top_srcdir:-..}/scenarios/sp/row_parallel_b1.lua"
