@@ -981,6 +981,13 @@ function M.run ()
       status, msg = SKIP, e.reason
     elseif not ok then
       status, msg, detail = FAIL, e.message, e.traceback
+      -- an error from a call in tail position (`return nvfp4.quantize(..)`)
+      -- has no line: Lua dropped the caller's frame; name the case's function
+      if not msg:find("^[^\n]-:%d+: ") and detail:find("(...tail calls...)", 1, true) then
+        local info = debug.getinfo(c.fn, "S")
+        msg = ("%s:%d: %s (raised in a tail call (`return f(..)`) of the case's function, which starts at "
+               .. "that line: Lua keeps no line for such a call)"):format(info.short_src, info.linedefined, msg)
+      end
       arm(0, label .. " (it failed on this rank: " .. msg .. "; the other ranks did not finish it)")
     end
     if status ~= FAIL then

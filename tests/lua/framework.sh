@@ -306,6 +306,19 @@ check "a usage error at 2 ranks: exit status 2, its line once" \
 "${MPIRUN:-mpirun}" -np 2 "$builddir/lua/nvfp4-lua" "$tmp/no-such-script.lua" </dev/null >"$tmp/u3" 2>&1; rc=$?
 check "a script that cannot be opened: exit status 2 (lua's 1), said once" \
   sh -c "test $rc -eq 2 && test \$(grep -c 'cannot open' '$tmp/u3') -eq 1"
+# an error from a call in tail position names the case's function (Lua dropped the caller's line)
+cat >"$tmp/tail.lua" <<'EOS'
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+local x = nvfp4.zeros({16, 16})
+sc.case("tail", function ()
+  return nvfp4.quantize(x, {colwise = true})
+end)
+sc.run()
+EOS
+"$RS" "$tmp/tail.lua" >"$tmp/tail" 2>&1
+check "an error in a tail call names the case's function's line" \
+  grep -q "tail.lua:4: bad argument #2 to 'quantize' (unknown option 'colwise') (raised in a tail call" "$tmp/tail"
 # sc.usage: the seed scenario refuses sizes its story cannot hold (status 2, one line, no case): at S=16 a
 # shard's M is 8, so the gather took its fallback and case 1 failed 'the call succeeded'; S=0 passed hollow
 seed="${top_srcdir:-..}/scenarios/sp/row_parallel_b1.lua"
