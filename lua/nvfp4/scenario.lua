@@ -1084,6 +1084,11 @@ function M.run ()
     print((o.tap and "# " or "") .. line)
     if o.junit then writejunit(o.junit, script, results, seed, total) end
     io.stdout:flush()
+    if nskip > 0 and nskip == #selected then   -- status 0, but nothing was checked (a wrong -np?)
+      io.stderr:write(("note: every case was skipped (np=%d): nothing was checked; the first said: %s\n")
+                      :format(world.size, results[1] and results[1].message or ""))
+      io.stderr:flush()
+    end
   end
   -- 1 where a case failed on this rank, 0 on the others: under mpirun the
   -- job's status is then 1 and its "first process to exit non-zero" is a

@@ -319,6 +319,16 @@ EOS
 "$RS" "$tmp/tail.lua" >"$tmp/tail" 2>&1
 check "an error in a tail call names the case's function's line" \
   grep -q "tail.lua:4: bad argument #2 to 'quantize' (unknown option 'colwise') (raised in a tail call" "$tmp/tail"
+# a run whose every case was skipped (a wrong -np) still exits 0, and says on standard error that nothing was checked
+cat >"$tmp/skipall.lua" <<'EOS'
+local sc = require "nvfp4.scenario"
+sc.case("a", function () sc.need_ranks(4) end)
+sc.case("b", function () sc.need_ranks(4) end)
+sc.run()
+EOS
+"$RS" "$tmp/skipall.lua" >"$tmp/skipall" 2>&1; rc=$?
+check "every case skipped: exit 0, with a note that nothing was checked" \
+  sh -c "test $rc -eq 0 && grep -q 'note: every case was skipped (np=1): nothing was checked; the first said: needs a multiple of 4 ranks' '$tmp/skipall'"
 # sc.usage: the seed scenario refuses sizes its story cannot hold (status 2, one line, no case): at S=16 a
 # shard's M is 8, so the gather took its fallback and case 1 failed 'the call succeeded'; S=0 passed hollow
 seed="${top_srcdir:-..}/scenarios/sp/row_parallel_b1.lua"
