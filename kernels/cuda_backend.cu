@@ -103,6 +103,12 @@ static nvfp4_status cuda_init (nvfp4_ctx *ctx) {
 static void cuda_fini (nvfp4_ctx *ctx) {
   nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
   if (c == NULL) return;
+  if (c->stream == NULL) {   /* cuda_init failed before its stream: nothing on a device to undo (and a
+                             ** cudaSetDevice here would create a context on device 0 for nothing) */
+    free(c);
+    ctx->impl = NULL;
+    return;
+  }
   cudaSetDevice(c->device);
   if (c->stream) cudaStreamSynchronize(c->stream);
   nvfp4i_cuda_gemm_fini(ctx);

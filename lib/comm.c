@@ -35,14 +35,21 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char 
     local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator", what);
   if (collective) {
     /* nvfp4i_comm_agree needs a comm's rank, size, MPI communicator and
-    ** context only: this stand-in has them even where c could not be had */
+    ** context only: this stand-in has them even where c could not be had.
+    ** Its MPI errors come back as EMPI (MPI_ERRORS_RETURN for the round;
+    ** the caller's handler is put back when the call fails) */
     nvfp4_comm probe;
+    MPI_Errhandler eh;
     memset(&probe, 0, sizeof probe);
     probe.ctx = ctx;
     probe.mpi = mc;
     MPI_Comm_rank(mc, &probe.rank);
     MPI_Comm_size(mc, &probe.size);
+    MPI_Comm_get_errhandler(mc, &eh);
+    MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
     local = nvfp4i_comm_agree(&probe, what, local);
+    if (local != NVFP4_OK) MPI_Comm_set_errhandler(mc, eh);
+    MPI_Errhandler_free(&eh);
   }
   if (local != NVFP4_OK) {
     free(c);
@@ -152,7 +159,8 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
                      tp, c->size);
   CHECK(agree_value(c, "split", st, "tp", tp, NULL));
   MPI_CHECK(c->ctx, MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub));
-  if ((st = comm_new(c->ctx, sub, 1, "split", NVFP4_OK, out)) != NVFP4_OK) {
+  /* (a rank failing there is named by its rank in the new group) */
+  if ((st = comm_new(c->ctx, sub, 1, "split (the new group)", NVFP4_OK, out)) != NVFP4_OK) {
     MPI_Comm_free(&sub);
     return st;
   }

@@ -36,7 +36,8 @@ extern "C" {
 ** naming it; MPI_COMM_NULL is refused at once (that rank is in no
 ** communicator to tell the others through).  With the CPU backend each
 ** rank answers for itself.  Errors: EINVAL (NULL out, MPI_COMM_NULL),
-** ENOMEM, EPEER (CUDA).  sp-linear-and-gather.md §0 (the TP group). */
+** ENOMEM, EPEER, EMPI (CUDA; a failed call leaves mc's error handler as it
+** was).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc,
                                     nvfp4_comm **out);
 /* The MPI communicator a comm runs over (owned by the comm for split ones);

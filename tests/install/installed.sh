@@ -24,19 +24,6 @@ cd "$tmp" || exit 1
 PKG_CONFIG_PATH=$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 export PKG_CONFIG_PATH
 lua=$bindir/nvfp4-lua
-# checkv DESCRIPTION COMMAND..: check, showing the command's output when it fails
-checkv () {
-  d=$1; shift
-  "$@" >"$tmp/out" 2>&1
-  rc=$?
-  check "$d" test "$rc" -eq 0
-  test "$rc" -eq 0 || sed 's/^/    /' "$tmp/out" | tail -n 30
-}
-# ranks2 PATTERN PROGRAM ARGS..: mpirun -np 2 PROGRAM ARGS.. ends well, with a line matching PATTERN (-E)
-ranks2 () {
-  pat=$1; shift
-  "$MPIRUN" -np 2 "$@" </dev/null >"$tmp/run" 2>&1 && grep -qE "$pat" "$tmp/run" || { cat "$tmp/run"; return 1; }
-}
 
 for f in "$lua" "$libdir/libnvfp4.a" "$includedir/nvfp4.h" "$includedir/nvfp4_mpi.h" \
          "$libdir/pkgconfig/nvfp4.pc" "$pkgdatadir/lua/nvfp4/scenario.lua" "$docdir/README.md" \
@@ -83,9 +70,6 @@ for dep in "MPI ompi-c ${mpi_how:-}" "OpenBLAS openblas ${blas_how:-}"; do
     checkv "nvfp4.pc has OpenBLAS's flags as configure found them ($how)" has_words "${BLAS_LIBS:-}" "$libs"
   fi
 done
-# pcflags FLAGS COMMAND..: COMMAND.. then FLAGS (pkg-config's), split as a Makefile or `eval` splits them:
-# pkg-config escapes a blank in a path (a prefix "/a b" gives -I/a\ b/include, one argument)
-pcflags () { pcf=$1; shift; eval '"$@"' "$pcf"; }
 # builds LANG EXT COMPILER..: in LANG (sources named .EXT), each header alone (and twice) compiles with
 # -Wall -Wextra -Werror, and tests/install/consumer.c builds with pkg-config's flags and runs at 2 ranks
 builds () {

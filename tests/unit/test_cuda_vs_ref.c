@@ -437,8 +437,10 @@ done:
 
 
 /* $NVFP4_CUDA_DEVICE that is no device number: the CUDA context is
-** refused (EINVAL) with the backend's own reason, not a generic one, and
-** what cuda_init had set up is undone (the context after it works). */
+** refused (EINVAL) with the backend's own reason, not a generic one (the
+** refusal comes before cuda_init creates its stream and buffers: what this
+** checks of the undo is the state it had allocated), and a context made
+** after the refusals works. */
 static void bad_device_case (void) {
   static const char *const bad[] = {"abc", "-1", "99999", "1x"};
   const char *old = getenv("NVFP4_CUDA_DEVICE"), *why = "";
