@@ -695,7 +695,7 @@ end
 
 local function handler (e)
   if getmetatable(e) == SKIPMARK then return e end
-  return {message = tostring(e), traceback = debug.traceback(tostring(e), 2)}
+  return {message = tostring(e), traceback = debug.traceback(tostring(e), 2), str = type(e) == "string"}
 end
 
 -- The running case's deadline {at = clock, grace = s, timeout = s}, nil
@@ -981,9 +981,11 @@ function M.run ()
       status, msg = SKIP, e.reason
     elseif not ok then
       status, msg, detail = FAIL, e.message, e.traceback
-      -- an error from a call in tail position (`return nvfp4.quantize(..)`)
-      -- has no line: Lua dropped the caller's frame; name the case's function
-      if not msg:find("^[^\n]-:%d+: ") and detail:find("(...tail calls...)", 1, true) then
+      -- an error from a call in tail position of the case's own function
+      -- (`return nvfp4.quantize(..)`) has no line: Lua dropped that frame,
+      -- so the tail calls sit right on xpcall; name the case's function
+      if e.str and not msg:find("^[^\n]-:%d+: ")
+         and detail:find("(...tail calls...)\n\t[C]: in function 'xpcall'", 1, true) then
         local info = debug.getinfo(c.fn, "S")
         msg = ("%s:%d: %s (raised in a tail call (`return f(..)`) of the case's function, which starts at "
                .. "that line: Lua keeps no line for such a call)"):format(info.short_src, info.linedefined, msg)

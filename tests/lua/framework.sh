@@ -314,11 +314,17 @@ local x = nvfp4.zeros({16, 16})
 sc.case("tail", function ()
   return nvfp4.quantize(x, {colwise = true})
 end)
+local function f () error("no position", 0) end
+local function g () return f() end
+sc.case("deeper", function ()
+  g()                                       -- an ordinary call: its tail call is g's, not the case's
+end)
 sc.run()
 EOS
 "$RS" "$tmp/tail.lua" >"$tmp/tail" 2>&1
 check "an error in a tail call names the case's function's line" \
   grep -q "tail.lua:4: bad argument #2 to 'quantize' (unknown option 'colwise') (raised in a tail call" "$tmp/tail"
+check "... only where the case's own call was the tail call" grep -q "^      no position\$" "$tmp/tail"
 # a run whose every case was skipped (a wrong -np) still exits 0, and says on standard error that nothing was checked
 cat >"$tmp/skipall.lua" <<'EOS'
 local sc = require "nvfp4.scenario"
