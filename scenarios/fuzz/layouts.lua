@@ -567,7 +567,10 @@ local function writejunit (file, n, fails, secs, running)
   local suite = "fuzz.layouts.np" .. world.size
   local nf = #fails + (running and 1 or 0)
   local f, err = io.open(file, "w")
-  if not f then error("--junit: cannot write " .. tostring(err), 0) end
+  if not f then   -- as the framework says it: the path quoted, then why (io.open's text after the path)
+    local why = tostring(err):sub(1, #file + 2) == file .. ": " and tostring(err):sub(#file + 3) or tostring(err)
+    error(("--junit: cannot write '%s': %s"):format(file, why), 0)
+  end
   f:write('<?xml version="1.0" encoding="UTF-8"?>\n')
   f:write(('<testsuites tests="%d" failures="%d" time="%.3f">\n'):format(nf + 1, nf, secs))
   f:write(('  <testsuite name="%s" tests="%d" failures="%d" errors="0" skipped="0" time="%.3f">\n')

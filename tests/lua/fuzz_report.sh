@@ -27,6 +27,8 @@ run --minutes inf
 check "--minutes inf: exit 2" test "$(cat "$tmp/rc")" -eq 2
 run --cases 5 --junit "$tmp/no/such/dir/f.xml"
 check "an unwritable --junit file: exit 2 before any case" test "$(cat "$tmp/rc")" -eq 2
+check "... naming the path quoted, then why, as the framework does" \
+  grep -qF -- "--junit: cannot write '$tmp/no/such/dir/f.xml': No such file or directory" "$tmp/out"
 check "... and no case ran" sh -c "! grep -q '^# 5 cases' '$tmp/out'"
 # usage errors that say what was wrong and what is allowed (exit 2, before any case)
 usage_is () {   # what message: the last run exited 2 with the message and ran no case
