@@ -110,13 +110,13 @@ static void cuda_fini (nvfp4_ctx *ctx) {
     return;
   }
   cudaSetDevice(c->device);
-  if (c->stream) cudaStreamSynchronize(c->stream);
+  cudaStreamSynchronize(c->stream);
   nvfp4i_cuda_gemm_fini(ctx);
   if (c->rht_defer) cudaFree(c->rht_defer);
   if (c->scale_gather) cudaFree(c->scale_gather);
   if (c->amax_dev) cudaFree(c->amax_dev);
   if (c->amax_host) cudaFreeHost(c->amax_host);
-  if (c->stream) cudaStreamDestroy(c->stream);
+  cudaStreamDestroy(c->stream);
   free(c);
   ctx->impl = NULL;
 }

@@ -29,22 +29,21 @@ static nvfp4_status mpi_fail (nvfp4_ctx *ctx, int rc, const char *call) {
 ** nothing here is collective and each rank answers for itself. */
 static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char *what,
                               nvfp4_status local, nvfp4_comm **out) {
-  nvfp4_comm *c = NULL;
+  nvfp4_comm *c = NULL, probe;
   const int collective = strcmp(ctx->ops->name, "cpu") != 0;
+  memset(&probe, 0, sizeof probe);
+  probe.ctx = ctx;
+  probe.mpi = mc;
+  MPI_Comm_rank(mc, &probe.rank);
+  MPI_Comm_size(mc, &probe.size);
   if (local == NVFP4_OK && (c = (nvfp4_comm *)calloc(1, sizeof *c)) == NULL)
     local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator", what);
   if (collective) {
     /* nvfp4i_comm_agree needs a comm's rank, size, MPI communicator and
-    ** context only: this stand-in has them even where c could not be had.
-    ** Its MPI errors come back as EMPI (MPI_ERRORS_RETURN for the round;
-    ** the caller's handler is put back when the call fails) */
-    nvfp4_comm probe;
+    ** context only: probe has them even where c could not be had.  Its
+    ** MPI errors come back as EMPI (MPI_ERRORS_RETURN for the round; the
+    ** caller's handler is put back when the call fails) */
     MPI_Errhandler eh;
-    memset(&probe, 0, sizeof probe);
-    probe.ctx = ctx;
-    probe.mpi = mc;
-    MPI_Comm_rank(mc, &probe.rank);
-    MPI_Comm_size(mc, &probe.size);
     MPI_Comm_get_errhandler(mc, &eh);
     MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
     local = nvfp4i_comm_agree(&probe, what, local);
@@ -55,12 +54,9 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char 
     free(c);
     return local;
   }
-  c->ctx = ctx;
+  *c = probe;                          /* ctx, mpi, rank, size */
   nvfp4i_ctx_hold(ctx);
-  c->mpi = mc;
   c->owns_mpi = owns;
-  MPI_Comm_rank(mc, &c->rank);
-  MPI_Comm_size(mc, &c->size);
   /* Errors come back as codes, never as an abort inside the library. */
   MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN);
   c->transport = collective ? NVFP4I_MPI_STAGED : NVFP4I_MPI;
