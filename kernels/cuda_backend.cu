@@ -223,6 +223,7 @@ extern "C" const nvfp4_backend_ops nvfp4i_cuda_ops = {
   /* .copy2d = */ cuda_copy2d,
   /* .memset = */ cuda_memset,
   /* .amax = */ nvfp4i_cuda_amax,
+  /* .amax_to = */ nvfp4i_cuda_amax_to,
   /* .quantize = */ nvfp4i_cuda_quantize,
   /* .dequantize = */ nvfp4i_cuda_dequantize,
   /* .swap_first_dims = */ nvfp4i_cuda_swap_first_dims,

@@ -61,6 +61,8 @@ NVFP4I_FUNC nvfp4_status nvfp4i_cuda_fail (nvfp4_ctx *ctx, cudaError_t e,
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                            int rht, unsigned sign_mask,
                                            float amax[2]);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_amax_to (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                              int rht, unsigned sign_mask, float *dst);
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                                const nvfp4_qopts *o, nvfp4_tensor *q);
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,

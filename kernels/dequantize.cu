@@ -90,9 +90,11 @@ static __device__ __forceinline__ void dequant_unit (uint32_t d, float fs, const
 template <bool BF16>
 __global__ void __launch_bounds__(256)
 dequant_kernel (const uint8_t *data, const uint8_t *scale, int64_t KB, int64_t sld,
-                float amax, float finv, int64_t units, int small, void *out) {
+                float amax, const float *damax, float finv, int64_t units, int small,
+                void *out) {
   __shared__ uint2 lut[256];
   const int lane = threadIdx.x & 31;
+  if (damax != nullptr) amax = *damax;      /* the quantize's, still in device memory */
   {
     const unsigned t = threadIdx.x;
     lut[t] = make_uint2(__float_as_uint(e2m1_val(t & 15u)), __float_as_uint(e2m1_val(t >> 4)));
@@ -119,16 +121,20 @@ nvfp4_status nvfp4i_cuda_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
   int64_t nb = M * KB;
   cudaStream_t s = nvfp4i_stream(ctx);
   const float finv = 1.0f / (6.0f * nvfp4i_emax(q));     /* fl(1/2688) or fl(1/1536) */
+  /* the rowwise amax: the host copy, or where the quantize left it */
+  const float *damax = q->amax_pending ? (const float *)q->amax_dev.p : nullptr;
   if (nb == 0) return NVFP4_OK;
   /* units of 8 elements (K is a multiple of 16); each thread takes 4 */
   if (out->dtype == NVFP4_BF16)
     dequant_kernel<true><<<nvfp4i_grid_for((2 * nb + 3) / 4, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
-      q->row_scale.shape.dim[1], q->amax[0], finv, 2 * nb, nb <= 0xffffffffll, out->data.p);
+      q->row_scale.shape.dim[1], q->amax[0], damax, finv, 2 * nb, nb <= 0xffffffffll,
+      out->data.p);
   else
     dequant_kernel<false><<<nvfp4i_grid_for((2 * nb + 3) / 4, 256), 256, 0, s>>>(
       (const uint8_t *)q->row_data.p, (const uint8_t *)q->row_scale.p, KB,
-      q->row_scale.shape.dim[1], q->amax[0], finv, 2 * nb, nb <= 0xffffffffll, out->data.p);
+      q->row_scale.shape.dim[1], q->amax[0], damax, finv, 2 * nb, nb <= 0xffffffffll,
+      out->data.p);
   CU_LAUNCHED(ctx, "dequant_kernel");
   return NVFP4_OK;
 }

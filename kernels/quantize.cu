@@ -304,7 +304,26 @@ struct qparams {
   uint64_t slcap;
   int fo6, fo6_mse;                     /* 4over6 (generic kernel only) */
   float rsenc, csenc, ramax, camax, e6; /* its S_enc and amax per direction, 6*EMAX */
+  /* The amaxes in device memory (a quantize that computed them, q's
+  ** amax_pending; NULL: the fields above were formed on the host):
+  ** rowwise damax[0], columnwise damax[dcol]; the kernels form the fields
+  ** above from them (dev_gscale) before their first use. */
+  const float *damax;
+  int dcol;
+  float emax;                           /* the E4M3 maximum (448 or 256) */
 };
+
+
+/* p's per-tensor constants from the amaxes in device memory, by the
+** operations the host uses (nvfp4i_gscale_make_e: IEEE division and
+** products, nothing to contract), so that both give the same bits. */
+static __device__ __forceinline__ void dev_gscale (qparams &p) {
+  const float ra = p.damax[0], ca = p.damax[p.dcol];
+  const nvfp4i_gscale gr = nvfp4i_gscale_make_e(ra, p.emax);
+  const nvfp4i_gscale gc = nvfp4i_gscale_make_e(ca, p.emax);
+  p.rm = gr.m; p.rsdec = gr.s_dec; p.rsenc = gr.s_enc; p.ramax = ra;
+  p.cm = gc.m; p.csdec = gc.s_dec; p.csenc = gc.s_enc; p.camax = ca;
+}
 
 
 /* ---- 4over6 (spec §9.1; lib/ref_quantize.c, same operation order) ------ */
@@ -358,6 +377,7 @@ quantize_kernel (qparams p) {
   const int64_t KB = p.K / 16;
   float v[16];
 
+  if (p.damax != nullptr) dev_gscale(p);
   if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
   if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
 
@@ -1078,19 +1098,19 @@ static __device__ __forceinline__ void load_col16 (const qparams &p, uint32_t k,
 ** (AMAX_ONLY: its max|.| into *cmax). */
 template <bool SR, bool AMAX_ONLY>
 static __device__ __forceinline__ void fix_block (const qparams &p, uint32_t k, uint32_t mb,
-                                                  float *v, float *cmax) {
+                                                  float *v, float *cmax, float cm, float csdec) {
   const uint32_t M = (uint32_t)p.M, MB = M / 16;
   rht16(v, p.mask);
   const float a = absmax16(v);
   if (AMAX_ONLY) *cmax = fmaxf(*cmax, a);
   else {
-    unsigned sf = e4m3_rn(fminf(__fmul_rn(a, p.cm), FLT_MAX));
+    unsigned sf = e4m3_rn(fminf(__fmul_rn(a, cm), FLT_MAX));
     uint32_t wr[4] = {0u, 0u, 0u, 0u}, out[2];
     if (SR) {
       uint64_t blk = p.offset + (uint64_t)k * MB + mb;
       nvfp4i_philox_block_words(p.seed, blk, NVFP4I_SR_COLUMNWISE, wr);
     }
-    enc_n<SR, 16>(v, enc_of(sf, p.csdec), wr, out);
+    enc_n<SR, 16>(v, enc_of(sf, csdec), wr, out);
     *(uint2 *)(p.cdata + (size_t)k * (M / 2) + (size_t)mb * 8) = make_uint2(out[0], out[1]);
     p.cscale[(size_t)k * p.csld + mb] = (uint8_t)sf;
   }
@@ -1136,12 +1156,12 @@ static __device__ __noinline__ exact_out exact16 (uint4 b0, uint4 b1, float mul,
 ** them from there. */
 template <bool SR, bool AMAX_ONLY>
 static __device__ __noinline__ float fix_list (const qparams p, const uint2 *dl, const uint4 *dv,
-                                               unsigned n, float cmax) {
+                                               unsigned n, float cmax, float cm, float csdec) {
   for (unsigned i = threadIdx.x; i < n; i += blockDim.x) {
     float v[16];
     unpack8(dv[2 * i], v);
     unpack8(dv[2 * i + 1], v + 8);
-    fix_block<SR, AMAX_ONLY>(p, dl[i].x, dl[i].y, v, &cmax);
+    fix_block<SR, AMAX_ONLY>(p, dl[i].x, dl[i].y, v, &cmax, cm, csdec);
   }
   return cmax;
 }
@@ -1231,10 +1251,11 @@ static_assert(QSTAGES == 2 || QSTAGES == 3, "QSTAGES is 2 or 3");
 ** L2 write requests and 16 MB of DRAM reads that complete partly written
 ** sectors.  Hence the scale gather (scg_wanted). */
 
-template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG>
+template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG, bool DEV>
 __global__ void __launch_bounds__(256, RHT ? QFAST_MINB_RHT : QFAST_MINB)
 qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   static_assert(RHT || !AMAX_ONLY, "the amax-only pass is the RHT one");
+  static_assert(!(DEV && AMAX_ONLY), "the amax pass has no amax to read");
   static_assert(FMT == 64 || (FMT == 128 && !RHT), "tiles of 64 rows, or 128 without the RHT");
   static_assert(!SCG || (FMT == 128 && !RHT), "the scale gather is for 128-row tiles");
   /* NJ m-blocks per tile; a thread's NH column pairs and 2 NH row blocks;
@@ -1297,9 +1318,38 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #if QSCG_GRIDDEP
   if (SCG) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+  /* DEV (p.damax set): the constants from the amax pass's result, once
+  ** that pass is complete (this kernel may start while it runs) */
+  /* DEV: the RN and SR kernels keep them in registers (they have
+  ** registers to spare); the RHT kernels, at 128 registers, take them from
+  ** dgs (m, S_dec rowwise, then columnwise; read after the first barrier)
+  ** where they use them: in registers, or with p modified, they put p in
+  ** local memory for the whole loop (RHT 6% slower at [8192, 8192]), and
+  ** the RN kernels with shared reads ran 10% slower (H200) */
+  __shared__ float dgs[DEV && RHT ? 4 : 1];
+  float rm_r = p.rm, cm_r = p.cm, rsdec = p.rsdec, csdec = p.csdec;
+  if constexpr (DEV) {
+#if QFAST_GRIDDEP
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    const nvfp4i_gscale gr = nvfp4i_gscale_make_e(p.damax[0], p.emax);
+    const nvfp4i_gscale gc = nvfp4i_gscale_make_e(p.damax[p.dcol], p.emax);
+    rm_r = gr.m; rsdec = gr.s_dec;
+    cm_r = gc.m; csdec = gc.s_dec;
+    if (RHT && t == 0) {
+      dgs[0] = gr.m; dgs[1] = gr.s_dec;
+      dgs[2] = gc.m; dgs[3] = gc.s_dec;
+    }
+  }
+  /* the constants where the loop uses them: m, S_dec rowwise (i = 0, 1),
+  ** columnwise (2, 3) */
+  auto gconst = [&] (int i) -> float {
+    if constexpr (DEV && RHT) return dgs[i];
+    else return i == 0 ? rm_r : i == 1 ? rsdec : i == 2 ? cm_r : csdec;
+  };
   if (!AMAX_ONLY) {
-    if (p.row) renc[t] = enc_of((unsigned)t, p.rsdec);
-    if (p.col) cenc[t] = enc_of((unsigned)t, p.csdec);
+    if (p.row) renc[t] = enc_of((unsigned)t, rsdec);
+    if (p.col) cenc[t] = enc_of((unsigned)t, csdec);
   }
   /* The thread's fixed offsets, computed once and kept (opaque: otherwise
   ** the compiler recomputes them for every tile, ~100 instructions):
@@ -1473,7 +1523,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           ** (a NaN block gets the NaN byte, whose enc fails the bound, and an
           ** Inf block fails it anyway) */
           aa[k] = amax16_nan(qq[k][0], qq[k][1]);
-          ss[k] = e4m3_rn(__fmul_rn(aa[k], p.rm));
+          ss[k] = e4m3_rn(__fmul_rn(aa[k], gconst(0)));
           ee[k] = __uint_as_float(lds_u32(rencs + 4 * ss[k]));
         }
 #pragma unroll
@@ -1507,7 +1557,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           }
           else {
             /* the exact path, the SR bytes as above */
-            const exact_out e = exact16<SR>(q0, q1, p.rm, p.rsdec,
+            const exact_out e = exact16<SR>(q0, q1, gconst(0), gconst(1),
                                             swap ? make_uint4(w[2], w[3], w[0], w[1])
                                                  : make_uint4(w[0], w[1], w[2], w[3]));
             o0 = e.lo;
@@ -1638,7 +1688,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
         if (!AMAX_ONLY && QPN == 2) {
 #pragma unroll
           for (int cc = 0; cc < 2; cc++) {
-            csf[cc] = e4m3_rn(__fmul_rn(__uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16), p.cm));
+            csf[cc] = e4m3_rn(__fmul_rn(__uint_as_float(cc ? wmax & 0xffff0000u : wmax << 16),
+                                        gconst(2)));
             cen[cc] = __uint_as_float(lds_u32(cencs + 4 * csf[cc]));
           }
         }
@@ -1661,7 +1712,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
               v[r] = __uint_as_float(cc ? src[r] & 0xffff0000u : src[r] << 16);
             /* the fast paths as rowwise; the signs of column cc are bytes 1
             ** (cc = 0) or 3 (cc = 1) of the words */
-            const unsigned sf = QPN == 2 ? csf[cc] : e4m3_rn(__fmul_rn(wm, p.cm));
+            const unsigned sf = QPN == 2 ? csf[cc] : e4m3_rn(__fmul_rn(wm, gconst(2)));
             const float enc = QPN == 2 ? cen[cc] : __uint_as_float(lds_u32(cencs + 4 * sf));
             if (__fmul_rn(wm, enc) < (SR ? FAST_SR_BOUND : FAST_RN_BOUND)) {
               stg_v2(cdt + cc * cstep,
@@ -1678,7 +1729,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
                            prmt(src[4], src[5], sel), prmt(src[6], src[7], sel)),
                 make_uint4(prmt(src[8], src[9], sel), prmt(src[10], src[11], sel),
                            prmt(src[12], src[13], sel), prmt(src[14], src[15], sel)),
-                p.cm, p.csdec, make_uint4(wr[0], wr[1], wr[2], wr[3]));
+                gconst(2), gconst(3), make_uint4(wr[0], wr[1], wr[2], wr[3]));
             stg_v2(cdt + cc * cstep, make_uint2(e.lo, e.hi));
             cscale_st(cc, e.sf);
           }
@@ -1700,7 +1751,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
   if (RHT) {
     __syncthreads();
     const unsigned n = min(dn, (unsigned)DCAP);
-    if ((unsigned)t < n) cmax = fix_list<SR, AMAX_ONLY>(p, dl, dv, n, cmax);
+    if ((unsigned)t < n)
+      cmax = fix_list<SR, AMAX_ONLY>(p, dl, dv, n, cmax, gconst(2), gconst(3));
   }
   if (AMAX_ONLY) {
     block_max_to(cmax, amax_dst);
@@ -1736,6 +1788,7 @@ rht_fix_kernel (qparams p, float *amax_dst) {
   slow_list *sl = p.sl;
   const uint32_t M = (uint32_t)p.M, K = (uint32_t)p.K, MB = M / 16;
   float cmax = 0.0f;
+  if (!AMAX_ONLY && p.damax != nullptr) dev_gscale(p);
   if (threadIdx.x == 0) sn = atomicAdd(&sl->n, 0ull);
   __syncthreads();
   const unsigned long long n = sn;
@@ -1759,7 +1812,7 @@ rht_fix_kernel (qparams p, float *amax_dst) {
     }
     load_col16(p, k, mb, v);
     if (scan && rht_tc_exact(v)) continue;
-    fix_block<SR, AMAX_ONLY>(p, k, mb, v, &cmax);
+    fix_block<SR, AMAX_ONLY>(p, k, mb, v, &cmax, p.cm, p.csdec);
   }
   if (AMAX_ONLY) block_max_to(cmax, amax_dst);
 }
@@ -1796,14 +1849,14 @@ static constexpr size_t fast_dyn (void) {
 
 /* The CTAs the fast kernel's instance keeps resident on the device (its
 ** dynamic shared memory limit set on first use). */
-template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG>
+template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG, bool DEV>
 static unsigned fast_resident (void) {
   static int occ = 0;
   if (occ == 0) {
     const size_t dyn = fast_dyn<RHT, FMT>();
-    cudaFuncSetAttribute(qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG>,
+    cudaFuncSetAttribute(qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG, DEV>,
                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn);
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG>,
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG, DEV>,
                                                       256, dyn) != cudaSuccess || occ < 1)
       occ = 1;
   }
@@ -1853,12 +1906,12 @@ static void launch_256 (void (*kern)(P...), unsigned grid, size_t smem, cudaStre
   (void)cudaLaunchKernelEx(&cfg, kern, args...);      /* an error: CU_LAUNCHED */
 }
 
-template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG>
+template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG, bool DEV>
 static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
   const unsigned ntk = (unsigned)(p.K / FK), ntiles = (unsigned)(p.M / FMT) * ntk;
   /* the CTAs' work items: tiles, or with the scale gather units of 4 */
   const unsigned nw = SCG ? ntiles / 4 : ntiles;
-  unsigned grid = fast_grid_cap(fast_resident<SR, RHT, AMAX_ONLY, FMT, SCG>());
+  unsigned grid = fast_grid_cap(fast_resident<SR, RHT, AMAX_ONLY, FMT, SCG, DEV>());
   if (grid > nw) grid = nw;
   /* QGRID_BALANCE (RN only): the fewest CTAs that take the items in as
   ** many rounds (ceil(nw / grid)) as the resident ones would, so that every
@@ -1871,7 +1924,7 @@ static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
     const unsigned rounds = (nw + grid - 1) / grid;
     grid = (nw + rounds - 1) / rounds;
   }
-  launch_256(qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG>, grid, fast_dyn<RHT, FMT>(), s, QPDL_FAST != 0,
+  launch_256(qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG, DEV>, grid, fast_dyn<RHT, FMT>(), s, QPDL_FAST != 0,
              p, ntiles, ntk, dst);
 }
 
@@ -1884,21 +1937,21 @@ static void launch_fast_t (const qparams &p, float *dst, cudaStream_t s) {
 #define QFMT 128
 #endif
 
-template <bool SR, bool RHT, bool AMAX_ONLY>
+template <bool SR, bool RHT, bool AMAX_ONLY, bool DEV = false>
 static void launch_fast (const qparams &p, float *dst, cudaStream_t s) {
   if constexpr (!RHT) {
     if (QFMT == 128 && p.M % 128 == 0) {
       if (p.scg) {
         const unsigned ntk = (unsigned)(p.K / FK);
-        launch_fast_t<SR, RHT, AMAX_ONLY, 128, true>(p, dst, s);
+        launch_fast_t<SR, RHT, AMAX_ONLY, 128, true, DEV>(p, dst, s);
         /* the columnwise groups (the fast kernel wrote the rowwise scales) */
         if (p.col) launch_256(scale_gather_kernel, (unsigned)(p.M / 512) * ntk, 0, s, QSCG_PDL != 0, p, ntk);
       }
-      else launch_fast_t<SR, RHT, AMAX_ONLY, QFMT, false>(p, dst, s);
+      else launch_fast_t<SR, RHT, AMAX_ONLY, QFMT, false, DEV>(p, dst, s);
       return;
     }
   }
-  launch_fast_t<SR, RHT, AMAX_ONLY, 64, false>(p, dst, s);
+  launch_fast_t<SR, RHT, AMAX_ONLY, 64, false, DEV>(p, dst, s);
 }
 
 
@@ -1992,6 +2045,21 @@ static void launch_q (const qparams &p, bool rht, unsigned grid, cudaStream_t s)
 }
 
 
+/* The fast kernel of a cast: SR and RHT chosen at run time, DEV (amaxes
+** in device memory) at compile time. */
+template <bool DEV>
+static void launch_fast_rs (const qparams &p, bool sr, bool rht, cudaStream_t s) {
+  if (sr) {
+    if (rht) launch_fast<true, true, false, DEV>(p, NULL, s);
+    else launch_fast<true, false, false, DEV>(p, NULL, s);
+  }
+  else {
+    if (rht) launch_fast<false, true, false, DEV>(p, NULL, s);
+    else launch_fast<false, false, false, DEV>(p, NULL, s);
+  }
+}
+
+
 nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                    const nvfp4_qopts *o, nvfp4_tensor *q) {
   qparams p;
@@ -2021,6 +2089,12 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   p.rsenc = gr.s_enc; p.csenc = gc.s_enc;
   p.ramax = q->amax[0]; p.camax = q->amax[1];
   p.e6 = 6.0f * nvfp4i_emax(q);
+  /* an amax the quantize computed here stays in device memory: the
+  ** kernels form the constants above from it (DEV) */
+  p.damax = q->amax_pending ? (const float *)q->amax_dev.p : nullptr;
+  p.dcol = q->amax_dcol;
+  p.emax = nvfp4i_emax(q);
+  const bool dev = p.damax != nullptr;
   if (fast_ok(x, M, K, o->two_d) && !o->four_over_six) {
     if (o->rht && p.col) {
       nvfp4_status st = slow_list_for(ctx, &p);
@@ -2034,14 +2108,8 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
       nvfp4_status st = scg_buffer_for(ctx, &p);
       if (st != NVFP4_OK) return st;
     }
-    if (o->sr) {
-      if (o->rht) launch_fast<true, true, false>(p, NULL, s);
-      else launch_fast<true, false, false>(p, NULL, s);
-    }
-    else {
-      if (o->rht) launch_fast<false, true, false>(p, NULL, s);
-      else launch_fast<false, false, false>(p, NULL, s);
-    }
+    if (dev) launch_fast_rs<true>(p, o->sr, o->rht, s);
+    else launch_fast_rs<false>(p, o->sr, o->rht, s);
     if (o->rht && p.col) {
       CU_LAUNCHED(ctx, "qfast_kernel");
       if (o->sr) launch_fix<true, false>(p, NULL, s);
@@ -2111,21 +2179,20 @@ __global__ void amax_rht_kernel (const uint16_t *x, int64_t M, int64_t K,
 /* The amax kernels' grid cap: 16 CTAs per SM (half the default). */
 #define AMAX_GRID_CAP (132 * 16)
 
-nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
-                               unsigned sign_mask, float amax[2]) {
-  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
-  cudaStream_t s = c->stream;
+/* The amax pass into dst (device, two floats, zeroed): dst[0] = max|x|,
+** dst[1] the post-RHT amax when rht.  Enqueued only. */
+static nvfp4_status amax_enqueue (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
+                                  unsigned sign_mask, float *dst) {
+  cudaStream_t s = nvfp4i_stream(ctx);
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape), n = M * K;
   int64_t n16 = n / 16;
-  amax[0] = amax[1] = 0.0f;
   if (n == 0) return NVFP4_OK;
-  CU_CHECK(ctx, cudaMemsetAsync(c->amax_dev, 0, 2 * sizeof(float), s));
   if (x->dtype == NVFP4_BF16) {
     const uint16_t *p = (const uint16_t *)x->data.p;
     const bool fused = rht && fast_ok(x, M, K, 0);   /* qfast_kernel<.., AMAX_ONLY> does both */
     if (n16 > 0 && !fused)
-      amax_kernel<uint16_t><<<nvfp4i_grid_for(n16, 256, AMAX_GRID_CAP), 256, 0, s>>>(p, n16, c->amax_dev);
-    if (n % 16) amax_tail_kernel<uint16_t><<<1, 256, 0, s>>>(p, n16 * 16, n, c->amax_dev);
+      amax_kernel<uint16_t><<<nvfp4i_grid_for(n16, 256, AMAX_GRID_CAP), 256, 0, s>>>(p, n16, dst);
+    if (n % 16) amax_tail_kernel<uint16_t><<<1, 256, 0, s>>>(p, n16 * 16, n, dst);
     if (fused) {
       qparams p;
       memset(&p, 0, sizeof p);
@@ -2133,24 +2200,44 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
       p.x = x->data.p; p.M = M; p.K = K; p.mask = sign_mask;
       st = slow_list_for(ctx, &p);
       if (st != NVFP4_OK) return st;
-      launch_fast<false, true, true>(p, c->amax_dev + 1, s);
+      launch_fast<false, true, true>(p, dst + 1, s);
       CU_LAUNCHED(ctx, "qfast_kernel");
-      launch_fix<false, true>(p, c->amax_dev + 1, s);
+      launch_fix<false, true>(p, dst + 1, s);
     }
     else if (rht && M % 16 == 0)
       amax_rht_kernel<<<nvfp4i_grid_for((M / 16) * K, 128, AMAX_GRID_CAP), 128, 0, s>>>(p, M, K, sign_mask,
-                                                                                    c->amax_dev + 1);
+                                                                                    dst + 1);
   }
   else {
     const float *p = (const float *)x->data.p;
-    if (n16 > 0) amax_kernel<float><<<nvfp4i_grid_for(n16, 256, AMAX_GRID_CAP), 256, 0, s>>>(p, n16, c->amax_dev);
-    if (n % 16) amax_tail_kernel<float><<<1, 256, 0, s>>>(p, n16 * 16, n, c->amax_dev);
+    if (n16 > 0) amax_kernel<float><<<nvfp4i_grid_for(n16, 256, AMAX_GRID_CAP), 256, 0, s>>>(p, n16, dst);
+    if (n % 16) amax_tail_kernel<float><<<1, 256, 0, s>>>(p, n16 * 16, n, dst);
   }
   CU_LAUNCHED(ctx, "amax_kernel");
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
+                               unsigned sign_mask, float amax[2]) {
+  nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
+  cudaStream_t s = c->stream;
+  amax[0] = amax[1] = 0.0f;
+  if (nvfp4_shape_numel(x->shape) == 0) return NVFP4_OK;
+  CU_CHECK(ctx, cudaMemsetAsync(c->amax_dev, 0, 2 * sizeof(float), s));
+  CHECK(amax_enqueue(ctx, x, rht, sign_mask, c->amax_dev));
   CU_CHECK(ctx, cudaMemcpyAsync(c->amax_host, c->amax_dev, 2 * sizeof(float),
                                 cudaMemcpyDeviceToHost, s));
   CU_CHECK(ctx, cudaStreamSynchronize(s));
   amax[0] = c->amax_host[0];
   amax[1] = rht ? c->amax_host[1] : amax[0];
   return NVFP4_OK;
+}
+
+
+/* The backend table's amax_to: the pass into the caller's zeroed dst,
+** nothing read back (lib/quantize.c keeps it with the tensor). */
+nvfp4_status nvfp4i_cuda_amax_to (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
+                                  unsigned sign_mask, float *dst) {
+  return amax_enqueue(ctx, x, rht, sign_mask, dst);
 }

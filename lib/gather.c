@@ -318,6 +318,7 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   ** the round also agrees on the set-up and (TE aliases the amaxes, see
   ** below) on the amaxes of the usages gathered. */
   direct = lst == NVFP4_OK && !p.plain && !p.requant;
+  if (direct && (lst = nvfp4i_amax_ready(x)) != NVFP4_OK) direct = 0;
   if (direct) {
     amax[0] = p.row ? x->amax[0] : 0.0f;
     amax[1] = p.col ? x->amax[1] : 0.0f;

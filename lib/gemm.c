@@ -95,6 +95,7 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   *e6 = 6.0f * 448.0f;
   if (t->dtype == NVFP4_FP4) {
     *e6 = 6.0f * nvfp4i_emax(t);          /* 2688, or 1536 for 4over6 (§3.3) */
+    CHECK(nvfp4i_amax_ready(t));          /* alpha is formed on the host */
     FAIL_IF(ctx, K % NVFP4_BLOCK != 0 || M % (u == NVFP4_COLUMNWISE ? NVFP4_BLOCK : 1) != 0,
             NVFP4_EINVAL, "gemm: %s: NVFP4 shape M=%lld, K=%lld is not a multiple "
             "of 16 along the reduction", what, (long long)M, (long long)K);

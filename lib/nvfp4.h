@@ -22,7 +22,11 @@
 **    K = last dim (spec/nvfp4-numerics.md "Notation").
 **  - calls are queued on the context's stream and "return when enqueued"; on
 **    the CPU backend that means done.  Data reaches the host only through the
-**    *_read / *_to_host functions, which synchronize.
+**    *_read / *_to_host functions and nvfp4_tensor_amax, which synchronize,
+**    and where a call needs a value on the host: a quantize with
+**    amax_group (the reduction), and the first host use of an amax that a
+**    quantize computed on the device (nvfp4_gemm's alpha, the NVFP4 gather
+**    of an FP4 input, nvfp4_tensor_equal).
 */
 #ifndef NVFP4_H
 #define NVFP4_H
@@ -195,8 +199,9 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
 ** nbytes > 0, an FP4 tensor), ECUDA (queued work failed). */
 nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
                                    size_t nbytes);
-/* A new tensor with the same shape, dtype, buffers and amaxes (deep copy).
-** Errors: EINVAL (NULL out), ENOMEM. */
+/* A new tensor with the same shape, dtype, buffers and amaxes (deep copy;
+** an amax not yet read back is copied on the device, and stays unread).
+** Errors: EINVAL (NULL out), ENOMEM, ECUDA (the device copy). */
 nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out);
 /* A new plain tensor of t's shape with t's elements converted to dt: fp32 to
 ** bf16 rounds to nearest even (NaN stays NaN, quiet), bf16 to fp32 is exact,
@@ -237,7 +242,7 @@ nvfp4_status nvfp4_tensor_narrow (const nvfp4_tensor *t, int dim, int64_t start,
 ** included) and both amaxes' bits.  Synchronizes (reads the buffers
 ** to host, one at a time).  Lua's nvfp4.equal.  A failed call leaves
 ** *equal 0 and why "" (where given).  Errors: EINVAL (NULL a, b or equal),
-** EUSAGE (b of another context), ENOMEM. */
+** EUSAGE (b of another context), ENOMEM, ECUDA (queued work failed). */
 nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
                                  int *equal, char *why, size_t why_len);
 void         nvfp4_tensor_destroy (nvfp4_tensor *t);   /* NULL: no-op */
@@ -282,8 +287,10 @@ nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
                                        void *host, size_t nbytes);
 /* The FP32 amax of a direction (0 rowwise, 1 columnwise; with RHT the
 ** columnwise one is of the RHT'd copy, spec §8), the tensor's global scale
-** is formed from (spec §3).  Errors: EUSAGE when that copy is absent or t
-** is not FP4, EINVAL for a NULL amax or another direction. */
+** is formed from (spec §3).  An amax a quantize computed on a device is
+** read back here the first time (this waits for the work queued before).
+** Errors: EUSAGE when that copy is absent or t is not FP4, EINVAL for a
+** NULL amax or another direction, and the backend's (ECUDA) on that read. */
 nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
                                 float *amax);
 /* Assemble an NVFP4 tensor from host bytes (tests, checkpoints), spec §6.
@@ -332,7 +339,9 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 
 /* Quantize a F32/BF16 tensor x of shape [d0, .., K].  opts NULL (or all
 ** zero) is the default: rowwise only, 1D blocks of 16, round to nearest even
-** (sr selects stochastic rounding), amax computed from x.  Rowwise needs
+** (sr selects stochastic rounding), amax computed from x (on a device it
+** stays there, where the cast's kernels read it: the call enqueues and
+** returns; with amax_group it is read back for the reduction).  Rowwise needs
 ** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
 ** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR (2D
 ** 4over6 needs M % 16 == 0).  Scale padding is written as

@@ -57,6 +57,14 @@ struct nvfp4_tensor {
   nvfp4i_buf row_data, row_scale;   /* [.., K/2], [ru(M,128), ru(K/16,4)] */
   nvfp4i_buf col_data, col_scale;   /* [K, M/2],  [ru(K,128), ru(M/16,4)] */
   float amax[2];                    /* host copy: [rowwise, columnwise] */
+  /* A device backend's quantize that computed the amax itself (no amax
+  ** given, no amax_group) leaves it in backend memory, where its kernels
+  ** read it, and amax[] is filled on the first host read (nvfp4i_amax_ready):
+  ** amax_dev holds two floats, rowwise at 0, columnwise at amax_dcol (1
+  ** with RHT, else 0: one amax for both); amax_pending while amax[] is not
+  ** yet filled from it. */
+  nvfp4i_buf amax_dev;
+  unsigned amax_pending : 1, amax_dcol : 1;
 };
 
 /* The backend table, picked once per ctx (lib/ctx.c).  Every entry sees
@@ -81,8 +89,16 @@ struct nvfp4_backend_ops {
   ** else amax[0].  x: F32/BF16, validated. */
   nvfp4_status (*amax)    (nvfp4_ctx *, const nvfp4_tensor *x, int rht,
                            unsigned sign_mask, float amax[2]);
+  /* The same enqueued only, into dst (backend memory, two floats, zeroed
+  ** by the caller): dst[0] = max|x|, dst[1] = the post-RHT amax when rht
+  ** (else not written).  NULL where the backend has none (the CPU's amax
+  ** is already on the host); with it, quantize must honour q->amax_pending
+  ** (read the amaxes from q->amax_dev). */
+  nvfp4_status (*amax_to) (nvfp4_ctx *, const nvfp4_tensor *x, int rht,
+                           unsigned sign_mask, float *dst);
   /* Fill q's allocated buffers (zeroed, padding included) from x with the
-  ** given amaxes (q->amax already set); q's usage flags say what to write. */
+  ** given amaxes (q->amax already set, or in q->amax_dev while
+  ** q->amax_pending); q's usage flags say what to write. */
   nvfp4_status (*quantize)(nvfp4_ctx *, const nvfp4_tensor *x,
                            const nvfp4_qopts *o, nvfp4_tensor *q);
   /* out (allocated, plain F32/BF16, q's shape) = rowwise dequant of q. */
@@ -242,6 +258,14 @@ NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_plain_uninit (nvfp4_ctx *ctx,
 NVFP4I_FUNC nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx,
                                               const nvfp4_tensor *t,
                                               const char *what);
+/* t->amax[] up to date: an amax still in backend memory (amax_pending) is
+** read back (this waits for the work queued before it on t's context) and
+** kept.  Every host reader of an FP4 tensor's amax calls it first.  Errors:
+** the backend's copy (the tensor unchanged). */
+NVFP4I_FUNC nvfp4_status nvfp4i_amax_ready (const nvfp4_tensor *t);
+/* t's two amaxes, [rowwise, columnwise], into amax without taking them as
+** read (t unchanged): for a backend's own use of them on the host. */
+NVFP4I_FUNC nvfp4_status nvfp4i_amax_values (const nvfp4_tensor *t, float amax[2]);
 
 /* ---- bf16 helpers (exact; host and device) ---------------------------- */
 static inline NVFP4I_HD float nvfp4i_bf16_to_f32 (uint16_t h) {

@@ -69,16 +69,22 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 
 
 /* Order (spec §3.1): amax (backend, or given), MAX-all-reduce of both over
-** amax_group, allocate, cast.  Nothing is written to *out on failure. */
+** amax_group, allocate, cast.  Nothing is written to *out on failure.  A
+** device backend with amax_to computes an amax not given and not reduced
+** into the new tensor's own backend memory, where the cast reads it: the
+** call enqueues and returns (the host copy is read when first asked for,
+** nvfp4i_amax_ready). */
 nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                              const nvfp4_qopts *opts, nvfp4_tensor **out) {
   nvfp4_qopts o;
   nvfp4_tensor *q;
   nvfp4_status st;
-  float amax[2];
+  float amax[2] = {0.0f, 0.0f};
+  int dev;
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   o = normalize(opts);
+  dev = !o.has_amax && o.amax_group == NULL && ctx->ops->amax_to != NULL;
   /* with amax_group, the group's ranks agree on the checks and the amax
   ** pass before the reduction: a rank that fails there keeps its error and
   ** the others get EPEER instead of waiting in the reduction */
@@ -86,7 +92,8 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   if (st == NVFP4_OK && (st = nvfp4i_check_tensor(ctx, x, "quantize")) == NVFP4_OK &&
       (st = check_qopts(ctx, x, &o)) == NVFP4_OK) {
     if (o.has_amax) { amax[0] = o.amax[0]; amax[1] = o.amax[1]; }
-    else st = ctx->ops->amax(ctx, x, o.rht, o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax);
+    else if (!dev)
+      st = ctx->ops->amax(ctx, x, o.rht, o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax);
   }
   if (o.amax_group != NULL) {
     /* (a group of another context: its MPI communicator still carries the
@@ -96,6 +103,19 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   }
   else CHECK(st);
   CHECK(nvfp4i_tensor_alloc_fp4_for_cast(ctx, x->shape, o.rowwise, o.columnwise, &q));
+  if (dev) {
+    /* [rowwise, columnwise post-RHT]; without RHT one amax for both */
+    const int64_t two = 2;
+    q->amax_dcol = o.rht;
+    if ((st = nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, &two),
+                               sizeof(float))) != NVFP4_OK ||
+        (st = ctx->ops->amax_to(ctx, x, o.rht, o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS,
+                                (float *)q->amax_dev.p)) != NVFP4_OK) {
+      nvfp4_tensor_destroy(q);
+      return st;
+    }
+    q->amax_pending = 1;
+  }
   q->amax[0] = amax[0];
   q->amax[1] = amax[1];
   q->rht = o.rht;

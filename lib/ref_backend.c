@@ -71,6 +71,20 @@ static nvfp4_status cpu_add_f32 (nvfp4_ctx *ctx, float *acc, const void *src,
 }
 
 
+/* The amax pass into dst (backend memory, which is the host's here), as
+** the CUDA backend's: the quantize then keeps the amax with its tensor
+** until it is asked for (lib/quantize.c, nvfp4i_amax_ready), so that every
+** CPU test runs that path too. */
+static nvfp4_status cpu_amax_to (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
+                                 unsigned sign_mask, float *dst) {
+  float a[2];
+  CHECK(nvfp4i_ref_amax(ctx, x, rht, sign_mask, a));
+  dst[0] = a[0];
+  if (rht) dst[1] = a[1];
+  return NVFP4_OK;
+}
+
+
 const nvfp4_backend_ops nvfp4i_cpu_ops = {
   .name = "cpu",
   .init = NULL,
@@ -83,6 +97,7 @@ const nvfp4_backend_ops nvfp4i_cpu_ops = {
   .copy2d = cpu_copy2d,
   .memset = cpu_memset,
   .amax = nvfp4i_ref_amax,
+  .amax_to = cpu_amax_to,
   .quantize = nvfp4i_ref_quantize,
   .dequantize = nvfp4i_ref_dequantize,
   .swap_first_dims = cpu_swap_first_dims,

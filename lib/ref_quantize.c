@@ -386,8 +386,8 @@ static void quantize_columnwise (const nvfp4_tensor *x, const nvfp4_qopts *o,
 }
 
 
-nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
-                                  const nvfp4_qopts *o, nvfp4_tensor *q) {
+static nvfp4_status ref_quantize_with (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                       const nvfp4_qopts *o, nvfp4_tensor *q) {
   int64_t M = nvfp4_shape_M(x->shape), K = nvfp4_shape_K(x->shape);
   float *row = NULL, *tile = NULL, *tam = NULL, *rows16 = NULL;
   uint8_t *tsf = NULL, *tsf_col = NULL;
@@ -435,15 +435,28 @@ done:
 }
 
 
+/* q's amaxes as the cast reads them: one still in q's buffer (the
+** quantize computed it, lib/quantize.c) is read from there and q keeps it
+** unread, as on the CUDA backend, so that the CPU tests run that path. */
+nvfp4_status nvfp4i_ref_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
+                                  const nvfp4_qopts *o, nvfp4_tensor *q) {
+  nvfp4_tensor v = *q;
+  CHECK(nvfp4i_amax_values(q, v.amax));
+  return ref_quantize_with(ctx, x, o, &v);
+}
+
+
 nvfp4_status nvfp4i_ref_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
                                     nvfp4_tensor *out) {
   int64_t M = nvfp4_shape_M(q->shape), K = nvfp4_shape_K(q->shape), KB = K / 16;
   int64_t scols = q->row_scale.shape.dim[1], m, b, i;
   const uint8_t *data = (const uint8_t *)q->row_data.p;
   const uint8_t *scale = (const uint8_t *)q->row_scale.p;
+  float amax[2];
+  CHECK(nvfp4i_amax_values(q, amax));   /* as the cast (above) */
   for (m = 0; m < M; m++)
     for (b = 0; b < KB; b++) {
-      float fs = nvfp4i_dequant_scale_e(scale[m * scols + b], q->amax[0], nvfp4i_emax(q));
+      float fs = nvfp4i_dequant_scale_e(scale[m * scols + b], amax[0], nvfp4i_emax(q));
       const uint8_t *d = data + m * (K / 2) + 8 * b;
       int64_t base = m * K + 16 * b;
       for (i = 0; i < 16; i++) {

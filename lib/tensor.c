@@ -271,6 +271,9 @@ nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out) {
   memset(&c->row_scale, 0, sizeof c->row_scale);
   memset(&c->col_data, 0, sizeof c->col_data);
   memset(&c->col_scale, 0, sizeof c->col_scale);
+  memset(&c->amax_dev, 0, sizeof c->amax_dev);
+  if (t->amax_pending)          /* still in backend memory: copied there */
+    CHECK_GOTO(copy_buf(ctx, &c->amax_dev, &t->amax_dev), st, fail);
   if (t->dtype != NVFP4_FP4) {
     CHECK_GOTO(copy_buf(ctx, &c->data, &t->data), st, fail);
     c->data.nbytes = t->data.nbytes;
@@ -346,6 +349,7 @@ void nvfp4_tensor_destroy (nvfp4_tensor *t) {
   nvfp4i_buf_free(t->ctx, &t->row_scale);
   nvfp4i_buf_free(t->ctx, &t->col_data);
   nvfp4i_buf_free(t->ctx, &t->col_scale);
+  nvfp4i_buf_free(t->ctx, &t->amax_dev);
   nvfp4i_ctx_release(t->ctx);         /* last: it may free a destroyed ctx */
   free(t);
 }
@@ -434,7 +438,31 @@ nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
           "amax: a %s tensor has no amax", nvfp4_dtype_name(t->dtype));
   FAIL_IF(t->ctx, columnwise ? !t->has_col : !t->has_row, NVFP4_EUSAGE,
           "amax: the tensor has no %s copy", columnwise ? "columnwise" : "rowwise");
+  CHECK(nvfp4i_amax_ready(t));
   *amax = t->amax[columnwise ? 1 : 0];
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_amax_values (const nvfp4_tensor *t, float amax[2]) {
+  float a[2];
+  if (!t->amax_pending) {
+    amax[0] = t->amax[0];
+    amax[1] = t->amax[1];
+    return NVFP4_OK;
+  }
+  CHECK(t->ctx->ops->to_host(t->ctx, a, t->amax_dev.p, sizeof a));
+  amax[0] = a[0];
+  amax[1] = a[t->amax_dcol];
+  return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4i_amax_ready (const nvfp4_tensor *t) {
+  nvfp4_tensor *m = (nvfp4_tensor *)t;      /* the host copy is a cache */
+  if (!t->amax_pending) return NVFP4_OK;
+  CHECK(nvfp4i_amax_values(t, m->amax));
+  m->amax_pending = 0;
   return NVFP4_OK;
 }
 
@@ -659,6 +687,8 @@ static nvfp4_status equal_fp4 (const nvfp4_tensor *a, const nvfp4_tensor *b, eqv
       CHECK(cmp_buf(a, b, k, bufname[k], e, &same));
       if (!same) return NVFP4_OK;
     }
+    CHECK(nvfp4i_amax_ready(a));
+    CHECK(nvfp4i_amax_ready(b));
     if (memcmp(&a->amax[dir], &b->amax[dir], sizeof(float)) != 0)
       return differ(e, "%s amax: %f vs %f", dn, (double)a->amax[dir], (double)b->amax[dir]);
   }

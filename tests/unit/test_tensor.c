@@ -602,6 +602,89 @@ static void test_ctx_destroyed_first (void **state) {
 }
 
 
+/* A quantize that computes its own amax keeps it with the new tensor (in
+** the backend's memory: lib/quantize.c) until it is read.  A clone and a
+** reshape taken before any read carry it, each read gives the same bits,
+** the cast's bytes equal those of a cast given that amax, and dequantize
+** and the GEMM read it (with and without RHT, whose columnwise amax is the
+** post-RHT one). */
+static void test_amax_kept_until_read (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  float x[64 * 32], want = 0.0f, am[2], ac[2], ar[2];
+  nvfp4_tensor *xf = NULL, *xb = NULL, *q = NULL, *c = NULL, *r = NULL, *g = NULL,
+               *dq = NULL, *dg = NULL, *mm = NULL;
+  int rht, i, eq = -1;
+  char why[160];
+  for (i = 0; i < 64 * 32; i++) {
+    x[i] = (float)((i * 53) % 211 - 105) / 16.0f;
+    if (fabsf(x[i]) > want) want = fabsf(x[i]);        /* exact in bf16: k/16, |k| <= 105 */
+  }
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(64, 32), NVFP4_F32, x, sizeof x, &xf),
+                   NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_convert(xf, NVFP4_BF16, &xb), NVFP4_OK);
+  for (rht = 0; rht < 2; rht++) {
+    nvfp4_qopts o, given;
+    memset(&o, 0, sizeof o);
+    o.rowwise = o.columnwise = 1;
+    o.rht = (unsigned)rht;
+    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_clone(q, &c), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_reshape(q, shape2(64, 32), &r), NVFP4_OK);
+    /* the clone read first, the original destroyed after that read */
+    assert_int_equal(nvfp4_tensor_amax(c, 0, &ac[0]), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_amax(c, 1, &ac[1]), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_amax(q, 0, &am[0]), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_amax(q, 1, &am[1]), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_amax(r, 1, &ar[1]), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_amax(r, 0, &ar[0]), NVFP4_OK);
+    assert_true(am[0] == want);
+    if (!rht) assert_true(am[1] == want);
+    else assert_true(am[1] > 0.0f && am[1] != want);   /* the post-RHT amax */
+    assert_memory_equal(ac, am, sizeof am);
+    assert_memory_equal(ar, am, sizeof am);
+    /* the same bytes as a cast given that amax */
+    given = o;
+    given.has_amax = 1;
+    given.amax[0] = am[0];
+    given.amax[1] = am[1];
+    assert_int_equal(nvfp4_quantize(ctx, xb, &given, &g), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_equal(c, g, &eq, why, sizeof why), NVFP4_OK);
+    assert_int_equal(eq, 1);
+    nvfp4_tensor_destroy(c);
+    nvfp4_tensor_destroy(r);
+    nvfp4_tensor_destroy(q);
+    /* dequantize and the GEMM of a tensor whose amax was never read */
+    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q), NVFP4_OK);
+    assert_int_equal(nvfp4_dequantize(ctx, q, NVFP4_F32, &dq), NVFP4_OK);
+    assert_int_equal(nvfp4_dequantize(ctx, g, NVFP4_F32, &dg), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_equal(dq, dg, &eq, why, sizeof why), NVFP4_OK);
+    assert_int_equal(eq, 1);
+    nvfp4_tensor_destroy(q);
+    assert_int_equal(nvfp4_quantize(ctx, xb, &o, &q), NVFP4_OK);
+    {
+      nvfp4_tensor *m2 = NULL;
+      float h1[64 * 64], h2[64 * 64];
+      assert_int_equal(nvfp4_gemm(ctx, q, NVFP4_ROWWISE, q, NVFP4_ROWWISE, NULL, NVFP4_F32,
+                                  &mm), NVFP4_OK);
+      assert_int_equal(nvfp4_gemm(ctx, g, NVFP4_ROWWISE, g, NVFP4_ROWWISE, NULL, NVFP4_F32,
+                                  &m2), NVFP4_OK);
+      assert_int_equal(nvfp4_tensor_to_host(mm, h1, sizeof h1), NVFP4_OK);
+      assert_int_equal(nvfp4_tensor_to_host(m2, h2, sizeof h2), NVFP4_OK);
+      assert_memory_equal(h1, h2, sizeof h1);
+      assert_true(h1[0] > 0.0f);                  /* x[0]^2 summed: not all zero */
+      nvfp4_tensor_destroy(m2);
+    }
+    nvfp4_tensor_destroy(mm);
+    nvfp4_tensor_destroy(dq);
+    nvfp4_tensor_destroy(dg);
+    nvfp4_tensor_destroy(g);
+    nvfp4_tensor_destroy(q);
+  }
+  nvfp4_tensor_destroy(xb);
+  nvfp4_tensor_destroy(xf);
+}
+
+
 static void test_status_strings (void **state) {
   assert_string_equal(nvfp4_status_string(NVFP4_OK), "ok");
   assert_string_equal(nvfp4_status_string(NVFP4_EINVAL), "invalid argument");
@@ -623,6 +706,7 @@ int main (void) {
     cmocka_unit_test_setup_teardown(test_fp4_from_host, setup, teardown),
     cmocka_unit_test_setup_teardown(test_narrow, setup, teardown),
     cmocka_unit_test_setup_teardown(test_equal, setup, teardown),
+    cmocka_unit_test_setup_teardown(test_amax_kept_until_read, setup, teardown),
     cmocka_unit_test_setup_teardown(test_outputs_null_after_failure, setup, teardown),
     cmocka_unit_test_setup_teardown(test_foreign_context, setup, teardown),
     cmocka_unit_test(test_ctx_destroyed_first),
