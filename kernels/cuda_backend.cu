@@ -96,6 +96,8 @@ static nvfp4_status cuda_init (nvfp4_ctx *ctx) {
   }
   CU_CHECK(ctx, cudaMalloc((void **)&c->amax_dev, 2 * sizeof(float)));
   CU_CHECK(ctx, cudaMallocHost((void **)&c->amax_host, 2 * sizeof(float)));
+  CU_CHECK(ctx, cudaMalloc((void **)&c->gemm_scalars, 2 * sizeof(float)));
+  CU_CHECK(ctx, cudaMemset(c->gemm_scalars, 0, 2 * sizeof(float)));
   return NVFP4_OK;
 }
 
@@ -116,6 +118,7 @@ static void cuda_fini (nvfp4_ctx *ctx) {
   if (c->scale_gather) cudaFree(c->scale_gather);
   if (c->amax_dev) cudaFree(c->amax_dev);
   if (c->amax_host) cudaFreeHost(c->amax_host);
+  if (c->gemm_scalars) cudaFree(c->gemm_scalars);
   cudaStreamDestroy(c->stream);
   free(c);
   ctx->impl = NULL;

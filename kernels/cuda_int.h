@@ -17,6 +17,7 @@ typedef struct nvfp4i_cuda {
   void *blas;                  /* cublasHandle_t, created on first GEMM */
   float *amax_dev;             /* 2 floats of scratch for the amax pass */
   float *amax_host;            /* pinned, 2 floats */
+  float *gemm_scalars;         /* 2 floats: a GEMM's alpha formed on the device, beta = 0 */
   /* the quantize kernels' workspace (kernels/quantize.cu, ctx_buffer):
   ** the RHT fast path's deferred-block list, the scale gather's scratch */
   void *rht_defer;

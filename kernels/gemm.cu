@@ -2,8 +2,10 @@
 ** gemm.cu -- the CUDA backend's GEMM entry (design.md decision 6, spec §10,
 ** §11): Hopper has no FP4 tensor cores, so an FP4 operand is dequantized
 ** *exactly* to bf16 (code * E4M3 scale has at most 6 significant bits and
-** lies in [2^-10, 2688]), without its per-tensor factor, which lib/gemm.c
-** folds into alpha; then one cuBLAS bf16 GEMM with fp32 accumulation.  A
+** lies in [2^-10, 2688]), without its per-tensor factor, which is folded
+** into alpha (by lib/gemm.c, or here on the device, gemm_alpha_kernel, when
+** an operand's amax is still there); then one cuBLAS bf16 GEMM with fp32
+** accumulation.  A
 ** plain F32 operand that is not to be rounded to bf16 makes both operands
 ** fp32 (cuBLAS fp32 GEMM, no TF32).  With a bias, or fp32 output, cuBLAS
 ** writes fp32 and a small kernel adds the bias and rounds once, as
@@ -148,8 +150,19 @@ void nvfp4i_cuda_gemm_fini (nvfp4_ctx *ctx) {
 }
 
 
+/* alpha (spec §11) from the operands' amaxes, one of them or both still
+** in device memory (a quantize computed them), into s[0]; s[1] (beta)
+** stays 0.  nvfp4i_gemm_alpha is the host's formula: the same bits. */
+__global__ void gemm_alpha_kernel (const float *da, float aa, float ea, const float *db, float ab,
+                                   float eb, float *s) {
+  s[0] = nvfp4i_gemm_alpha(da != nullptr ? *da : aa, ea, db != nullptr ? *db : ab, eb);
+}
+
+
+/* dev: alpha and beta are c->gemm_scalars (device pointer mode), else
+** alpha and 0 from the host. */
 static nvfp4_status run_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
-                              const nvfp4i_gemm_operand *b, float alpha, int bf16,
+                              const nvfp4i_gemm_operand *b, float alpha, int dev, int bf16,
                               const void *A, const void *B, void *D, cudaDataType_t dt) {
   nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
   const int64_t P = a->rows, Q = b->rows, R = a->cols;
@@ -161,14 +174,16 @@ static nvfp4_status run_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
     c->blas = h;
   }
   BLAS_CHECK(ctx, cublasSetStream((cublasHandle_t)c->blas, c->stream));
+  BLAS_CHECK(ctx, cublasSetPointerMode((cublasHandle_t)c->blas,
+                                       dev ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST));
   /* column-major view: D^T [P, Q] = opA [P, R] . opB^T [R, Q] */
   cublasStatus_t bs = cublasGemmEx((cublasHandle_t)c->blas,
                                a->trans ? CUBLAS_OP_N : CUBLAS_OP_T,
                                b->trans ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               (int)P, (int)Q, (int)R, &alpha,
+                               (int)P, (int)Q, (int)R, dev ? c->gemm_scalars : &alpha,
                                A, it, a->trans ? (int)P : (int)R,
                                B, it, b->trans ? (int)Q : (int)R,
-                               &beta, D, dt, (int)P, CUBLAS_COMPUTE_32F,
+                               dev ? c->gemm_scalars + 1 : &beta, D, dt, (int)P, CUBLAS_COMPUTE_32F,
                                CUBLAS_GEMM_DEFAULT);
   if (bs != CUBLAS_STATUS_SUCCESS) {
     nvfp4i_fail(ctx, NVFP4_ECUBLAS, "cublasGemmEx (%s, P=%lld Q=%lld R=%lld) failed: %s (%s)",
@@ -207,13 +222,23 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
       st = nvfp4i_cuda_fail(ctx, cudaGetLastError(), "cudaMemsetAsync", __FILE__, __LINE__);
   }
   else {
+    /* an amax still in device memory: alpha is formed there (no wait) */
+    const int dev = a->damax != NULL || b->damax != NULL;
     CHECK_GOTO(materialize(ctx, a, bf16, &A, &ta), st, done);
     CHECK_GOTO(materialize(ctx, b, bf16, &B, &tb), st, done);
+    if (dev) {
+      gemm_alpha_kernel<<<1, 1, 0, s>>>(a->damax, a->amax, a->e6, b->damax, b->amax, b->e6,
+                                       nvfp4i_cuda_of(ctx)->gemm_scalars);
+      if (cudaGetLastError() != cudaSuccess) {
+        st = nvfp4i_fail(ctx, NVFP4_ECUDA, "gemm: gemm_alpha_kernel launch failed");
+        goto done;
+      }
+    }
     if (direct)
-      CHECK_GOTO(run_gemm(ctx, a, b, alpha, bf16, A, B, d->data.p,
+      CHECK_GOTO(run_gemm(ctx, a, b, alpha, dev, bf16, A, B, d->data.p,
                           d->dtype == NVFP4_BF16 ? CUDA_R_16BF : CUDA_R_32F), st, done);
     else
-      CHECK_GOTO(run_gemm(ctx, a, b, alpha, bf16, A, B, tc, CUDA_R_32F), st, done);
+      CHECK_GOTO(run_gemm(ctx, a, b, alpha, dev, bf16, A, B, tc, CUDA_R_32F), st, done);
   }
   if (tc != NULL && st == NVFP4_OK) {
     bias_round<<<nvfp4i_grid_for(P * Q, 256), 256, 0, s>>>((const float *)tc, bias ? bias->data.p : NULL,

@@ -76,10 +76,12 @@ static nvfp4_status check_buffers (nvfp4_ctx *ctx, const char *what,
 
 
 /* Describe operand t read with usage u as a K-major matrix [rows, cols];
-** *amax is the per-tensor amax of the buffer read (FP4), or -1 (plain). */
+** *amax is the per-tensor amax of the buffer read (FP4), or -1 (plain).
+** host_amax = 0: an FP4 amax still in backend memory stays there (op->damax;
+** *amax is then not its value), for the backend to form alpha from. */
 static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage u,
                               const char *what, nvfp4i_gemm_operand *op,
-                              float *amax, float *e6) {
+                              float *amax, float *e6, int host_amax) {
   nvfp4_shape s;
   int64_t M, K;
   CHECK(nvfp4i_check_tensor(ctx, t, what));
@@ -91,11 +93,11 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   K = nvfp4_shape_K(s);
   memset(op, 0, sizeof *op);
   op->dt = t->dtype;
-  *amax = -1.0f;
-  *e6 = 6.0f * 448.0f;
+  *amax = op->amax = -1.0f;
+  *e6 = op->e6 = 6.0f * 448.0f;
   if (t->dtype == NVFP4_FP4) {
     *e6 = 6.0f * nvfp4i_emax(t);          /* 2688, or 1536 for 4over6 (§3.3) */
-    CHECK(nvfp4i_amax_ready(t));          /* alpha is formed on the host */
+    if (host_amax) CHECK(nvfp4i_amax_ready(t));
     FAIL_IF(ctx, K % NVFP4_BLOCK != 0 || M % (u == NVFP4_COLUMNWISE ? NVFP4_BLOCK : 1) != 0,
             NVFP4_EINVAL, "gemm: %s: NVFP4 shape M=%lld, K=%lld is not a multiple "
             "of 16 along the reduction", what, (long long)M, (long long)K);
@@ -110,6 +112,7 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
       op->scale_ld = t->row_scale.shape.dim[1];
       op->rows = M; op->cols = K;
       *amax = t->amax[0];
+      if (t->amax_pending) op->damax = (const float *)t->amax_dev.p;
     }
     else {
       FAIL_IF(ctx, !t->has_col, NVFP4_EUSAGE,
@@ -122,7 +125,10 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
       op->scale_ld = t->col_scale.shape.dim[1];
       op->rows = K; op->cols = M;
       *amax = t->amax[1];
+      if (t->amax_pending) op->damax = (const float *)t->amax_dev.p + t->amax_dcol;
     }
+    op->amax = *amax;
+    op->e6 = *e6;
     return NVFP4_OK;
   }
   FAIL_IF(ctx, t->dtype != NVFP4_F32 && t->dtype != NVFP4_BF16, NVFP4_EINVAL,
@@ -133,18 +139,6 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   op->rows = op->trans ? K : M;
   op->cols = op->trans ? M : K;
   return NVFP4_OK;
-}
-
-
-/* The per-tensor factors folded into alpha (spec §11):
-** fl(fl(amax_A*amax_B) * fl(1/(6*6*EMAX_A*EMAX_B))) for two FP4 operands
-** (fl(1/7225344) = 0x34149B93 for 448/448), fl(amax * fl(1/(6*EMAX)))
-** for one; e6 = 6*EMAX of each operand, amax < 0 for a plain one. */
-static float gemm_alpha (float amax_a, float e6a, float amax_b, float e6b) {
-  if (amax_a >= 0 && amax_b >= 0) return (amax_a * amax_b) * (1.0f / (e6a * e6b));
-  if (amax_a >= 0) return amax_a * (1.0f / e6a);
-  if (amax_b >= 0) return amax_b * (1.0f / e6b);
-  return 1.0f;
 }
 
 
@@ -194,8 +188,8 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm: out is NULL");
-  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a));
-  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b));
+  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a, 0));
+  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b, 0));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
           "gemm: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]",
           ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa.rows,
@@ -218,7 +212,8 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   FAIL_IF(ctx, ctx->ops->gemm == NULL, NVFP4_ENOTSUP,
           "gemm: the %s backend has no GEMM", ctx->ops->name);
   CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, out_shape(b, ub, oa.rows, ob.rows), out_dt, &d));
-  CHECK_GOTO(ctx->ops->gemm(ctx, &oa, &ob, gemm_alpha(amax_a, e6a, amax_b, e6b), bias, d),
+  /* alpha here, or by the backend from an amax still in its memory */
+  CHECK_GOTO(ctx->ops->gemm(ctx, &oa, &ob, nvfp4i_gemm_alpha(amax_a, e6a, amax_b, e6b), bias, d),
              st, fail);
   *out = d;
   return NVFP4_OK;
@@ -334,6 +329,9 @@ nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
   nvfp4_status st = NVFP4_ENOMEM;
   int64_t i, j;
   if (P == 0 || Q == 0) return NVFP4_OK;
+  if (a->damax != NULL || b->damax != NULL)   /* backend memory is the host's */
+    alpha = nvfp4i_gemm_alpha(a->damax ? *a->damax : a->amax, a->e6,
+                              b->damax ? *b->damax : b->amax, b->e6);
   if (d->dtype == NVFP4_F32) C = (float *)d->data.p;
   else if ((C = (float *)malloc((size_t)P * (size_t)Q * sizeof *C)) == NULL) goto fail;
   if (R == 0)
@@ -439,8 +437,8 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm_ref64: out is NULL");
-  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a));
-  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b));
+  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a, 1));
+  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b, 1));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
           "gemm_ref64: reduction dims differ (%lld vs %lld)", (long long)oa.cols,
           (long long)ob.cols);

@@ -149,7 +149,25 @@ struct nvfp4i_gemm_operand {
   int64_t rows, cols, scale_ld;
   int trans;                /* plain only: stored transposed */
   int round_bf16;           /* plain F32 only: round elements to bf16 first */
+  /* FP4 only: the amax of the copy read (alpha's factor, spec §11) and
+  ** 6*EMAX; damax != NULL: that amax is still in backend memory (a quantize
+  ** computed it), there, and the backend forms alpha from it (the alpha it
+  ** is passed is then not the product's): nvfp4i_gemm_alpha_of */
+  float amax, e6;
+  const float *damax;
 };
+
+/* The per-tensor factors folded into a GEMM's alpha (spec §11), host and
+** device: fl(fl(amax_A*amax_B) * fl(1/(6*6*EMAX_A*EMAX_B))) for two FP4
+** operands (fl(1/7225344) = 0x34149B93 for 448/448), fl(amax * fl(1/(6*EMAX)))
+** for one; e6 = 6*EMAX of each operand, amax < 0 for a plain one. */
+static inline NVFP4I_HD float nvfp4i_gemm_alpha (float amax_a, float e6a, float amax_b,
+                                                 float e6b) {
+  if (amax_a >= 0 && amax_b >= 0) return (amax_a * amax_b) * (1.0f / (e6a * e6b));
+  if (amax_a >= 0) return amax_a * (1.0f / e6a);
+  if (amax_b >= 0) return amax_b * (1.0f / e6b);
+  return 1.0f;
+}
 
 /* The CPU GEMM (lib/gemm.c), the cpu table's gemm entry. */
 NVFP4I_FUNC nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx,

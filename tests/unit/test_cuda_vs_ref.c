@@ -254,23 +254,75 @@ static void one_case (nvfp4_shape s, nvfp4_dtype dt, int fill, const opt *op) {
   OK(nvfp4_tensor_from_host(gpu, s, dt, h, (size_t)n * es, &xg));
   OK(nvfp4_quantize(cpu, xc, &o, &qc));
   OK(nvfp4_quantize(gpu, xg, &o, &qg));
-  /* dequantized first: without a given amax, before anything reads the
-  ** amax back, the kernel takes it from where the quantize left it */
+  /* dequantized and multiplied first: without a given amax, before
+  ** anything reads the amax back, the kernels (and the GEMM's alpha) take
+  ** it from where the quantize left it */
   if (nvfp4_tensor_has_rowwise(qc) && n > 0) {
     compare_dequant(qc, qg, NVFP4_F32, desc);
     compare_dequant(qc, qg, NVFP4_BF16, desc);
   }
-  compare_q(qc, qg, desc);
   if (n > 0 && n <= 256 * 512 && K % 16 == 0 && !o.has_amax) {
     if (nvfp4_tensor_has_rowwise(qc)) expand_case(qc, qg, NVFP4_ROWWISE, desc);
     if (nvfp4_tensor_has_columnwise(qc)) expand_case(qc, qg, NVFP4_COLUMNWISE, desc);
   }
+  compare_q(qc, qg, desc);
 done:
   nvfp4_tensor_destroy(xc);
   nvfp4_tensor_destroy(xg);
   nvfp4_tensor_destroy(qc);
   nvfp4_tensor_destroy(qg);
   free(h);
+}
+
+
+/* A GEMM of two FP4 operands whose amaxes are still on the device (alpha
+** formed there, kernels/gemm.cu) gives the bits of the same GEMM after the
+** amaxes are read back (alpha formed on the host): dgrad-like rowwise x
+** rowwise, and wgrad-like columnwise x columnwise with the RHT. */
+static void gemm_device_alpha_case (void) {
+  int64_t da[2] = {256, 512}, db[2] = {128, 512}, dc[2] = {256, 384}, n, i;
+  nvfp4_tensor *xa = NULL, *xb = NULL, *qa = NULL, *qb = NULL, *y1 = NULL, *y2 = NULL;
+  float *h1 = NULL, *h2 = NULL;
+  float am;
+  nvfp4_qopts o;
+  int rht;
+  for (rht = 0; rht < 2; rht++) {
+    const int64_t *d2 = rht ? dc : db;
+    memset(&o, 0, sizeof o);
+    o.rowwise = o.columnwise = 1;
+    o.rht = (unsigned)rht;
+    OK(nvfp4_tensor_randn(gpu, nvfp4_shape_make(2, da), NVFP4_BF16, 11, &xa));
+    OK(nvfp4_tensor_randn(gpu, nvfp4_shape_make(2, d2), NVFP4_BF16, 12, &xb));
+    OK(nvfp4_quantize(gpu, xa, &o, &qa));
+    OK(nvfp4_quantize(gpu, xb, &o, &qb));
+    {
+      const nvfp4_usage u = rht ? NVFP4_COLUMNWISE : NVFP4_ROWWISE;
+      OK(nvfp4_gemm(gpu, qa, u, qb, u, NULL, NVFP4_F32, &y1));
+      OK(nvfp4_tensor_amax(qa, rht, &am));
+      OK(nvfp4_tensor_amax(qb, rht, &am));
+      OK(nvfp4_gemm(gpu, qa, u, qb, u, NULL, NVFP4_F32, &y2));
+    }
+    n = nvfp4_shape_numel(nvfp4_tensor_shape(y1));
+    h1 = (float *)malloc((size_t)n * 4);
+    h2 = (float *)malloc((size_t)n * 4);
+    OK(nvfp4_tensor_to_host(y1, h1, (size_t)n * 4));
+    OK(nvfp4_tensor_to_host(y2, h2, (size_t)n * 4));
+    for (i = 0; i < n && h1[i] == 0.0f; i++) ;
+    checks++;
+    if (i == n) {
+      failures++;
+      printf("FAIL gemm, amaxes on the device (%s): every output is 0\n", rht ? "wgrad, RHT" : "dgrad");
+    }
+    else same(rht ? "gemm wgrad RHT, alpha on the device vs the host" :
+              "gemm dgrad, alpha on the device vs the host", h1, h2, (size_t)n * 4, "gemm_device_alpha_case");
+  done:
+    nvfp4_tensor_destroy(xa); nvfp4_tensor_destroy(xb);
+    nvfp4_tensor_destroy(qa); nvfp4_tensor_destroy(qb);
+    nvfp4_tensor_destroy(y1); nvfp4_tensor_destroy(y2);
+    xa = xb = qa = qb = y1 = y2 = NULL;
+    free(h1); free(h2);
+    h1 = h2 = NULL;
+  }
 }
 
 
@@ -737,6 +789,7 @@ int main (void) {
       }
   }
   rht_amax_repeat_case();
+  gemm_device_alpha_case();
   for (d = 0; d < 3; d++) {
     nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
     swap_case(3, sw1, dt); swap_case(4, sw2, dt); swap_case(2, sw3, dt);
