@@ -25,8 +25,9 @@
 **    *_read / *_to_host functions and nvfp4_tensor_amax, which synchronize,
 **    and where a call needs a value on the host: a quantize with
 **    amax_group (the reduction), and the first host use of an amax that a
-**    quantize computed on the device (nvfp4_gemm's alpha, the NVFP4 gather
-**    of an FP4 input, nvfp4_tensor_equal).
+**    quantize computed on the device (nvfp4_gemm_ref64, the NVFP4 gather of
+**    an FP4 input, nvfp4_tensor_equal; nvfp4_gemm forms its alpha from it
+**    on the device).
 */
 #ifndef NVFP4_H
 #define NVFP4_H
