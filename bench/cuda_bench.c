@@ -56,6 +56,21 @@ static void report (const char *what, double bytes, double t, double bound_bw) {
 }
 
 
+
+/* Seconds per call of the backend's cast of x into q (one call first, not
+** timed). */
+static double time_cast (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopts *o,
+                         nvfp4_tensor *q, int iters) {
+  double t;
+  int i;
+  OK(ctx->ops->quantize(ctx, x, o, q));
+  OK(nvfp4_ctx_sync(ctx));
+  t = now();
+  for (i = 0; i < iters; i++) OK(ctx->ops->quantize(ctx, x, o, q));
+  OK(nvfp4_ctx_sync(ctx));
+  return (now() - t) / iters;
+}
+
 static void bench_quant (int64_t M, int64_t K) {
   nvfp4_shape s = nvfp4_shape_make(2, (int64_t[]){M, K});
   nvfp4_tensor *x, *q = NULL, *d = NULL, *y = NULL, *tmp = NULL;
@@ -81,12 +96,7 @@ static void bench_quant (int64_t M, int64_t K) {
     OK(ctx->ops->amax(ctx, x, o.rht, NVFP4_RHT_SIGNS, amax));
     OK(nvfp4i_tensor_alloc_fp4(ctx, s, 1, 1, &q));
     q->amax[0] = amax[0]; q->amax[1] = amax[1];
-    OK(ctx->ops->quantize(ctx, x, &o, q));
-    OK(nvfp4_ctx_sync(ctx));
-    t = now();
-    for (i = 0; i < iters; i++) OK(ctx->ops->quantize(ctx, x, &o, q));
-    OK(nvfp4_ctx_sync(ctx));
-    t = (now() - t) / iters;
+    t = time_cast(ctx, x, &o, q, iters);
     if (mode == 0) t_rne = t;
     snprintf(name, sizeof name, "quantize row+col 1D %s (kernel)", mname[mode]);
     report(name, 3.125 * n, t, bw);
@@ -97,12 +107,7 @@ static void bench_quant (int64_t M, int64_t K) {
     OK(ctx->ops->amax_to(ctx, x, o.rht, NVFP4_RHT_SIGNS, (float *)q->amax_dev.p));
     q->amax_pending = 1;
     q->amax_dcol = o.rht;
-    OK(ctx->ops->quantize(ctx, x, &o, q));
-    OK(nvfp4_ctx_sync(ctx));
-    t = now();
-    for (i = 0; i < iters; i++) OK(ctx->ops->quantize(ctx, x, &o, q));
-    OK(nvfp4_ctx_sync(ctx));
-    t = (now() - t) / iters;
+    t = time_cast(ctx, x, &o, q, iters);
     report("  the same, amax in device memory (kernel)", 3.125 * n, t, bw);
     q->amax_pending = 0;            /* the host copy above is the same */
     if (mode == 0) {
