@@ -56,7 +56,6 @@ static void report (const char *what, double bytes, double t, double bound_bw) {
 }
 
 
-
 /* Seconds per call of the backend's cast of x into q (one call first, not
 ** timed). */
 static double time_cast (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopts *o,
@@ -70,6 +69,7 @@ static double time_cast (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopt
   OK(nvfp4_ctx_sync(ctx));
   return (now() - t) / iters;
 }
+
 
 static void bench_quant (int64_t M, int64_t K) {
   nvfp4_shape s = nvfp4_shape_make(2, (int64_t[]){M, K});
