@@ -96,8 +96,7 @@ static nvfp4_status cuda_init (nvfp4_ctx *ctx) {
   }
   CU_CHECK(ctx, cudaMalloc((void **)&c->amax_dev, 2 * sizeof(float)));
   CU_CHECK(ctx, cudaMallocHost((void **)&c->amax_host, 2 * sizeof(float)));
-  CU_CHECK(ctx, cudaMalloc((void **)&c->gemm_scalars, 2 * sizeof(float)));
-  CU_CHECK(ctx, cudaMemset(c->gemm_scalars, 0, 2 * sizeof(float)));
+  CU_CHECK(ctx, cudaMalloc((void **)&c->gemm_scalars, 2 * sizeof(float)));  /* gemm_alpha_kernel's */
   return NVFP4_OK;
 }
 

@@ -3,8 +3,8 @@
 ** §11): Hopper has no FP4 tensor cores, so an FP4 operand is dequantized
 ** *exactly* to bf16 (code * E4M3 scale has at most 6 significant bits and
 ** lies in [2^-10, 2688]), without its per-tensor factor, which is folded
-** into alpha (by lib/gemm.c, or here on the device, gemm_alpha_kernel, when
-** an operand's amax is still there); then one cuBLAS bf16 GEMM with fp32
+** into alpha (on the device, gemm_alpha_kernel, from an amax a quantize left
+** there or the host's copy); then one cuBLAS bf16 GEMM with fp32
 ** accumulation.  A
 ** plain F32 operand that is not to be rounded to bf16 makes both operands
 ** fp32 (cuBLAS fp32 GEMM, no TF32).  With a bias, or fp32 output, cuBLAS
@@ -150,12 +150,13 @@ void nvfp4i_cuda_gemm_fini (nvfp4_ctx *ctx) {
 }
 
 
-/* alpha (spec §11) from the operands' amaxes, one of them or both still
-** in device memory (a quantize computed them), into s[0]; s[1] (beta)
-** stays 0.  nvfp4i_gemm_alpha is the host's formula: the same bits. */
+/* alpha (spec §11) from the operands' amaxes, each in device memory (da,
+** db: a quantize computed it) or given (aa, ab), into s[0], and beta = 0
+** into s[1].  nvfp4i_gemm_alpha is the host's formula: the same bits. */
 __global__ void gemm_alpha_kernel (const float *da, float aa, float ea, const float *db, float ab,
                                    float eb, float *s) {
   s[0] = nvfp4i_gemm_alpha(da != nullptr ? *da : aa, ea, db != nullptr ? *db : ab, eb);
+  s[1] = 0.0f;
 }
 
 
@@ -222,8 +223,11 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
       st = nvfp4i_cuda_fail(ctx, cudaGetLastError(), "cudaMemsetAsync", __FILE__, __LINE__);
   }
   else {
-    /* an amax still in device memory: alpha is formed there (no wait) */
-    const int dev = a->damax != NULL || b->damax != NULL;
+    /* an FP4 operand: alpha is formed on the device, from an amax still
+    ** there (no wait) or the host's copy, so that cuBLAS runs in one
+    ** pointer mode (its choice of kernel, and so the bits, do not depend on
+    ** whether the amax was read back before) */
+    const int dev = a->dt == NVFP4_FP4 || b->dt == NVFP4_FP4;
     CHECK_GOTO(materialize(ctx, a, bf16, &A, &ta), st, done);
     CHECK_GOTO(materialize(ctx, b, bf16, &B, &tb), st, done);
     if (dev) {

@@ -475,7 +475,8 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** so are FP4 shards gathered as they are but made differently (RHT and its
 ** signs, SR, 2D).  With a requantize, every wanted usage is produced anew
 ** from the rowwise copy (the present one too).  Errors: EINVAL, EUSAGE,
-** EMISMATCH, EPEER, ENOMEM, EMPI/ENCCL. */
+** EMISMATCH, EPEER, ENOMEM, EMPI/ENCCL, ECUDA (reading back the amax of an
+** FP4 x that a quantize left on the device). */
 typedef struct nvfp4_gather_opts {  /* zero-initialised (or gopts NULL) = defaults */
   const nvfp4_qopts *quant;         /* plain x: how to quantize (required) */
   unsigned rowwise : 1;             /* FP4 x: usages wanted */
@@ -547,7 +548,8 @@ typedef enum nvfp4_usage { NVFP4_ROWWISE = 0, NVFP4_COLUMNWISE } nvfp4_usage;
 ** (expected (8192,768), got (8192,512))", as TE's swizzle does.  Errors:
 ** EINVAL (dtype, reduction dims differ, scale/data shapes, a dim above
 ** 2^31-1: the BLAS takes int dims), EUSAGE (the usage is not present),
-** ENOTSUP (a backend without a GEMM), ENOMEM; ECUBLAS on CUDA. */
+** ENOTSUP (a backend without a GEMM), ENOMEM; ECUBLAS and ECUDA on CUDA
+** (there alpha is formed on the device, from an amax still there). */
 nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
                          const nvfp4_tensor *b, nvfp4_usage ub,
                          const nvfp4_tensor *bias, nvfp4_dtype out_dt,
@@ -557,7 +559,8 @@ nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
 ** host (cblas_dgemm) from the same operands, each dequantized in double
 ** (code * scale * amax / (6 * EMAX)) or read as given; no bias; out is F32
 ** of nvfp4_gemm's shape.  Slow but independent of the fp32 path.  Errors:
-** those of nvfp4_gemm's checks (EINVAL, EUSAGE), ENOMEM. */
+** those of nvfp4_gemm's checks (EINVAL, EUSAGE), ENOMEM, ECUDA (reading the
+** operands, and an amax a quantize left on the device, back). */
 nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
                                nvfp4_usage ua, const nvfp4_tensor *b,
                                nvfp4_usage ub, nvfp4_tensor **out);

@@ -57,9 +57,10 @@ struct nvfp4_tensor {
   nvfp4i_buf row_data, row_scale;   /* [.., K/2], [ru(M,128), ru(K/16,4)] */
   nvfp4i_buf col_data, col_scale;   /* [K, M/2],  [ru(K,128), ru(M/16,4)] */
   float amax[2];                    /* host copy: [rowwise, columnwise] */
-  /* A device backend's quantize that computed the amax itself (no amax
-  ** given, no amax_group) leaves it in backend memory, where its kernels
-  ** read it, and amax[] is filled on the first host read (nvfp4i_amax_ready):
+  /* A quantize that computed the amax itself (no amax given, no
+  ** amax_group) leaves it in backend memory (a device's, or the CPU's own
+  ** host memory), where the backend reads it, and amax[] is filled on the
+  ** first host read (nvfp4i_amax_ready):
   ** amax_dev holds two floats, rowwise at 0, columnwise at amax_dcol (1
   ** with RHT, else 0: one amax for both); amax_pending while amax[] is not
   ** yet filled from it. */
@@ -91,9 +92,9 @@ struct nvfp4_backend_ops {
                            unsigned sign_mask, float amax[2]);
   /* The same enqueued only, into dst (backend memory, two floats, zeroed
   ** by the caller): dst[0] = max|x|, dst[1] = the post-RHT amax when rht
-  ** (else not written).  NULL where the backend has none (the CPU's amax
-  ** is already on the host); with it, quantize must honour q->amax_pending
-  ** (read the amaxes from q->amax_dev). */
+  ** (else not written).  May be NULL (quantize then reads the amax back
+  ** through amax); where set, quantize, dequantize and gemm must honour
+  ** q->amax_pending (read the amaxes from q->amax_dev). */
   nvfp4_status (*amax_to) (nvfp4_ctx *, const nvfp4_tensor *x, int rht,
                            unsigned sign_mask, float *dst);
   /* Fill q's allocated buffers (zeroed, padding included) from x with the
@@ -152,7 +153,7 @@ struct nvfp4i_gemm_operand {
   /* FP4 only: the amax of the copy read (alpha's factor, spec §11) and
   ** 6*EMAX; damax != NULL: that amax is still in backend memory (a quantize
   ** computed it), there, and the backend forms alpha from it (the alpha it
-  ** is passed is then not the product's): nvfp4i_gemm_alpha_of */
+  ** is passed is then not the product's), with nvfp4i_gemm_alpha */
   float amax, e6;
   const float *damax;
 };
