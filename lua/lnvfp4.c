@@ -1108,6 +1108,17 @@ static int mod_clock (lua_State *L) {
 }
 
 
+/* nvfp4.sync(): waits for the work queued on the process's context (the
+** CUDA backend's calls return when enqueued, and a quantize that computes
+** its amax keeps it on the device); for timings.  Raises the context's
+** error if queued work failed. */
+static int mod_sync (lua_State *L) {
+  luaL_argcheck(L, lua_gettop(L) == 0, 1, "nvfp4.sync takes no arguments");
+  nvfp4L_checkstatus(L, nvfp4_ctx_sync(nvfp4L_getctx(L)));
+  return 0;
+}
+
+
 static int ctx_gc (lua_State *L) {
   nvfp4_ctx **p = (nvfp4_ctx **)luaL_checkudata(L, 1, NVFP4L_CTX ".meta");
   nvfp4_ctx_destroy(*p);
@@ -1161,6 +1172,7 @@ static const luaL_Reg mod_funcs[] = {
   {"exit_status", mod_exit_status},
   {"isatty", mod_isatty},
   {"clock", mod_clock},
+  {"sync", mod_sync},
   {NULL, NULL}
 };
 

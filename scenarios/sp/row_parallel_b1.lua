@@ -61,9 +61,11 @@ local function inputs (p)
          nvfp4.randn({S // TP, B, H}, "bf16", {seed = p.seed + 100 + world.rank})
 end
 
+-- to the end of the step's queued work (CUDA calls return when enqueued)
 local function timed (f, ...)
   local t0 = clock()
   local r = table.pack(f(...))
+  nvfp4.sync()
   return clock() - t0, table.unpack(r, 1, r.n)
 end
 

@@ -104,4 +104,13 @@ assert(w:all_gather_string("hi")[1] == "hi")
 local g = w:all_gather(a)
 assert(nvfp4.equal(g, a))
 assert(type(nvfp4.seed) == "number" and nvfp4.version():find("nvfp4", 1, true))
+
+print("testing sync")
+-- a quantize whose amax stays where it was computed, then the wait: nothing returned, the
+-- amax the same read after it
+local qs = nvfp4.quantize(nvfp4.randn({64, 128}, "bf16", {seed = 9}), {rowwise = true, columnwise = true})
+assert(select("#", nvfp4.sync()) == 0)
+assert(qs:amax() > 0 and qs:amax() == qs:amax("columnwise"))
+local oks, es = pcall(nvfp4.sync, 1)
+assert(not oks and es:find("nvfp4.sync takes no arguments", 1, true), es)
 print("OK")
