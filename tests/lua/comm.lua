@@ -235,6 +235,21 @@ do
   assert(ok, why)
 end
 
+-- an FP4 shard whose amax no one has read yet (a quantize that computed it keeps it where it was
+-- computed) is gathered as it is: the shards' amaxes are read back and compared (the same data on
+-- every rank here, so they agree), and the gathered tensor carries them
+do
+  local part = nvfp4.randn({16, 64}, "bf16", {seed = 8})        -- the same on every rank
+  local q = nvfp4.quantize(part, {rowwise = true, columnwise = true})
+  local g = w:all_gather(q, {rowwise = true, columnwise = true})
+  local a = nvfp4.quantize(part):amax()
+  assert(g:amax() == a and g:amax("columnwise") == a and q:amax() == a, tostring(g:amax()))
+  assert(g:shape() == nvfp4.shape{16 * size, 64})
+  -- the bytes of quantizing the gathered plain shards (whose amax is the same)
+  local ok, why = nvfp4.equal(g, nvfp4.quantize(w:all_gather(part), {rowwise = true, columnwise = true}))
+  assert(ok, why)
+end
+
 -- a group closed, or freed by the collector, on one rank only: the others go on and close it later (over
 -- NCCL the closing rank waited for its peers in ncclCommDestroy until the job's timeout)
 do
