@@ -65,18 +65,20 @@ static nvfp4_status check_buffers (nvfp4_ctx *ctx, const char *what,
   char a[64], b[64];
   FAIL_IF(ctx, nvfp4_shape_numel(data->shape) != nvfp4_shape_numel(want_data) ||
           data->nbytes != (size_t)nvfp4_shape_numel(want_data),
-          NVFP4_EINVAL, "gemm: %s: invalid %s_data shape (expected %s, got %s)",
+          NVFP4_EINVAL, "%s: invalid %s_data shape (expected %s, got %s)",
           what, dir, pair(want_data, a, sizeof a), pair(data->shape, b, sizeof b));
   FAIL_IF(ctx, !nvfp4_shape_equal(scale->shape, want_scale) ||
           scale->nbytes != (size_t)nvfp4_shape_numel(want_scale),
-          NVFP4_EINVAL, "gemm: %s: invalid %s_scale_inv shape (expected %s, got %s)",
+          NVFP4_EINVAL, "%s: invalid %s_scale_inv shape (expected %s, got %s)",
           what, dir, pair(want_scale, a, sizeof a), pair(scale->shape, b, sizeof b));
   return NVFP4_OK;
 }
 
 
 /* Describe operand t read with usage u as a K-major matrix [rows, cols];
-** *amax is the per-tensor amax of the buffer read (FP4), or -1 (plain).
+** what names the call and the operand ("gemm: operand A"), the prefix of
+** every message; *amax is the per-tensor amax of the buffer read (FP4), or
+** -1 (plain).
 ** host_amax = 0: an FP4 amax still in backend memory stays there (op->damax;
 ** *amax is then not its value), for the backend to form alpha from. */
 static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage u,
@@ -86,9 +88,9 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   int64_t M, K;
   CHECK(nvfp4i_check_tensor(ctx, t, what));
   s = t->shape;
-  FAIL_IF(ctx, s.ndim < 1, NVFP4_EINVAL, "gemm: %s is a scalar (ndim 0)", what);
+  FAIL_IF(ctx, s.ndim < 1, NVFP4_EINVAL, "%s is a scalar (ndim 0)", what);
   FAIL_IF(ctx, u != NVFP4_ROWWISE && u != NVFP4_COLUMNWISE, NVFP4_EINVAL,
-          "gemm: %s: usage %d is not rowwise (0) or columnwise (1)", what, (int)u);
+          "%s: usage %d is not rowwise (0) or columnwise (1)", what, (int)u);
   M = nvfp4_shape_M(s);
   K = nvfp4_shape_K(s);
   memset(op, 0, sizeof *op);
@@ -99,11 +101,11 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
     *e6 = 6.0f * nvfp4i_emax(t);          /* 2688, or 1536 for 4over6 (§3.3) */
     if (host_amax) CHECK(nvfp4i_amax_ready(t));
     FAIL_IF(ctx, K % NVFP4_BLOCK != 0 || M % (u == NVFP4_COLUMNWISE ? NVFP4_BLOCK : 1) != 0,
-            NVFP4_EINVAL, "gemm: %s: NVFP4 shape M=%lld, K=%lld is not a multiple "
+            NVFP4_EINVAL, "%s: NVFP4 shape M=%lld, K=%lld is not a multiple "
             "of 16 along the reduction", what, (long long)M, (long long)K);
     if (u == NVFP4_ROWWISE) {
       FAIL_IF(ctx, !t->has_row, NVFP4_EUSAGE,
-              "gemm: %s has no rowwise data (usage missing)", what);
+              "%s has no rowwise data (usage missing)", what);
       CHECK(check_buffers(ctx, what, "rowwise", &t->row_data,
                           nvfp4_rowwise_data_shape(s), &t->row_scale,
                           nvfp4_rowwise_scale_shape(s)));
@@ -116,7 +118,7 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
     }
     else {
       FAIL_IF(ctx, !t->has_col, NVFP4_EUSAGE,
-              "gemm: %s has no columnwise data (usage missing)", what);
+              "%s has no columnwise data (usage missing)", what);
       CHECK(check_buffers(ctx, what, "columnwise", &t->col_data,
                           nvfp4_columnwise_data_shape(s), &t->col_scale,
                           nvfp4_columnwise_scale_shape(s)));
@@ -132,7 +134,7 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
     return NVFP4_OK;
   }
   FAIL_IF(ctx, t->dtype != NVFP4_F32 && t->dtype != NVFP4_BF16, NVFP4_EINVAL,
-          "gemm: %s has dtype %s (fp32, bf16 or fp4 expected)", what,
+          "%s has dtype %s (fp32, bf16 or fp4 expected)", what,
           nvfp4_dtype_name(t->dtype));
   op->data = t->data.p;
   op->trans = (u == NVFP4_COLUMNWISE);
@@ -188,8 +190,8 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm: out is NULL");
-  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a, 0));
-  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b, 0));
+  CHECK(describe(ctx, a, ua, "gemm: operand A", &oa, &amax_a, &e6a, 0));
+  CHECK(describe(ctx, b, ub, "gemm: operand B", &ob, &amax_b, &e6b, 0));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
           "gemm: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]",
           ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa.rows,
@@ -437,8 +439,8 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm_ref64: out is NULL");
-  CHECK(describe(ctx, a, ua, "operand A", &oa, &amax_a, &e6a, 1));
-  CHECK(describe(ctx, b, ub, "operand B", &ob, &amax_b, &e6b, 1));
+  CHECK(describe(ctx, a, ua, "gemm_ref64: operand A", &oa, &amax_a, &e6a, 1));
+  CHECK(describe(ctx, b, ub, "gemm_ref64: operand B", &ob, &amax_b, &e6b, 1));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
           "gemm_ref64: reduction dims differ (%lld vs %lld)", (long long)oa.cols,
           (long long)ob.cols);

@@ -170,7 +170,17 @@ static void test_gemm_fp4_columnwise_wgrad_shape_and_values (void **state) {
   assert_int_equal(nvfp4_gemm(ctx, x, NVFP4_ROWWISE, dy, NVFP4_COLUMNWISE, NULL, NVFP4_F32,
                               &dw), NVFP4_EUSAGE);
   assert_null(dw);
-  assert_non_null(strstr(nvfp4_last_error(ctx), "no rowwise data"));
+  assert_string_equal(nvfp4_last_error(ctx), "gemm: operand A has no rowwise data (usage missing)");
+  /* every message names its call: gemm_ref64's are its own, a NULL operand's too */
+  assert_int_equal(nvfp4_gemm_ref64(ctx, x, NVFP4_ROWWISE, dy, NVFP4_COLUMNWISE, &dw), NVFP4_EUSAGE);
+  assert_string_equal(nvfp4_last_error(ctx), "gemm_ref64: operand A has no rowwise data (usage missing)");
+  assert_int_equal(nvfp4_gemm(ctx, NULL, NVFP4_ROWWISE, dy, NVFP4_COLUMNWISE, NULL, NVFP4_F32, &dw),
+                   NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "gemm: operand A: tensor is NULL");
+  assert_int_equal(nvfp4_gemm_ref64(ctx, x, NVFP4_COLUMNWISE, NULL, NVFP4_COLUMNWISE, &dw),
+                   NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "gemm_ref64: operand B: tensor is NULL");
+  assert_null(dw);
   nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy);
   free(got); free(want); free_qmat(&xc); free_qmat(&dyc);
 }
