@@ -307,7 +307,8 @@ struct qparams {
   /* The amaxes in device memory (a quantize that computed them, q's
   ** amax_pending; NULL: the fields above were formed on the host):
   ** rowwise damax[0], columnwise damax[dcol]; the kernels form the fields
-  ** above from them (dev_gscale) before their first use. */
+  ** above from them before their first use (dev_gscale; qfast_kernel's
+  ** DEV instances keep their own copies, see gconst). */
   const float *damax;
   int dcol;
   float emax;                           /* the E4M3 maximum (448 or 256) */
@@ -1318,9 +1319,9 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #if QSCG_GRIDDEP
   if (SCG) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  /* DEV (p.damax set): the constants from the amax pass's result, once
-  ** that pass is complete (this kernel may start while it runs) */
-  /* DEV: the RN and SR kernels keep them in registers (they have
+  /* DEV (p.damax set): the per-tensor constants formed from the amax
+  ** pass's result, once that pass is complete (this kernel may start while
+  ** it runs).  The RN and SR kernels keep them in registers (they have
   ** registers to spare); the RHT kernels, at 128 registers, take them from
   ** dgs (m, S_dec rowwise, then columnwise; read after the first barrier)
   ** where they use them: in registers, or with p modified, they put p in
