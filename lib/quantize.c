@@ -70,10 +70,10 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 
 /* Order (spec §3.1): amax (backend, or given), MAX-all-reduce of both over
 ** amax_group, allocate, cast.  Nothing is written to *out on failure.  A
-** device backend with amax_to computes an amax not given and not reduced
-** into the new tensor's own backend memory, where the cast reads it: the
-** call enqueues and returns (the host copy is read when first asked for,
-** nvfp4i_amax_ready). */
+** backend with amax_to (both have it) computes an amax not given and not
+** reduced into the new tensor's own backend memory, where the cast reads
+** it: on a device the call enqueues and returns (the host copy is read
+** when first asked for, nvfp4i_amax_ready). */
 nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                              const nvfp4_qopts *opts, nvfp4_tensor **out) {
   nvfp4_qopts o;
