@@ -75,7 +75,7 @@ NVFP4I_FUNC nvfp4_status nvfp4i_cuda_add_f32 (nvfp4_ctx *ctx, float *acc,
                                               const void *src, nvfp4_dtype dt,
                                               size_t n);
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
-                                           const nvfp4i_gemm_operand *b, float alpha,
+                                           const nvfp4i_gemm_operand *b,
                                            const nvfp4_tensor *bias, nvfp4_tensor *d);
 NVFP4I_FUNC void nvfp4i_cuda_gemm_fini (nvfp4_ctx *ctx);
 /* kernels/elementwise.cu: the convert, bias_add and col_sum entries. */

@@ -161,13 +161,13 @@ __global__ void gemm_alpha_kernel (const float *da, float aa, float ea, const fl
 
 
 /* dev: alpha and beta are c->gemm_scalars (device pointer mode), else
-** alpha and 0 from the host. */
+** 1 and 0 from the host (two plain operands: no per-tensor factor). */
 static nvfp4_status run_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
-                              const nvfp4i_gemm_operand *b, float alpha, int dev, int bf16,
+                              const nvfp4i_gemm_operand *b, int dev, int bf16,
                               const void *A, const void *B, void *D, cudaDataType_t dt) {
   nvfp4i_cuda *c = nvfp4i_cuda_of(ctx);
   const int64_t P = a->rows, Q = b->rows, R = a->cols;
-  float beta = 0.0f;
+  float alpha = 1.0f, beta = 0.0f;
   cudaDataType_t it = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   if (c->blas == NULL) {
     cublasHandle_t h;
@@ -197,7 +197,7 @@ static nvfp4_status run_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
 
 
 nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
-                               const nvfp4i_gemm_operand *b, float alpha,
+                               const nvfp4i_gemm_operand *b,
                                const nvfp4_tensor *bias, nvfp4_tensor *d) {
   cudaStream_t s = nvfp4i_stream(ctx);
   const int64_t P = a->rows, Q = b->rows, R = a->cols;
@@ -231,7 +231,8 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
     CHECK_GOTO(materialize(ctx, a, bf16, &A, &ta), st, done);
     CHECK_GOTO(materialize(ctx, b, bf16, &B, &tb), st, done);
     if (dev) {
-      gemm_alpha_kernel<<<1, 1, 0, s>>>(a->damax, a->amax, a->e6, b->damax, b->amax, b->e6,
+      gemm_alpha_kernel<<<1, 1, 0, s>>>(a->damax, a->dt == NVFP4_FP4 ? a->amax : -1.0f, a->e6,
+                                       b->damax, b->dt == NVFP4_FP4 ? b->amax : -1.0f, b->e6,
                                        nvfp4i_cuda_of(ctx)->gemm_scalars);
       if (cudaGetLastError() != cudaSuccess) {
         st = nvfp4i_fail(ctx, NVFP4_ECUDA, "gemm: gemm_alpha_kernel launch failed");
@@ -239,10 +240,10 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
       }
     }
     if (direct)
-      CHECK_GOTO(run_gemm(ctx, a, b, alpha, dev, bf16, A, B, d->data.p,
+      CHECK_GOTO(run_gemm(ctx, a, b, dev, bf16, A, B, d->data.p,
                           d->dtype == NVFP4_BF16 ? CUDA_R_16BF : CUDA_R_32F), st, done);
     else
-      CHECK_GOTO(run_gemm(ctx, a, b, alpha, dev, bf16, A, B, tc, CUDA_R_32F), st, done);
+      CHECK_GOTO(run_gemm(ctx, a, b, dev, bf16, A, B, tc, CUDA_R_32F), st, done);
   }
   if (tc != NULL && st == NVFP4_OK) {
     bias_round<<<nvfp4i_grid_for(P * Q, 256), 256, 0, s>>>((const float *)tc, bias ? bias->data.p : NULL,

@@ -315,13 +315,21 @@ struct qparams {
 };
 
 
-/* p's per-tensor constants from the amaxes in device memory, by the
-** operations the host uses (nvfp4i_gscale_make_e: IEEE division and
-** products, nothing to contract), so that both give the same bits. */
+/* The per-tensor constants of both directions from the amaxes in device
+** memory, by the operations the host uses (nvfp4i_gscale_make_e: IEEE
+** division and products, nothing to contract), so that both give the same
+** bits. */
+static __device__ __forceinline__ void dev_gscales (const qparams &p, nvfp4i_gscale *gr,
+                                                    nvfp4i_gscale *gc) {
+  *gr = nvfp4i_gscale_make_e(p.damax[0], p.emax);
+  *gc = nvfp4i_gscale_make_e(p.damax[p.dcol], p.emax);
+}
+
+/* p's fields formed from them (the generic and follow-up kernels). */
 static __device__ __forceinline__ void dev_gscale (qparams &p) {
   const float ra = p.damax[0], ca = p.damax[p.dcol];
-  const nvfp4i_gscale gr = nvfp4i_gscale_make_e(ra, p.emax);
-  const nvfp4i_gscale gc = nvfp4i_gscale_make_e(ca, p.emax);
+  nvfp4i_gscale gr, gc;
+  dev_gscales(p, &gr, &gc);
   p.rm = gr.m; p.rsdec = gr.s_dec; p.rsenc = gr.s_enc; p.ramax = ra;
   p.cm = gc.m; p.csdec = gc.s_dec; p.csenc = gc.s_enc; p.camax = ca;
 }
@@ -1333,8 +1341,8 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 #if QFAST_GRIDDEP
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-    const nvfp4i_gscale gr = nvfp4i_gscale_make_e(p.damax[0], p.emax);
-    const nvfp4i_gscale gc = nvfp4i_gscale_make_e(p.damax[p.dcol], p.emax);
+    nvfp4i_gscale gr, gc;
+    dev_gscales(p, &gr, &gc);
     rm_r = gr.m; rsdec = gr.s_dec;
     cm_r = gc.m; csdec = gc.s_dec;
     if (RHT && t == 0) {

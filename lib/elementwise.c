@@ -95,7 +95,7 @@ nvfp4_status nvfp4i_cpu_col_sum (nvfp4_ctx *ctx, void *out, nvfp4_dtype out_dt,
   d.ctx = ctx;
   d.dtype = out_dt;
   d.data.p = out;
-  st = nvfp4i_cpu_gemm(ctx, &a, &b, 1.0f, NULL, &d);
+  st = nvfp4i_cpu_gemm(ctx, &a, &b, NULL, &d);   /* plain: alpha 1 */
   free(ones);
   return st;
 }

@@ -77,13 +77,12 @@ static nvfp4_status check_buffers (nvfp4_ctx *ctx, const char *what,
 
 /* Describe operand t read with usage u as a K-major matrix [rows, cols];
 ** what names the call and the operand ("gemm: operand A"), the prefix of
-** every message; *amax is the per-tensor amax of the buffer read (FP4), or
-** -1 (plain).
-** host_amax = 0: an FP4 amax still in backend memory stays there (op->damax;
-** *amax is then not its value), for the backend to form alpha from. */
+** every message; op->amax is the per-tensor amax of the buffer read (FP4),
+** or -1 (plain), op->e6 its 6*EMAX.  host_amax = 0: an FP4 amax still in
+** backend memory stays there (op->damax), for the backend to form alpha
+** from. */
 static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage u,
-                              const char *what, nvfp4i_gemm_operand *op,
-                              float *amax, float *e6, int host_amax) {
+                              const char *what, nvfp4i_gemm_operand *op, int host_amax) {
   nvfp4_shape s;
   int64_t M, K;
   CHECK(nvfp4i_check_tensor(ctx, t, what));
@@ -95,10 +94,10 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   K = nvfp4_shape_K(s);
   memset(op, 0, sizeof *op);
   op->dt = t->dtype;
-  *amax = op->amax = -1.0f;
-  *e6 = op->e6 = 6.0f * 448.0f;
+  op->amax = -1.0f;
+  op->e6 = 6.0f * 448.0f;
   if (t->dtype == NVFP4_FP4) {
-    *e6 = 6.0f * nvfp4i_emax(t);          /* 2688, or 1536 for 4over6 (§3.3) */
+    op->e6 = 6.0f * nvfp4i_emax(t);       /* 2688, or 1536 for 4over6 (§3.3) */
     if (host_amax) CHECK(nvfp4i_amax_ready(t));
     FAIL_IF(ctx, K % NVFP4_BLOCK != 0 || M % (u == NVFP4_COLUMNWISE ? NVFP4_BLOCK : 1) != 0,
             NVFP4_EINVAL, "%s: NVFP4 shape M=%lld, K=%lld is not a multiple "
@@ -113,7 +112,7 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
       op->scale = (const uint8_t *)t->row_scale.p;
       op->scale_ld = t->row_scale.shape.dim[1];
       op->rows = M; op->cols = K;
-      *amax = t->amax[0];
+      op->amax = t->amax[0];
       if (t->amax_pending) op->damax = (const float *)t->amax_dev.p;
     }
     else {
@@ -126,11 +125,9 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
       op->scale = (const uint8_t *)t->col_scale.p;
       op->scale_ld = t->col_scale.shape.dim[1];
       op->rows = K; op->cols = M;
-      *amax = t->amax[1];
+      op->amax = t->amax[1];
       if (t->amax_pending) op->damax = (const float *)t->amax_dev.p + t->amax_dcol;
     }
-    op->amax = *amax;
-    op->e6 = *e6;
     return NVFP4_OK;
   }
   FAIL_IF(ctx, t->dtype != NVFP4_F32 && t->dtype != NVFP4_BF16, NVFP4_EINVAL,
@@ -186,12 +183,11 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   nvfp4i_gemm_operand oa, ob;
   nvfp4_tensor *d = NULL;
   nvfp4_status st;
-  float amax_a, amax_b, e6a, e6b;
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm: out is NULL");
-  CHECK(describe(ctx, a, ua, "gemm: operand A", &oa, &amax_a, &e6a, 0));
-  CHECK(describe(ctx, b, ub, "gemm: operand B", &ob, &amax_b, &e6b, 0));
+  CHECK(describe(ctx, a, ua, "gemm: operand A", &oa, 0));
+  CHECK(describe(ctx, b, ub, "gemm: operand B", &ob, 0));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
           "gemm: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]",
           ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa.rows,
@@ -214,9 +210,7 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   FAIL_IF(ctx, ctx->ops->gemm == NULL, NVFP4_ENOTSUP,
           "gemm: the %s backend has no GEMM", ctx->ops->name);
   CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, out_shape(b, ub, oa.rows, ob.rows), out_dt, &d));
-  /* alpha here, or by the backend from an amax still in its memory */
-  CHECK_GOTO(ctx->ops->gemm(ctx, &oa, &ob, nvfp4i_gemm_alpha(amax_a, e6a, amax_b, e6b), bias, d),
-             st, fail);
+  CHECK_GOTO(ctx->ops->gemm(ctx, &oa, &ob, bias, d), st, fail);
   *out = d;
   return NVFP4_OK;
 fail:
@@ -322,18 +316,24 @@ static float bias_at (const nvfp4_tensor *bias, int64_t i) {
 }
 
 
+/* An operand's share of alpha on the host: its amax where it is (backend
+** memory is the host's here), -1 for a plain operand. */
+static float host_amax (const nvfp4i_gemm_operand *op) {
+  if (op->dt != NVFP4_FP4) return -1.0f;
+  return op->damax != NULL ? *op->damax : op->amax;
+}
+
+
 nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
-                              const nvfp4i_gemm_operand *b, float alpha,
+                              const nvfp4i_gemm_operand *b,
                               const nvfp4_tensor *bias, nvfp4_tensor *d) {
   const int64_t P = a->rows, Q = b->rows, R = a->cols;
   const float *A, *B;
   float *ownA = NULL, *ownB = NULL, *C = NULL;
   nvfp4_status st = NVFP4_ENOMEM;
   int64_t i, j;
+  const float alpha = nvfp4i_gemm_alpha(host_amax(a), a->e6, host_amax(b), b->e6);
   if (P == 0 || Q == 0) return NVFP4_OK;
-  if (a->damax != NULL || b->damax != NULL)   /* backend memory is the host's */
-    alpha = nvfp4i_gemm_alpha(a->damax ? *a->damax : a->amax, a->e6,
-                              b->damax ? *b->damax : b->amax, b->e6);
   if (d->dtype == NVFP4_F32) C = (float *)d->data.p;
   else if ((C = (float *)malloc((size_t)P * (size_t)Q * sizeof *C)) == NULL) goto fail;
   if (R == 0)
@@ -432,22 +432,22 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
                                nvfp4_usage ua, const nvfp4_tensor *b,
                                nvfp4_usage ub, nvfp4_tensor **out) {
   nvfp4i_gemm_operand oa, ob;
-  float amax_a, amax_b, e6a, e6b, *cf = NULL;
+  float *cf = NULL;
   double *A = NULL, *B = NULL, *C = NULL;
   nvfp4_status st = NVFP4_ENOMEM;
   int64_t P, Q, R, i;
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm_ref64: out is NULL");
-  CHECK(describe(ctx, a, ua, "gemm_ref64: operand A", &oa, &amax_a, &e6a, 1));
-  CHECK(describe(ctx, b, ub, "gemm_ref64: operand B", &ob, &amax_b, &e6b, 1));
+  CHECK(describe(ctx, a, ua, "gemm_ref64: operand A", &oa, 1));
+  CHECK(describe(ctx, b, ub, "gemm_ref64: operand B", &ob, 1));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
           "gemm_ref64: reduction dims differ (%lld vs %lld)", (long long)oa.cols,
           (long long)ob.cols);
   P = oa.rows; Q = ob.rows; R = oa.cols;
   CHECK(check_blas_dims(ctx, "gemm_ref64", P, Q, R));
-  CHECK_GOTO(host_f64(ctx, a, ua, &oa, amax_a, e6a, &A), st, done);
-  CHECK_GOTO(host_f64(ctx, b, ub, &ob, amax_b, e6b, &B), st, done);
+  CHECK_GOTO(host_f64(ctx, a, ua, &oa, oa.amax, oa.e6, &A), st, done);
+  CHECK_GOTO(host_f64(ctx, b, ub, &ob, ob.amax, ob.e6, &B), st, done);
   st = NVFP4_ENOMEM;
   C = (double *)calloc((size_t)(P * Q > 0 ? P * Q : 1), sizeof *C);
   cf = (float *)malloc((size_t)(P * Q > 0 ? P * Q : 1) * sizeof *cf);

@@ -115,9 +115,11 @@ struct nvfp4_backend_ops {
   nvfp4_status (*add_f32) (nvfp4_ctx *, float *acc, const void *src,
                            nvfp4_dtype dt, size_t n);
   /* d [rows_b, rows_a] (allocated, F32/BF16) = alpha * opB . opA^T
-  ** (+ bias[rows_a] per row), fp32 accumulation, rounded once (lib/gemm.c). */
+  ** (+ bias[rows_a] per row), fp32 accumulation, rounded once (lib/gemm.c);
+  ** alpha from the FP4 operands' amaxes (nvfp4i_gemm_alpha), which the
+  ** backend reads where they are (an operand's damax). */
   nvfp4_status (*gemm)    (nvfp4_ctx *, const nvfp4i_gemm_operand *a,
-                           const nvfp4i_gemm_operand *b, float alpha,
+                           const nvfp4i_gemm_operand *b,
                            const nvfp4_tensor *bias, nvfp4_tensor *d);
   /* Element-wise work of the Linear layer and the collectives, so that no
   ** tensor element crosses to the host on a device backend (CPU:
@@ -150,10 +152,9 @@ struct nvfp4i_gemm_operand {
   int64_t rows, cols, scale_ld;
   int trans;                /* plain only: stored transposed */
   int round_bf16;           /* plain F32 only: round elements to bf16 first */
-  /* FP4 only: the amax of the copy read (alpha's factor, spec §11) and
-  ** 6*EMAX; damax != NULL: that amax is still in backend memory (a quantize
-  ** computed it), there, and the backend forms alpha from it (the alpha it
-  ** is passed is then not the product's), with nvfp4i_gemm_alpha */
+  /* FP4 only (ignored otherwise): the amax of the copy read (alpha's
+  ** factor, spec §11) and 6*EMAX; damax != NULL: that amax is still in
+  ** backend memory (a quantize computed it), there, and amax is stale */
   float amax, e6;
   const float *damax;
 };
@@ -174,8 +175,7 @@ static inline NVFP4I_HD float nvfp4i_gemm_alpha (float amax_a, float e6a, float 
 NVFP4I_FUNC nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx,
                                           const nvfp4i_gemm_operand *a,
                                           const nvfp4i_gemm_operand *b,
-                                          float alpha, const nvfp4_tensor *bias,
-                                          nvfp4_tensor *d);
+                                          const nvfp4_tensor *bias, nvfp4_tensor *d);
 
 /* The cpu table's element-wise entries (lib/elementwise.c). */
 NVFP4I_FUNC nvfp4_status nvfp4i_cpu_convert (nvfp4_ctx *ctx, void *dst,
