@@ -1,6 +1,8 @@
 /*
 ** cuda_comm.cu -- the device transports behind lib/comm.c's byte
-** collectives, for communicators of a CUDA context (design.md decision 7):
+** collectives and its float MAX all-reduce of a device buffer (the amax
+** of a quantize with amax_group), for communicators of a CUDA context
+** (design.md decision 7):
 **  - "nccl" when every rank of the communicator has its own GPU (NCCL
 **    refuses two ranks on one GPU): bootstrap as nccl-tests does, the
 **    unique id made on rank 0 and broadcast with MPI, one ncclComm_t per
@@ -188,6 +190,22 @@ done:
   free(hs);
   free(hr);
   return st;
+}
+
+
+/* MAX all-reduce of n floats in place in a device buffer over NCCL, on the
+** ctx's stream (lib/comm.c dispatch, NCCL transport only). */
+extern "C" nvfp4_status nvfp4i_cuda_all_reduce_max_f32 (nvfp4_comm *c, float *buf, int n) {
+#ifdef HAVE_NCCL
+  if (c->transport == NVFP4I_NCCL) {
+    if (n == 0) return NVFP4_OK;
+    NCCL_CHECK(c->ctx, ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax,
+                                     (ncclComm_t)c->nccl, nvfp4i_stream(c->ctx)));
+    return NVFP4_OK;
+  }
+#endif
+  (void)buf; (void)n;
+  return nvfp4i_fail(c->ctx, NVFP4_ENOTSUP, "all-reduce: not an NCCL communicator");
 }
 
 

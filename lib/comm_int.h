@@ -49,10 +49,12 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_group_end (nvfp4_comm *c);
 
 #ifdef HAVE_CUDA
 /* kernels/cuda_comm.cu: transport choice + NCCL setup (collective), NCCL
-** teardown, NCCL group open/close, the device byte all-gather. */
+** teardown, NCCL group open/close, the float MAX all-reduce of a device
+** buffer over NCCL (nvfp4i_comm_max_f32_buf). */
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c);
 NVFP4I_FUNC void nvfp4i_cuda_comm_fini (nvfp4_comm *c);
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_comm_group (nvfp4_comm *c, int start);
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_all_reduce_max_f32 (nvfp4_comm *c, float *buf, int n);
 #endif
 
 /* Host-memory byte all-gather in rank order (always MPI, whatever the
@@ -112,6 +114,12 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
 /* MPI_MAX of n host floats in place, no agreement (the caller's ranks have
 ** agreed already: quantize with an amax group). */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_max_f32 (nvfp4_comm *c, float *v, int n);
+/* The same on n floats in the ctx's memory (a device buffer on a CUDA
+** ctx), on the comm's transport: NCCL's all-reduce on the ctx's stream
+** (enqueued only), MPI in place on host memory (CPU ctx), or staged through
+** the host (ranks sharing a GPU: copied back, reduced, copied in).  ENCCL,
+** EMPI, ECUDA with the failing call. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_max_f32_buf (nvfp4_comm *c, float *buf, int n);
 /* Collective, after the ranks have agreed that their arguments pass: n
 ** (at most 32) values that every rank must give alike.  EMISMATCH on every
 ** rank "<what>: the ranks disagree on <names[i]> (from MIN to MAX)<hint>"

@@ -363,6 +363,15 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   if (st != NVFP4_OK) goto done;
   s.out->amax[0] = qx->amax[0];
   s.out->amax[1] = qx->amax[1];
+  if (qx->amax_pending) {
+    /* the shard's quantize left the reduced amax in backend memory (only
+    ** q's can be: a direct input's was read for the metadata round): it
+    ** moves to the gathered tensor, still unread */
+    s.out->amax_dev = q->amax_dev;
+    s.out->amax_dcol = q->amax_dcol;
+    s.out->amax_pending = 1;
+    memset(&q->amax_dev, 0, sizeof q->amax_dev);
+  }
   s.out->rht = qx->rht;
   s.out->rht_no_signs = qx->rht_no_signs;
   s.out->sr = qx->sr;

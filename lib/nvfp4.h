@@ -24,7 +24,8 @@
 **    the CPU backend that means done.  Data reaches the host only through the
 **    *_read / *_to_host functions and nvfp4_tensor_amax, which synchronize,
 **    and where a call needs a value on the host: a quantize with
-**    amax_group (the reduction), and the first host use of an amax that a
+**    amax_group on a staged transport (the reduction through the host; over
+**    NCCL it stays on the device), and the first host use of an amax that a
 **    quantize computed on the device (nvfp4_gemm_ref64, the NVFP4 gather of
 **    an FP4 input, nvfp4_tensor_equal; nvfp4_gemm forms its alpha from it
 **    on the device).
@@ -342,7 +343,9 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 ** zero) is the default: rowwise only, 1D blocks of 16, round to nearest even
 ** (sr selects stochastic rounding), amax computed from x (on a device it
 ** stays there, where the cast's kernels read it: the call enqueues and
-** returns; with amax_group it is read back for the reduction).  Rowwise needs
+** returns; with amax_group the group's MAX-reduction runs on it there too,
+** over NCCL, and reads it back only on a staged transport, where ranks
+** share a GPU).  Rowwise needs
 ** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
 ** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR (2D
 ** 4over6 needs M % 16 == 0).  Scale padding is written as

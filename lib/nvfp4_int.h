@@ -57,9 +57,9 @@ struct nvfp4_tensor {
   nvfp4i_buf row_data, row_scale;   /* [.., K/2], [ru(M,128), ru(K/16,4)] */
   nvfp4i_buf col_data, col_scale;   /* [K, M/2],  [ru(K,128), ru(M/16,4)] */
   float amax[2];                    /* host copy: [rowwise, columnwise] */
-  /* A quantize that computed the amax itself (no amax given, no
-  ** amax_group) leaves it in backend memory (a device's, or the CPU's own
-  ** host memory), where the backend reads it, and amax[] is filled on the
+  /* A quantize that computed the amax itself (no amax given; reduced over
+  ** its amax_group there) leaves it in backend memory (a device's, or the
+  ** CPU's own host memory), where the backend reads it, and amax[] is filled on the
   ** first host read (nvfp4i_amax_ready):
   ** amax_dev holds two floats, rowwise at 0, columnwise at amax_dcol (1
   ** with RHT, else 0: one amax for both); amax_pending while amax[] is not

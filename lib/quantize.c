@@ -68,53 +68,64 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 }
 
 
+/* The amax pass of x into q's own backend memory (q->amax_dev, two floats:
+** [rowwise, columnwise post-RHT]; without RHT one amax for both), enqueued
+** only: q->amax_pending until a host read (nvfp4i_amax_ready). */
+static nvfp4_status amax_into (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopts *o,
+                               nvfp4_tensor *q) {
+  const int64_t two = 2;
+  q->amax_dcol = o->rht;
+  CHECK(nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, &two), sizeof(float)));
+  CHECK(ctx->ops->amax_to(ctx, x, o->rht, o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS,
+                          (float *)q->amax_dev.p));
+  q->amax_pending = 1;
+  return NVFP4_OK;
+}
+
+
 /* Order (spec §3.1): amax (backend, or given), MAX-all-reduce of both over
 ** amax_group, allocate, cast.  Nothing is written to *out on failure.  A
-** backend with amax_to (both have it) computes an amax not given and not
-** reduced into the new tensor's own backend memory, where the cast reads
-** it: on a device the call enqueues and returns (the host copy is read
-** when first asked for, nvfp4i_amax_ready). */
+** backend with amax_to (both have it) computes an amax not given into the
+** new tensor's own backend memory, where the group's reduction (on its
+** transport: NCCL on the device, MPI on host memory, or staged through the
+** host) and the cast read it: on a device over NCCL or without a group the
+** call enqueues and returns (the host copy is read when first asked for,
+** nvfp4i_amax_ready). */
 nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                              const nvfp4_qopts *opts, nvfp4_tensor **out) {
   nvfp4_qopts o;
-  nvfp4_tensor *q;
+  nvfp4_tensor *q = NULL;
   nvfp4_status st;
   float amax[2] = {0.0f, 0.0f};
   int dev;
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   o = normalize(opts);
-  dev = !o.has_amax && o.amax_group == NULL && ctx->ops->amax_to != NULL;
-  /* with amax_group, the group's ranks agree on the checks and the amax
-  ** pass before the reduction: a rank that fails there keeps its error and
-  ** the others get EPEER instead of waiting in the reduction */
+  dev = !o.has_amax && ctx->ops->amax_to != NULL;
+  /* with amax_group, the group's ranks agree on the checks, the allocation
+  ** and the amax pass before the reduction: a rank that fails there keeps
+  ** its error and the others get EPEER instead of waiting in the reduction */
   st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "quantize: out is NULL") : NVFP4_OK;
   if (st == NVFP4_OK && (st = nvfp4i_check_tensor(ctx, x, "quantize")) == NVFP4_OK &&
       (st = check_qopts(ctx, x, &o)) == NVFP4_OK) {
     if (o.has_amax) { amax[0] = o.amax[0]; amax[1] = o.amax[1]; }
     else if (!dev)
       st = ctx->ops->amax(ctx, x, o.rht, o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax);
+    if (st == NVFP4_OK)
+      st = nvfp4i_tensor_alloc_fp4_for_cast(ctx, x->shape, o.rowwise, o.columnwise, &q);
+    if (st == NVFP4_OK && dev) st = amax_into(ctx, x, &o, q);
   }
   if (o.amax_group != NULL) {
     /* (a group of another context: its MPI communicator still carries the
     ** verdict; this rank keeps its own EUSAGE message) */
-    CHECK(nvfp4i_comm_agree(o.amax_group, "quantize", st));
-    CHECK(nvfp4i_comm_max_f32(o.amax_group, amax, 2));
+    st = nvfp4i_comm_agree(o.amax_group, "quantize", st);
+    if (st == NVFP4_OK)
+      st = dev ? nvfp4i_comm_max_f32_buf(o.amax_group, (float *)q->amax_dev.p, 2)
+               : nvfp4i_comm_max_f32(o.amax_group, amax, 2);
   }
-  else CHECK(st);
-  CHECK(nvfp4i_tensor_alloc_fp4_for_cast(ctx, x->shape, o.rowwise, o.columnwise, &q));
-  if (dev) {
-    /* [rowwise, columnwise post-RHT]; without RHT one amax for both */
-    const int64_t two = 2;
-    q->amax_dcol = o.rht;
-    if ((st = nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, &two),
-                               sizeof(float))) != NVFP4_OK ||
-        (st = ctx->ops->amax_to(ctx, x, o.rht, o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS,
-                                (float *)q->amax_dev.p)) != NVFP4_OK) {
-      nvfp4_tensor_destroy(q);
-      return st;
-    }
-    q->amax_pending = 1;
+  if (st != NVFP4_OK) {
+    nvfp4_tensor_destroy(q);
+    return st;
   }
   q->amax[0] = amax[0];
   q->amax[1] = amax[1];

@@ -207,6 +207,49 @@ static void test_gather_equals_full_quantize (void) {
 }
 
 
+/* A quantize with amax_group leaves the reduced amax where the amax pass
+** wrote it (the device, reduced there over NCCL): the tensor, its clone,
+** its dequantize (rowwise) and its GEMM (columnwise) taken before anyone reads the amax equal
+** those of a quantize given the group's amax (read from quantize(full)),
+** byte for byte; then the amaxes read back are the group's. */
+static void test_amax_group_kept_until_read (void) {
+  int P = mc_size, r = mc_rank, mode;
+  for (mode = 0; mode <= M_RHT; mode += M_RHT) {
+    nvfp4_tensor *full = full_randn(SHAPE3(48 * P, 2, 64), NVFP4_BF16, 40 + (uint64_t)mode);
+    nvfp4_tensor *shard = slice(full, 0, r, P);
+    nvfp4_qopts o = qopts(1, 1, mode, NULL), og = qopts(1, 1, mode, world), given = o;
+    nvfp4_tensor *qf = quant(full, &o), *q = quant(shard, &og), *c = NULL, *ref;
+    nvfp4_tensor *dq = NULL, *dr = NULL, *mq = NULL, *mr = NULL;
+    const char *what = mode ? "amax_group rht" : "amax_group";
+    int eq = -1;
+    char why[160];
+    EXPECT_OK(nvfp4_tensor_clone(q, &c));
+    EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_F32, &dq));
+    EXPECT_OK(nvfp4_gemm(mc_ctx, q, NVFP4_COLUMNWISE, q, NVFP4_COLUMNWISE, NULL, NVFP4_F32, &mq));
+    given.has_amax = 1;
+    EXPECT_OK(nvfp4_tensor_amax(qf, 0, &given.amax[0]));
+    EXPECT_OK(nvfp4_tensor_amax(qf, 1, &given.amax[1]));
+    EXPECT_MSG(given.amax[0] > 0.0f && (mode ? given.amax[1] != given.amax[0]
+                                             : given.amax[1] == given.amax[0]),
+               "%s: the full tensor's amaxes %g, %g", what, (double)given.amax[0],
+               (double)given.amax[1]);
+    ref = quant(shard, &given);
+    EXPECT_OK(nvfp4_dequantize(mc_ctx, ref, NVFP4_F32, &dr));
+    EXPECT_OK(nvfp4_gemm(mc_ctx, ref, NVFP4_COLUMNWISE, ref, NVFP4_COLUMNWISE, NULL, NVFP4_F32, &mr));
+    EXPECT_OK(nvfp4_tensor_equal(dq, dr, &eq, why, sizeof why));
+    EXPECT_MSG(eq == 1, "%s: dequantize: %s", what, why);
+    EXPECT_OK(nvfp4_tensor_equal(mq, mr, &eq, why, sizeof why));
+    EXPECT_MSG(eq == 1, "%s: gemm: %s", what, why);
+    expect_same_fp4(c, ref, what);
+    expect_same_fp4(q, ref, what);
+    nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(shard); nvfp4_tensor_destroy(qf);
+    nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(c); nvfp4_tensor_destroy(ref);
+    nvfp4_tensor_destroy(dq); nvfp4_tensor_destroy(dr);
+    nvfp4_tensor_destroy(mq); nvfp4_tensor_destroy(mr);
+  }
+}
+
+
 /* Rank-tagged payloads (BH-23): rank r's shard is bf16 [16,1,64] filled
 ** with r+1; its scale rows land at r*M_local and rows [16r, 16r+16)
 ** dequantize to r+1 (nearest integer), exactly as quantize(full) does. */
@@ -972,6 +1015,7 @@ int main (int argc, char **argv) {
       nvfp4_comm_split(world, 2, &tp2) != NVFP4_OK)
     MPI_Abort(MPI_COMM_WORLD, 99);
   RUN(test_gather_equals_full_quantize);
+  RUN(test_amax_group_kept_until_read);
   RUN(test_rank_order);
   RUN(test_shape_rules_full_size);
   RUN(test_shape_table_tp2);
