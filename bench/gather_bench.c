@@ -12,6 +12,12 @@
 **
 ** Both timed calls include the library's cross-rank metadata check and the
 ** output allocation, as a user's call would.
+**
+** Then the quantize that makes the shard, with its amax reduced over the
+** group (amax_group) against the same quantize with the local amax: on the
+** nccl transport the reduction runs on the device and the call returns
+** before the GPU is done ("host time per call"); on the staged transport the
+** amax is read back for it, and the host waits for the amax pass.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +49,17 @@ static nvfp4_status plain_gather (nvfp4_comm *c, const nvfp4_tensor *x, const vo
 }
 
 
-static double timed (nvfp4_comm *c, gather_fn f, const nvfp4_tensor *x, const void *g,
-                     int iters) {
+static nvfp4_status quant_call (nvfp4_comm *c, const nvfp4_tensor *x, const void *o,
+                                nvfp4_tensor **out) {
+  (void)c;
+  return nvfp4_quantize(ctx, x, (const nvfp4_qopts *)o, out);
+}
+
+
+/* Seconds per call, the slowest rank's (warm-up first); *host (if not
+** NULL): the seconds per call until the calls returned, before the sync. */
+static double timed_host (nvfp4_comm *c, gather_fn f, const nvfp4_tensor *x, const void *g,
+                          int iters, double *host) {
   nvfp4_tensor *out = NULL;
   double t0, t;
   int i;
@@ -59,10 +74,19 @@ static double timed (nvfp4_comm *c, gather_fn f, const nvfp4_tensor *x, const vo
     OK(f(c, x, g, &out));
     nvfp4_tensor_destroy(out);
   }
+  if (host != NULL) {
+    *host = (MPI_Wtime() - t0) / iters;
+    MPI_Allreduce(MPI_IN_PLACE, host, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  }
   OK(nvfp4_ctx_sync(ctx));
   t = (MPI_Wtime() - t0) / iters;
   MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return t;
+}
+
+static double timed (nvfp4_comm *c, gather_fn f, const nvfp4_tensor *x, const void *g,
+                     int iters) {
+  return timed_host(c, f, x, g, iters, NULL);
 }
 
 
@@ -79,7 +103,8 @@ int main (int argc, char **argv) {
   nvfp4_qopts o = {0};
   nvfp4_gather_opts g = {0};
   size_t per_rank;
-  double t_fp4, t_flat, t_bf16, total, busf;
+  double t_fp4, t_flat, t_bf16, total, busf, t_qg, t_ql, h_qg, h_ql;
+  nvfp4_qopts ol;
   const char *why = "";
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -112,6 +137,10 @@ int main (int argc, char **argv) {
   t_fp4 = timed(world, fp4_gather, q, &g, iters);
   t_flat = timed(world, plain_gather, flat, NULL, iters);
   t_bf16 = timed(world, plain_gather, x, NULL, iters);
+  ol = o;
+  ol.amax_group = NULL;
+  t_qg = timed_host(world, quant_call, x, &o, iters, &h_qg);
+  t_ql = timed_host(world, quant_call, x, &ol, iters, &h_ql);
   total = (double)per_rank * size;
   busf = size > 1 ? (double)(size - 1) / size : 1.0;
   if (rank == 0) {
@@ -126,6 +155,11 @@ int main (int argc, char **argv) {
            t_bf16 * 1e6, (double)nvfp4_shape_numel(nvfp4_tensor_shape(x)) * 2 * size / t_bf16 * busf * 1e-9);
     printf("ratio nvfp4 busbw / one-buffer busbw: %.3f (target >= 0.85)\n", t_flat / t_fp4);
     printf("time nvfp4 gather / bf16 gather:      %.3f\n", t_fp4 / t_bf16);
+    printf("%-44s %10.1f us  host time per call %7.1f us\n",
+           "quantize, amax reduced over the group", t_qg * 1e6, h_qg * 1e6);
+    printf("%-44s %10.1f us  host time per call %7.1f us\n",
+           "quantize, local amax", t_ql * 1e6, h_ql * 1e6);
+    printf("time quantize with amax_group / local amax: %.3f\n", t_qg / t_ql);
   }
   nvfp4_tensor_destroy(flat);
   nvfp4_tensor_destroy(q);
