@@ -23,6 +23,8 @@ typedef struct meta {           /* fixed size: all-gathered as bytes */
   int32_t post;                 /* status of local work before the round */
   int32_t has_amax;             /* amax below is compared */
   float amax[2];
+  uint64_t amax_seq;            /* nonzero: instead of amax, the number of the
+                                   reduction over the comm it came from */
 } meta;
 
 
@@ -85,32 +87,52 @@ static int first_failed (const meta *all, int size) {
 }
 
 
-/* The first rank whose amax pair differs bitwise from rank 0's, or -1; *d:
-** which one (0 rowwise, 1 columnwise). */
-static int amax_differs (const meta *all, int size, int *d) {
-  int r;
+/* EMISMATCH naming the first rank whose amax pair differs bitwise from rank
+** 0's, or OK. */
+static nvfp4_status amax_verdict (nvfp4_comm *c, const char *what, const meta *all) {
+  int r, d;
+  for (r = 1; r < c->size; r++)
+    for (d = 0; d < 2; d++)
+      if (memcmp(&all[r].amax[d], &all[0].amax[d], sizeof(float)) != 0)
+        return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: rank %d's %s amax %.9g "
+                           "differs from rank 0's %.9g: NVFP4 shards must share one "
+                           "global scale (quantize them with amax_group, i.e. amax "
+                           "reduction over the group)", what, r,
+                           d ? "columnwise" : "rowwise", (double)all[r].amax[d],
+                           (double)all[0].amax[d]);
+  return NVFP4_OK;
+}
+
+
+/* With tags (amax_seq): 0 when every rank sent the same one (the amaxes are
+** equal by construction), 1 when the values must be compared in a second
+** round (some rank sent another tag or a value), -1 when none sent a tag. */
+static int tags (const meta *all, int size) {
+  int r, n = 0;
+  for (r = 0; r < size; r++) n += all[r].amax_seq != 0;
+  if (n == 0) return -1;
   for (r = 1; r < size; r++)
-    for (*d = 0; *d < 2; (*d)++)
-      if (memcmp(&all[r].amax[*d], &all[0].amax[*d], sizeof(float)) != 0) return r;
-  return -1;
+    if (all[r].amax_seq != all[0].amax_seq) return 1;
+  return n == size ? 0 : 1;
 }
 
 
 nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c, const char *what,
                                      nvfp4_status local, nvfp4_shape shape,
                                      nvfp4_dtype dt, int flags) {
-  return nvfp4i_comm_check_meta(c, what, local, shape, dt, flags, NULL, NVFP4_OK);
+  return nvfp4i_comm_check_meta(c, what, local, shape, dt, flags, NULL, 0, NULL, NVFP4_OK);
 }
 
 
 nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
                                      nvfp4_status local, nvfp4_shape shape,
                                      nvfp4_dtype dt, int flags,
-                                     const float *amax, nvfp4_status post) {
+                                     const float *amax, uint64_t amax_seq,
+                                     int *amax_round, nvfp4_status post) {
   meta mine, stackbuf[16], *all = stackbuf;
   char a[256], b[256];
   nvfp4_status st;
-  int r, d;
+  int r, t = -1;
   meta_make(&mine, local, shape, dt, flags);
   mine.post = (int32_t)post;
   if (amax != NULL) {
@@ -118,6 +140,11 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
     mine.amax[0] = amax[0];
     mine.amax[1] = amax[1];
   }
+  else if (amax_seq != 0) {
+    mine.has_amax = 1;
+    mine.amax_seq = amax_seq;
+  }
+  if (amax_round != NULL) *amax_round = 0;
   if (c->size > 16) {
     /* a table on the heap: the ranks agree on it first (a rank out of
     ** memory could not take part in the gather below, and its peers would
@@ -149,15 +176,12 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
       goto done;
     }
   /* The metadata agree, so has_amax does too where the callers derive it
-  ** from the metadata (the NVFP4 gather: an FP4 input used as it is). */
-  if (mine.has_amax && (r = amax_differs(all, c->size, &d)) >= 0) {
-    st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: rank %d's %s amax %.9g "
-                     "differs from rank 0's %.9g: NVFP4 shards must share one "
-                     "global scale (quantize them with amax_group, i.e. amax "
-                     "reduction over the group)", what, r,
-                     d ? "columnwise" : "rowwise", (double)all[r].amax[d],
-                     (double)all[0].amax[d]);
-    goto done;
+  ** from the metadata (the NVFP4 gather: an FP4 input used as it is).
+  ** Tags that differ leave the values to the caller's second round (every
+  ** rank sees the same table, so all take it or none). */
+  if (mine.has_amax) {
+    t = tags(all, c->size);
+    if (t < 0 && (st = amax_verdict(c, what, all)) != NVFP4_OK) goto done;
   }
   /* Last, as nvfp4i_comm_agree would after the round. */
   for (r = 0; r < c->size; r++)
@@ -166,6 +190,40 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
     st = post != NVFP4_OK ? post
          : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed (%s)", what,
                        r, nvfp4_status_string((nvfp4_status)all[r].post));
+  else if (t > 0 && amax_round != NULL) *amax_round = 1;
+done:
+  if (all != stackbuf) free(all);
+  return st;
+}
+
+
+nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what,
+                                     nvfp4_status local, const float amax[2]) {
+  meta mine, stackbuf[16], *all = stackbuf;
+  nvfp4_status st;
+  int r;
+  meta_make(&mine, local, nvfp4_shape_make(0, NULL), NVFP4_FP4, 0);
+  if (local == NVFP4_OK) {
+    mine.amax[0] = amax[0];
+    mine.amax[1] = amax[1];
+  }
+  if (c->size > 16) {                    /* as nvfp4i_comm_check_meta */
+    all = (meta *)malloc(sizeof *all * (size_t)c->size);
+    st = all != NULL ? NVFP4_OK
+         : nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the amax table "
+                       "for %d ranks", what, c->size);
+    if ((st = nvfp4i_comm_agree(c, what, st)) != NVFP4_OK) {
+      free(all);
+      return st;
+    }
+  }
+  if ((st = nvfp4i_comm_all_gather_host(c, &mine, sizeof mine, all)) != NVFP4_OK)
+    goto done;
+  if ((r = first_failed(all, c->size)) >= 0)
+    st = local != NVFP4_OK ? local
+         : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed reading its amax (%s)",
+                       what, r, nvfp4_status_string((nvfp4_status)all[r].status));
+  else st = amax_verdict(c, what, all);
 done:
   if (all != stackbuf) free(all);
   return st;

@@ -21,6 +21,10 @@ static nvfp4_status mpi_fail (nvfp4_ctx *ctx, int rc, const char *call) {
   do { int rc_ = (call); if (rc_ != MPI_SUCCESS) return mpi_fail((ctx), rc_, #call); } while (0)
 
 
+/* The last comm serial handed out (nvfp4_comm.serial). */
+static uint64_t comm_serials;
+
+
 /* A comm over mc.  `local`: the caller's verdict on its own arguments.
 ** With a CUDA context the transport's set-up (nvfp4i_cuda_comm_setup) is
 ** collective over mc, so the ranks first agree on `local` and on this
@@ -55,6 +59,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char 
     return local;
   }
   *c = probe;                          /* ctx, mpi, rank, size */
+  c->serial = ++comm_serials;
   nvfp4i_ctx_hold(ctx);
   c->owns_mpi = owns;
   /* Errors come back as codes, never as an abort inside the library. */

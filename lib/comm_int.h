@@ -27,6 +27,12 @@ struct nvfp4_comm {
   void *nccl;            /* ncclComm_t when transport == NVFP4I_NCCL */
   int users;             /* layers borrowing it (nvfp4i_comm_use) */
   int closing;           /* nvfp4_comm_destroy came while users > 0 */
+  /* This process's number for the comm (never reused), and the count of
+  ** the amax reductions done over it (a quantize with amax_group; the
+  ** same on every rank: each is collective): a tensor whose amax came from
+  ** reduction n over this comm carries (serial, n), and shards that all
+  ** carry the same n hold the same amax without comparing it. */
+  uint64_t serial, nreduce;
 };
 
 /* A layer borrows c (use) and gives it back (unuse): a comm destroyed
@@ -99,14 +105,28 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c,
 ** first rank whose pair differs bitwise from rank 0's; then post, a local
 ** status of work done before the round (allocation), as nvfp4i_comm_agree
 ** would give it after the round.  The rank whose local status failed keeps
-** its own message; its peers' ctx messages are overwritten. */
+** its own message; its peers' ctx messages are overwritten.
+** Instead of a pair, a rank may pass amax_seq: its amaxes came from
+** reduction number amax_seq over c (nvfp4_comm.serial), which no other
+** rank's can differ from.  When every rank passes the same number nothing
+** is compared; when they differ, or some pass values, *amax_round is set
+** (on every rank alike, and only where the call returns OK): the caller
+** then reads its pair and calls nvfp4i_comm_check_amax.  amax_round may be
+** NULL where amax_seq is 0 on every rank. */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c,
                                                  const char *what,
                                                  nvfp4_status local,
                                                  nvfp4_shape shape,
                                                  nvfp4_dtype dt, int flags,
                                                  const float *amax,
+                                                 uint64_t amax_seq, int *amax_round,
                                                  nvfp4_status post);
+/* The second round of nvfp4i_comm_check_meta: every rank's amax pair (local:
+** the status of reading it; on failure the pair is not read) compared
+** bitwise with rank 0's, EMISMATCH as there; a rank that failed keeps its
+** status, the others get EPEER naming it. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what,
+                                                 nvfp4_status local, const float amax[2]);
 /* Collective: agree on a local status after local work (allocation, local
 ** quantize).  Local failure: returned as is; a peer's: EPEER naming it. */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,

@@ -252,6 +252,8 @@ static nvfp4_status prepare (nvfp4_comm *c, const nvfp4_tensor *x,
   s->out = out;
   out->dtype = NVFP4_FP4;
   out->shape = gs;
+  /* the local amaxes (TE aliases them), still unread where they are */
+  CHECK(nvfp4i_amax_copy(out, qx));
   if (p->row) {
     out->has_row = 1;
     CHECK(nvfp4i_buf_alloc_uninit(ctx, &out->row_data, nvfp4_rowwise_data_shape(gs), 1));
@@ -295,9 +297,20 @@ static nvfp4_status prepare (nvfp4_comm *c, const nvfp4_tensor *x,
 }
 
 
+/* The amaxes of the usages an FP4 input gathered as it is shares (0 for the
+** other), read back if need be. */
+static nvfp4_status direct_amax (const nvfp4_tensor *x, const plan *p, float amax[2]) {
+  CHECK(nvfp4i_amax_ready(x));
+  amax[0] = p->row ? x->amax[0] : 0.0f;
+  amax[1] = p->col ? x->amax[1] : 0.0f;
+  return NVFP4_OK;
+}
+
+
 /* Everything up to and including the four collectives.  Host rounds before
 ** them: one for an FP4 input used as it is (the metadata round carries its
-** amaxes and the set-up status), three otherwise (metadata; the quantize's
+** amaxes, or the tags of the reductions they came from, and the set-up
+** status; a second one compares the values when the tags differ), three otherwise (metadata; the quantize's
 ** amax reduction; quantize + set-up status), plus one for a dequantize. */
 static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
                                   const nvfp4_gather_opts *g, nvfp4_status lst,
@@ -309,8 +322,8 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   nvfp4_qopts qo;
   setup s;
   plan p;
-  float amax[2];
-  int direct;
+  float amax[2] = {0.0f, 0.0f};
+  int direct, tagged, round2 = 0;
   memset(&p, 0, sizeof p);
   memset(&s, 0, sizeof s);
   if (lst == NVFP4_OK) lst = make_plan(ctx, x, g, &p);
@@ -318,12 +331,11 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   ** the round also agrees on the set-up and (TE aliases the amaxes, see
   ** below) on the amaxes of the usages gathered. */
   direct = lst == NVFP4_OK && !p.plain && !p.requant;
-  if (direct && (lst = nvfp4i_amax_ready(x)) != NVFP4_OK) direct = 0;
-  if (direct) {
-    amax[0] = p.row ? x->amax[0] : 0.0f;
-    amax[1] = p.col ? x->amax[1] : 0.0f;
-    post = prepare(c, x, x, g, &p, h, &s);
-  }
+  /* An input whose amax came from a reduction over c is not read back: the
+  ** round compares the reductions' numbers instead (see nvfp4_comm.serial) */
+  tagged = direct && x->amax_comm != 0 && x->amax_comm == c->serial;
+  if (direct && !tagged && (lst = direct_amax(x, &p, amax)) != NVFP4_OK) direct = 0;
+  if (direct) post = prepare(c, x, x, g, &p, h, &s);
   /* An FP4 tensor carries one amax per direction, so after the gather every
   ** shard is decoded with the local amax (TE aliases it).  Shards quantized
   ** without amax reduction would be decoded with another rank's global
@@ -331,7 +343,11 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   st = nvfp4i_comm_check_meta(c, "all_gather", lst,
                               x ? x->shape : nvfp4_shape_make(0, NULL),
                               x ? x->dtype : NVFP4_F32, p.flags,
-                              direct ? amax : NULL, post);
+                              direct && !tagged ? amax : NULL,
+                              direct && tagged ? x->amax_seq : 0, &round2, post);
+  if (st == NVFP4_OK && round2)       /* tags that differ: compare the values */
+    st = nvfp4i_comm_check_amax(c, "all_gather", tagged ? direct_amax(x, &p, amax) : NVFP4_OK,
+                                amax);
   if (st != NVFP4_OK) goto done;
   h->rule = g->rule;
   if (direct) qx = x;
@@ -361,17 +377,6 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   gst = nvfp4i_comm_group_end(c);
   if (st == NVFP4_OK) st = gst;
   if (st != NVFP4_OK) goto done;
-  s.out->amax[0] = qx->amax[0];
-  s.out->amax[1] = qx->amax[1];
-  if (qx->amax_pending) {
-    /* the shard's quantize left the reduced amax in backend memory (only
-    ** q's can be: a direct input's was read for the metadata round): it
-    ** moves to the gathered tensor, still unread */
-    s.out->amax_dev = q->amax_dev;
-    s.out->amax_dcol = q->amax_dcol;
-    s.out->amax_pending = 1;
-    memset(&q->amax_dev, 0, sizeof q->amax_dev);
-  }
   s.out->rht = qx->rht;
   s.out->rht_no_signs = qx->rht_no_signs;
   s.out->sr = qx->sr;

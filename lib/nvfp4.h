@@ -27,8 +27,8 @@
 **    amax_group on a staged transport (the reduction through the host; over
 **    NCCL it stays on the device), and the first host use of an amax that a
 **    quantize computed on the device (nvfp4_gemm_ref64, the NVFP4 gather of
-**    an FP4 input, nvfp4_tensor_equal; nvfp4_gemm forms its alpha from it
-**    on the device).
+**    an FP4 input not quantized with amax_group over that communicator,
+**    nvfp4_tensor_equal; nvfp4_gemm forms its alpha from it on the device).
 */
 #ifndef NVFP4_H
 #define NVFP4_H
@@ -474,7 +474,10 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** RHT/SR/2D) is checked across ranks first, as for the plain collectives;
 ** FP4 shards whose amaxes differ (quantized without amax_group) are refused
 ** with EMISMATCH on every rank, since the gathered tensor has one global
-** scale per direction and TE would decode them silently with the wrong one;
+** scale per direction and TE would decode them silently with the wrong one
+** (shards that all come from the same quantize with amax_group = c are
+** known to agree: their amaxes are not read back or compared, and may stay
+** on the device; the gathered tensor takes them there, unread);
 ** so are FP4 shards gathered as they are but made differently (RHT and its
 ** signs, SR, 2D).  With a requantize, every wanted usage is produced anew
 ** from the rowwise copy (the present one too).  Errors: EINVAL, EUSAGE,

@@ -66,6 +66,10 @@ struct nvfp4_tensor {
   ** yet filled from it. */
   nvfp4i_buf amax_dev;
   unsigned amax_pending : 1, amax_dcol : 1;
+  /* The amax came from reduction amax_seq over the comm of serial
+  ** amax_comm (a quantize with amax_group; 0: not reduced): see
+  ** nvfp4_comm.serial. */
+  uint64_t amax_comm, amax_seq;
 };
 
 /* The backend table, picked once per ctx (lib/ctx.c).  Every entry sees
@@ -285,6 +289,9 @@ NVFP4I_FUNC nvfp4_status nvfp4i_amax_ready (const nvfp4_tensor *t);
 /* t's two amaxes, [rowwise, columnwise], into amax without taking them as
 ** read (t unchanged): for a backend's own use of them on the host. */
 NVFP4I_FUNC nvfp4_status nvfp4i_amax_values (const nvfp4_tensor *t, float amax[2]);
+/* dst (a new FP4 tensor) takes src's amaxes as they are: the host pair, the
+** reduction tag, and an unread amax copied in backend memory (ENOMEM). */
+NVFP4I_FUNC nvfp4_status nvfp4i_amax_copy (nvfp4_tensor *dst, const nvfp4_tensor *src);
 
 /* ---- bf16 helpers (exact; host and device) ---------------------------- */
 static inline NVFP4I_HD float nvfp4i_bf16_to_f32 (uint16_t h) {

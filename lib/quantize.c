@@ -119,9 +119,16 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     /* (a group of another context: its MPI communicator still carries the
     ** verdict; this rank keeps its own EUSAGE message) */
     st = nvfp4i_comm_agree(o.amax_group, "quantize", st);
-    if (st == NVFP4_OK)
+    if (st == NVFP4_OK) {
+      /* every rank counts it (they all passed the agreement); the tag
+      ** (nvfp4_comm.serial) lets the NVFP4 gather of q skip comparing
+      ** amaxes that are equal by construction */
+      const uint64_t n = ++o.amax_group->nreduce;
       st = dev ? nvfp4i_comm_max_f32_buf(o.amax_group, (float *)q->amax_dev.p, 2)
                : nvfp4i_comm_max_f32(o.amax_group, amax, 2);
+      q->amax_comm = o.amax_group->serial;
+      q->amax_seq = n;
+    }
   }
   if (st != NVFP4_OK) {
     nvfp4_tensor_destroy(q);

@@ -458,6 +458,19 @@ nvfp4_status nvfp4i_amax_values (const nvfp4_tensor *t, float amax[2]) {
 }
 
 
+nvfp4_status nvfp4i_amax_copy (nvfp4_tensor *dst, const nvfp4_tensor *src) {
+  dst->amax[0] = src->amax[0];
+  dst->amax[1] = src->amax[1];
+  dst->amax_comm = src->amax_comm;
+  dst->amax_seq = src->amax_seq;
+  if (!src->amax_pending) return NVFP4_OK;
+  CHECK(copy_buf(dst->ctx, &dst->amax_dev, &src->amax_dev));
+  dst->amax_dcol = src->amax_dcol;
+  dst->amax_pending = 1;
+  return NVFP4_OK;
+}
+
+
 nvfp4_status nvfp4i_amax_ready (const nvfp4_tensor *t) {
   nvfp4_tensor *m = (nvfp4_tensor *)t;      /* the host copy is a cache */
   if (!t->amax_pending) return NVFP4_OK;

@@ -331,12 +331,12 @@ static void test_check_meta (void) {
   char want[128];
   nvfp4_status st, post;
   EXPECT_OK(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4,
-                                   3, a, NVFP4_OK));
+                                   3, a, 0, NULL, NVFP4_OK));
   /* a set-up failure on the last rank: it keeps its status and message,
   ** its peers get EPEER naming it */
   post = mc_rank == last ? nvfp4i_fail(mc_ctx, NVFP4_ENOMEM, "t: set-up failed here")
                          : NVFP4_OK;
-  st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3, a, post);
+  st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3, a, 0, NULL, post);
   EXPECT_EQ_I(st, mc_rank == last ? NVFP4_ENOMEM : NVFP4_EPEER);
   snprintf(want, sizeof want, "t: rank %d failed (", last);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == last ? "t: set-up failed here" : want);
@@ -344,7 +344,7 @@ static void test_check_meta (void) {
   ** 0's set-up failure; -0.0 differs from +0.0 (bits are compared) */
   b[0] = a[0];
   b[1] = mc_rank == 1 ? 2.5f : a[1];
-  st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3, b,
+  st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3, b, 0, NULL,
                               mc_rank == 0 ? NVFP4_ENOMEM : NVFP4_OK);
   EXPECT_EQ_I(st, NVFP4_EMISMATCH);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "t: rank 1's columnwise amax 2.5 differs from "
@@ -353,19 +353,60 @@ static void test_check_meta (void) {
   b[0] = mc_rank == last ? -0.0f : 0.0f;
   b[1] = a[1];
   EXPECT_ST(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3,
-                                   b, NVFP4_OK), NVFP4_EMISMATCH);
+                                   b, 0, NULL, NVFP4_OK), NVFP4_EMISMATCH);
   snprintf(want, sizeof want, "t: rank %d's rowwise amax -0 differs", last);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
   /* the metadata come first: a shape mismatch hides the amax mismatch */
   b[0] = mc_rank == 1 ? 9.0f : a[0];
   st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(mc_rank == 1 ? 4 : 2, 16),
-                              NVFP4_FP4, 3, b, NVFP4_OK);
+                              NVFP4_FP4, 3, b, 0, NULL, NVFP4_OK);
   EXPECT_EQ_I(st, NVFP4_EMISMATCH);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "t: ranks disagree: rank 1 has [4, 16] fp4");
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
   /* no amax: not compared */
   EXPECT_OK(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4,
-                                   3, NULL, NVFP4_OK));
+                                   3, NULL, 0, NULL, NVFP4_OK));
+  /* tags (the number of the amax reduction over the comm) instead of
+  ** values: the same everywhere, nothing to compare; different, or values
+  ** on some rank, a second round on every rank */
+  {
+    int round2 = -1;
+    EXPECT_OK(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3,
+                                     NULL, 7, &round2, NVFP4_OK));
+    EXPECT_EQ_I(round2, 0);
+    EXPECT_OK(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3,
+                                     NULL, mc_rank == last ? 8 : 7, &round2, NVFP4_OK));
+    EXPECT_EQ_I(round2, 1);
+    round2 = -1;
+    EXPECT_OK(nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3,
+                                     mc_rank == 0 ? a : NULL, mc_rank == 0 ? 0 : 7, &round2,
+                                     NVFP4_OK));
+    EXPECT_EQ_I(round2, 1);
+    /* a set-up failure still wins over the tags: no second round */
+    round2 = -1;
+    st = nvfp4i_comm_check_meta(world, "t", NVFP4_OK, SHAPE2(2, 16), NVFP4_FP4, 3, NULL,
+                                mc_rank == last ? 8 : 7, &round2,
+                                mc_rank == last ? nvfp4i_fail(mc_ctx, NVFP4_ENOMEM, "t: here")
+                                                : NVFP4_OK);
+    EXPECT_EQ_I(st, mc_rank == last ? NVFP4_ENOMEM : NVFP4_EPEER);
+    EXPECT_EQ_I(round2, 0);
+  }
+  /* the second round: values compared bitwise; a rank that could not read
+  ** its pair keeps its status, the others get EPEER */
+  EXPECT_OK(nvfp4i_comm_check_amax(world, "t", NVFP4_OK, a));
+  b[0] = a[0];
+  b[1] = 3.0f;
+  st = nvfp4i_comm_check_amax(world, "t", NVFP4_OK, mc_rank == last ? b : a);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  snprintf(want, sizeof want, "t: rank %d's columnwise amax 3 differs from rank 0's 2: NVFP4 "
+           "shards must share one global scale", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  st = nvfp4i_comm_check_amax(world, "t", mc_rank == last ? nvfp4i_fail(mc_ctx, NVFP4_ECUDA,
+                                                                         "t: read back")
+                                                           : NVFP4_OK, a);
+  EXPECT_EQ_I(st, mc_rank == last ? NVFP4_ECUDA : NVFP4_EPEER);
+  snprintf(want, sizeof want, "t: rank %d failed reading its amax (", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == last ? "t: read back" : want);
 }
 
 

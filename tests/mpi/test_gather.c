@@ -10,6 +10,7 @@
 ** full tensor.
 */
 #include "mpicheck.h"
+#include "nvfp4_int.h"          /* amax_pending: what the gather left unread */
 
 static nvfp4_comm *world, *tp2;   /* tp2: groups of 2 consecutive ranks */
 
@@ -709,6 +710,72 @@ static void test_amax_disagree (void) {
 }
 
 
+/* Shards quantized with amax_group carry the number of their reduction
+** over the group, and the gather over that group compares those instead of
+** reading the amaxes back.  Shards of different reductions (a user's
+** mix-up), of another group, or one with and one without a tag, have their
+** values compared in a second round: refused where they differ, gathered
+** where they agree. */
+static void test_amax_tags (void) {
+  const int last = mc_size - 1;
+  nvfp4_qopts og = qopts(1, 1, 0, world), given = qopts(1, 1, 0, NULL);
+  nvfp4_gather_opts gq = gopts_fp4(1, 1);
+  nvfp4_tensor *x1 = full_randn(SHAPE3(16, 2, 64), NVFP4_F32, 95 + (uint64_t)mc_rank);
+  nvfp4_tensor *x2 = full_randn(SHAPE3(16, 2, 64), NVFP4_F32, 195 + (uint64_t)mc_rank);
+  nvfp4_tensor *q1 = quant(x1, &og), *q2 = quant(x2, &og), *q3, *g = NULL;
+  float a1 = -1, a2 = -2, ag = -3;
+  char want[96];
+  EXPECT_OK(nvfp4_tensor_amax(q1, 0, &a1));
+  EXPECT_OK(nvfp4_tensor_amax(q2, 0, &a2));
+  EXPECT_MSG(a1 != a2, "the two reductions gave the same amax %g", (double)a1);
+  /* the same reduction everywhere, one rank having read its amax, the
+  ** others not: gathered, the group's amax */
+  nvfp4_tensor_destroy(q1);
+  q1 = quant(x1, &og);
+  if (mc_rank == 0) EXPECT_OK(nvfp4_tensor_amax(q1, 0, &ag));
+  EXPECT_OK(nvfp4_all_gather(world, q1, &gq, &g));
+  /* nothing was read back for it (on a device: no wait for the GPU) */
+  EXPECT(mc_rank == 0 || (q1->amax_pending && g != NULL && g->amax_pending));
+  EXPECT_OK(nvfp4_tensor_amax(g, 1, &ag));
+  EXPECT_MSG(ag == a1, "gathered amax %g, the group's %g", (double)ag, (double)a1);
+  nvfp4_tensor_destroy(g);
+  g = NULL;
+  /* the last rank gathers the other reduction's tensor: refused everywhere,
+  ** naming it */
+  EXPECT_ST(nvfp4_all_gather(world, mc_rank == last ? q2 : q1, &gq, &g), NVFP4_EMISMATCH);
+  EXPECT(g == NULL);
+  snprintf(want, sizeof want, "all_gather: rank %d's rowwise amax", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  /* the last rank's shard quantized with the group's amax given (no tag):
+  ** the same values, gathered; another value, refused */
+  given.has_amax = 1;
+  given.amax[0] = given.amax[1] = a1;
+  q3 = quant(x1, &given);
+  EXPECT_OK(nvfp4_all_gather(world, mc_rank == last ? q3 : q1, &gq, &g));
+  EXPECT_OK(nvfp4_tensor_amax(g, 0, &ag));
+  EXPECT(ag == a1);
+  nvfp4_tensor_destroy(g);
+  g = NULL;
+  nvfp4_tensor_destroy(q3);
+  given.amax[0] = given.amax[1] = 2.0f * a1;
+  q3 = quant(x1, &given);
+  EXPECT_ST(nvfp4_all_gather(world, mc_rank == last ? q3 : q1, &gq, &g), NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "must share one global scale");
+  /* reduced over the world, gathered over pairs: the values compared
+  ** (equal: each pair holds the world's amax) */
+  if (tp2 != NULL && mc_size % 2 == 0) {
+    nvfp4_tensor *gp = NULL;
+    EXPECT_OK(nvfp4_all_gather(tp2, q1, &gq, &gp));
+    EXPECT_OK(nvfp4_tensor_amax(gp, 0, &ag));
+    EXPECT(ag == a1);
+    nvfp4_tensor_destroy(gp);
+  }
+  nvfp4_tensor_destroy(q1); nvfp4_tensor_destroy(q2); nvfp4_tensor_destroy(q3);
+  nvfp4_tensor_destroy(x1); nvfp4_tensor_destroy(x2);
+}
+
+
 /* The async handle finishes exactly once, however often waited. */
 /* A handle holds its context: destroyed before the handle, the context
 ** stays until the handle and its result are gone (a wait after take wrote
@@ -1024,6 +1091,7 @@ int main (int argc, char **argv) {
   RUN(test_requantize);
   RUN(test_mismatch);
   RUN(test_amax_disagree);
+  RUN(test_amax_tags);
   RUN(test_async_idempotent);
   RUN(test_bh01);
   RUN(test_bh02);
