@@ -56,6 +56,20 @@ static nvfp4_status quant_call (nvfp4_comm *c, const nvfp4_tensor *x, const void
 }
 
 
+/* Column+SP forward's pair: the input quantized with its amax reduced over
+** c (o), then its FP4 shard gathered rowwise as it is. */
+static nvfp4_status quant_gather (nvfp4_comm *c, const nvfp4_tensor *x, const void *o,
+                                  nvfp4_tensor **out) {
+  nvfp4_gather_opts g = {0};
+  nvfp4_tensor *q = NULL;
+  nvfp4_status st = nvfp4_quantize(ctx, x, (const nvfp4_qopts *)o, &q);
+  g.rowwise = 1;
+  if (st == NVFP4_OK) st = nvfp4_all_gather(c, q, &g, out);
+  nvfp4_tensor_destroy(q);
+  return st;
+}
+
+
 /* Seconds per call, the slowest rank's (warm-up first); *host (if not
 ** NULL): the seconds per call until the calls returned, before the sync. */
 static double timed_host (nvfp4_comm *c, gather_fn f, const nvfp4_tensor *x, const void *g,
@@ -103,8 +117,8 @@ int main (int argc, char **argv) {
   nvfp4_qopts o = {0};
   nvfp4_gather_opts g = {0};
   size_t per_rank;
-  double t_fp4, t_flat, t_bf16, total, busf, t_qg, t_ql, h_qg, h_ql;
-  nvfp4_qopts ol;
+  double t_fp4, t_flat, t_bf16, total, busf, t_qg, t_ql, h_qg, h_ql, t_qa, h_qa;
+  nvfp4_qopts ol, oi;
   const char *why = "";
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -141,6 +155,9 @@ int main (int argc, char **argv) {
   ol.amax_group = NULL;
   t_qg = timed_host(world, quant_call, x, &o, iters, &h_qg);
   t_ql = timed_host(world, quant_call, x, &ol, iters, &h_ql);
+  oi = o;                     /* the input quantizer of column+SP: no SR */
+  oi.sr = 0;
+  t_qa = timed_host(world, quant_gather, x, &oi, iters, &h_qa);
   total = (double)per_rank * size;
   busf = size > 1 ? (double)(size - 1) / size : 1.0;
   if (rank == 0) {
@@ -160,6 +177,8 @@ int main (int argc, char **argv) {
     printf("%-44s %10.1f us  host time per call %7.1f us\n",
            "quantize, local amax", t_ql * 1e6, h_ql * 1e6);
     printf("time quantize with amax_group / local amax: %.3f\n", t_qg / t_ql);
+    printf("%-44s %10.1f us  host time per call %7.1f us\n",
+           "quantize (amax_group) + gather of the shard", t_qa * 1e6, h_qa * 1e6);
   }
   nvfp4_tensor_destroy(flat);
   nvfp4_tensor_destroy(q);

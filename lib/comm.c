@@ -195,16 +195,13 @@ nvfp4_status nvfp4i_comm_max_f32 (nvfp4_comm *c, float *v, int n) {
 
 
 nvfp4_status nvfp4i_comm_max_f32_buf (nvfp4_comm *c, float *buf, int n) {
-  float h[8];
-  nvfp4_ctx *ctx = c->ctx;
   if (c->transport == NVFP4I_MPI) return nvfp4i_comm_max_f32(c, buf, n);
 #ifdef HAVE_CUDA
   if (c->transport == NVFP4I_NCCL) return nvfp4i_cuda_all_reduce_max_f32(c, buf, n);
 #endif
-  FAIL_IF(ctx, n < 0 || n > 8, NVFP4_EINVAL, "all-reduce: %d floats to stage (at most 8)", n);
-  CHECK(ctx->ops->to_host(ctx, h, buf, sizeof *h * (size_t)n));
-  CHECK(nvfp4i_comm_max_f32(c, h, n));
-  return ctx->ops->from_host(ctx, buf, h, sizeof *h * (size_t)n);
+  (void)buf; (void)n;
+  return nvfp4i_fail(c->ctx, NVFP4_EUSAGE, "all-reduce in place: not on the %s transport",
+                     c->transport == NVFP4I_MPI_STAGED ? "mpi-staged" : "given");
 }
 
 

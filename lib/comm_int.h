@@ -134,11 +134,11 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
 /* MPI_MAX of n host floats in place, no agreement (the caller's ranks have
 ** agreed already: quantize with an amax group). */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_max_f32 (nvfp4_comm *c, float *v, int n);
-/* The same on n floats in the ctx's memory (a device buffer on a CUDA
-** ctx), on the comm's transport: NCCL's all-reduce on the ctx's stream
-** (enqueued only), MPI in place on host memory (CPU ctx), or staged through
-** the host (ranks sharing a GPU: copied back, reduced, copied in).  ENCCL,
-** EMPI, ECUDA with the failing call. */
+/* The same on n floats in the ctx's memory, on the comm's transport: NCCL's
+** all-reduce of a device buffer on the ctx's stream (enqueued only), or MPI
+** in place on host memory (CPU ctx).  ENCCL, EMPI with the failing call;
+** EUSAGE on the staged transport (its callers read back first, so that the
+** read's errors are agreed before the collective). */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_max_f32_buf (nvfp4_comm *c, float *buf, int n);
 /* Collective, after the ranks have agreed that their arguments pass: n
 ** (at most 32) values that every rank must give alike.  EMISMATCH on every

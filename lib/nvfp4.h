@@ -344,8 +344,10 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 ** (sr selects stochastic rounding), amax computed from x (on a device it
 ** stays there, where the cast's kernels read it: the call enqueues and
 ** returns; with amax_group the group's MAX-reduction runs on it there too,
-** over NCCL, and reads it back only on a staged transport, where ranks
-** share a GPU).  Rowwise needs
+** over NCCL, and reads it back only on the staged transport: ranks sharing
+** a GPU, or NVFP4_TRANSPORT=mpi-staged).  With amax_group a rank may give
+** its amax (has_amax) where another computes it: the group's MAX of all
+** pairs is every rank's.  Rowwise needs
 ** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
 ** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR (2D
 ** 4over6 needs M % 16 == 0).  Scale padding is written as

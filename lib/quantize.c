@@ -83,25 +83,50 @@ static nvfp4_status amax_into (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp
 }
 
 
-/* Order (spec §3.1): amax (backend, or given), MAX-all-reduce of both over
-** amax_group, allocate, cast.  Nothing is written to *out on failure.  A
+/* A given amax pair into q's backend memory as amax_into leaves one, for
+** the group's reduction over NCCL. */
+static nvfp4_status amax_given_into (nvfp4_ctx *ctx, const float amax[2], nvfp4_tensor *q) {
+  const int64_t two = 2;
+  q->amax_dcol = 1;
+  CHECK(nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, &two), sizeof(float)));
+  CHECK(ctx->ops->from_host(ctx, q->amax_dev.p, amax, 2 * sizeof(float)));
+  q->amax_pending = 1;
+  return NVFP4_OK;
+}
+
+
+/* Order (spec §3.1): checks, amax (given, or the backend's pass), allocate;
+** with amax_group the group's agreement on all that, then the MAX-all-reduce
+** of both amaxes over it; cast.  Nothing is written to *out on failure.  A
 ** backend with amax_to (both have it) computes an amax not given into the
-** new tensor's own backend memory, where the group's reduction (on its
-** transport: NCCL on the device, MPI on host memory, or staged through the
-** host) and the cast read it: on a device over NCCL or without a group the
-** call enqueues and returns (the host copy is read when first asked for,
-** nvfp4i_amax_ready). */
+** new tensor's own backend memory, where the cast reads it: without a group
+** and over NCCL the call enqueues and returns (the host copy is read when
+** first asked for, nvfp4i_amax_ready).  Where the group's reduction runs:
+**  - NCCL: on that buffer, on the device, on every rank of the group (a
+**    given amax is copied there first, so that every rank takes the same
+**    collective whether or not it was given one);
+**  - MPI (the CPU backend, whose buffer is host memory): in place;
+**  - staged (ranks sharing a GPU): the amax is read back before the
+**    agreement, whose verdict then covers the amax pass's errors, and
+**    reduced on the host. */
 nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                              const nvfp4_qopts *opts, nvfp4_tensor **out) {
   nvfp4_qopts o;
   nvfp4_tensor *q = NULL;
   nvfp4_status st;
   float amax[2] = {0.0f, 0.0f};
-  int dev;
+  int dev, nccl;
   NVFP4I_CLEAR(out);
-  if (ctx == NULL) return NVFP4_EINVAL;
+  if (ctx == NULL) {
+    /* the group's other ranks wait in its agreement: they get EPEER */
+    if (opts != NULL && opts->amax_group != NULL)
+      (void)nvfp4i_comm_agree(opts->amax_group, "quantize", NVFP4_EINVAL);
+    return NVFP4_EINVAL;
+  }
   o = normalize(opts);
-  dev = !o.has_amax && ctx->ops->amax_to != NULL;
+  nccl = o.amax_group != NULL && o.amax_group->transport == NVFP4I_NCCL;
+  dev = !o.has_amax && ctx->ops->amax_to != NULL &&
+        (o.amax_group == NULL || o.amax_group->transport != NVFP4I_MPI_STAGED);
   /* with amax_group, the group's ranks agree on the checks, the allocation
   ** and the amax pass before the reduction: a rank that fails there keeps
   ** its error and the others get EPEER instead of waiting in the reduction */
@@ -114,6 +139,7 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     if (st == NVFP4_OK)
       st = nvfp4i_tensor_alloc_fp4_for_cast(ctx, x->shape, o.rowwise, o.columnwise, &q);
     if (st == NVFP4_OK && dev) st = amax_into(ctx, x, &o, q);
+    else if (st == NVFP4_OK && nccl) st = amax_given_into(ctx, amax, q);
   }
   if (o.amax_group != NULL) {
     /* (a group of another context: its MPI communicator still carries the
@@ -124,8 +150,8 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
       ** (nvfp4_comm.serial) lets the NVFP4 gather of q skip comparing
       ** amaxes that are equal by construction */
       const uint64_t n = ++o.amax_group->nreduce;
-      st = dev ? nvfp4i_comm_max_f32_buf(o.amax_group, (float *)q->amax_dev.p, 2)
-               : nvfp4i_comm_max_f32(o.amax_group, amax, 2);
+      st = dev || nccl ? nvfp4i_comm_max_f32_buf(o.amax_group, (float *)q->amax_dev.p, 2)
+                       : nvfp4i_comm_max_f32(o.amax_group, amax, 2);
       q->amax_comm = o.amax_group->serial;
       q->amax_seq = n;
     }

@@ -209,7 +209,7 @@ static void test_gather_equals_full_quantize (void) {
 
 
 /* A quantize with amax_group leaves the reduced amax where the amax pass
-** wrote it (the device, reduced there over NCCL): the tensor, its clone,
+** wrote it (on the CUDA backend over NCCL: the device, reduced there): the tensor, its clone,
 ** its dequantize (rowwise) and its GEMM (columnwise) taken before anyone reads the amax equal
 ** those of a quantize given the group's amax (read from quantize(full)),
 ** byte for byte; then the amaxes read back are the group's. */
@@ -248,6 +248,46 @@ static void test_amax_group_kept_until_read (void) {
     nvfp4_tensor_destroy(dq); nvfp4_tensor_destroy(dr);
     nvfp4_tensor_destroy(mq); nvfp4_tensor_destroy(mr);
   }
+}
+
+
+/* Ranks of one amax_group may each give an amax or have it computed: one
+** reduction either way (on NCCL every rank reduces a device buffer, a given
+** amax copied there), whose result every rank's tensor carries. */
+static void test_amax_group_mixed (void) {
+  nvfp4_tensor *x = full_randn(SHAPE3(16, 2, 64), NVFP4_BF16, 60 + (uint64_t)mc_rank);
+  nvfp4_qopts og = qopts(1, 1, M_RHT, world), ref = qopts(1, 1, M_RHT, NULL);
+  nvfp4_tensor *q, *r;
+  float a0 = -1, a1 = -1;
+  int k;
+  for (k = 0; k < 2; k++) {       /* rank 0 gives the largest pair, then a tiny one */
+    if (mc_rank == 0) {
+      og.has_amax = 1;
+      og.amax[0] = k ? 1e-3f : 64.0f;
+      og.amax[1] = k ? 2e-3f : 96.0f;
+    }
+    q = quant(x, &og);
+    EXPECT_OK(nvfp4_tensor_amax(q, 0, &a0));
+    EXPECT_OK(nvfp4_tensor_amax(q, 1, &a1));
+    if (k == 0) EXPECT_MSG(a0 == 64.0f && a1 == 96.0f, "amaxes %g %g, given 64 96 on rank 0",
+                           (double)a0, (double)a1);
+    else EXPECT_MSG(a0 > 1.0f && a1 > 1.0f && a0 != a1, "amaxes %g %g", (double)a0, (double)a1);
+    {   /* the same pair on every rank */
+      float lo[2] = {a0, a1}, hi[2] = {a0, a1};
+      MPI_Allreduce(MPI_IN_PLACE, lo, 2, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, hi, 2, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+      EXPECT(lo[0] == hi[0] && lo[1] == hi[1]);
+    }
+    /* the bytes of a quantize given the group's pair */
+    ref.has_amax = 1;
+    ref.amax[0] = a0;
+    ref.amax[1] = a1;
+    r = quant(x, &ref);
+    expect_same_fp4(q, r, k ? "mixed amax_group, tiny given" : "mixed amax_group");
+    nvfp4_tensor_destroy(q);
+    nvfp4_tensor_destroy(r);
+  }
+  nvfp4_tensor_destroy(x);
 }
 
 
@@ -646,6 +686,12 @@ static void test_mismatch (void) {
       ob = qopts(1, 1, 0, world);                                 /* a NULL out on rank 0 */
       st = nvfp4_quantize(mc_ctx, x, &ob, mc_rank == 0 ? NULL : &qq);
       EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
+      EXPECT(qq == NULL);
+      /* a NULL context on the last rank (nothing to report in): its peers
+      ** learn of it through the group */
+      st = nvfp4_quantize(mc_rank == mc_size - 1 ? NULL : mc_ctx, x, &ob, &qq);
+      EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
+      if (mc_rank != mc_size - 1) EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "quantize: rank");
       EXPECT(qq == NULL);
     }
     /* options that differ but are each valid: the 4over6 error measure,
@@ -1083,6 +1129,7 @@ int main (int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 99);
   RUN(test_gather_equals_full_quantize);
   RUN(test_amax_group_kept_until_read);
+  RUN(test_amax_group_mixed);
   RUN(test_rank_order);
   RUN(test_shape_rules_full_size);
   RUN(test_shape_table_tp2);
