@@ -780,8 +780,11 @@ static void test_amax_tags (void) {
   q1 = quant(x1, &og);
   if (mc_rank == 0) EXPECT_OK(nvfp4_tensor_amax(q1, 0, &ag));
   EXPECT_OK(nvfp4_all_gather(world, q1, &gq, &g));
-  /* nothing was read back for it (on a device: no wait for the GPU) */
-  EXPECT(mc_rank == 0 || (q1->amax_pending && g != NULL && g->amax_pending));
+  /* nothing was read back for it (on a device: no wait for the GPU), but
+  ** on the staged transport, where the quantize reads the amax back for the
+  ** group's reduction */
+  if (strcmp(nvfp4_comm_transport(world), "mpi-staged") != 0)
+    EXPECT(mc_rank == 0 || (q1->amax_pending && g != NULL && g->amax_pending));
   EXPECT_OK(nvfp4_tensor_amax(g, 1, &ag));
   EXPECT_MSG(ag == a1, "gathered amax %g, the group's %g", (double)ag, (double)a1);
   nvfp4_tensor_destroy(g);
