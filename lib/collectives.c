@@ -117,6 +117,26 @@ static int tags (const meta *all, int size) {
 }
 
 
+/* Every rank's descriptor into *all: stackbuf (16 entries) or, for more
+** ranks, a table on the heap (the caller frees it when it is not stackbuf).
+** The ranks agree on that allocation first: a rank out of memory could not
+** take part in the gather, and its peers would wait in it
+** (nvfp4i_comm_agree allocates nothing). */
+static nvfp4_status gather_metas (nvfp4_comm *c, const char *what, const meta *mine,
+                                  meta *stackbuf, meta **all) {
+  nvfp4_status st;
+  *all = stackbuf;
+  if (c->size > 16) {
+    *all = (meta *)malloc(sizeof **all * (size_t)c->size);
+    st = *all != NULL ? NVFP4_OK
+         : nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the metadata table "
+                       "for %d ranks", what, c->size);
+    if ((st = nvfp4i_comm_agree(c, what, st)) != NVFP4_OK) return st;
+  }
+  return nvfp4i_comm_all_gather_host(c, mine, sizeof *mine, *all);
+}
+
+
 nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c, const char *what,
                                      nvfp4_status local, nvfp4_shape shape,
                                      nvfp4_dtype dt, int flags) {
@@ -145,21 +165,7 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
     mine.amax_seq = amax_seq;
   }
   if (amax_round != NULL) *amax_round = 0;
-  if (c->size > 16) {
-    /* a table on the heap: the ranks agree on it first (a rank out of
-    ** memory could not take part in the gather below, and its peers would
-    ** wait in it; nvfp4i_comm_agree allocates nothing) */
-    all = (meta *)malloc(sizeof *all * (size_t)c->size);
-    st = all != NULL ? NVFP4_OK
-         : nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the metadata table "
-                       "for %d ranks", what, c->size);
-    if ((st = nvfp4i_comm_agree(c, what, st)) != NVFP4_OK) {
-      free(all);
-      return st;
-    }
-  }
-  if ((st = nvfp4i_comm_all_gather_host(c, &mine, sizeof mine, all)) != NVFP4_OK)
-    goto done;
+  if ((st = gather_metas(c, what, &mine, stackbuf, &all)) != NVFP4_OK) goto done;
   if ((r = first_failed(all, c->size)) >= 0) {
     st = local != NVFP4_OK ? local
          : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed before the "
@@ -207,18 +213,7 @@ nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what,
     mine.amax[0] = amax[0];
     mine.amax[1] = amax[1];
   }
-  if (c->size > 16) {                    /* as nvfp4i_comm_check_meta */
-    all = (meta *)malloc(sizeof *all * (size_t)c->size);
-    st = all != NULL ? NVFP4_OK
-         : nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the amax table "
-                       "for %d ranks", what, c->size);
-    if ((st = nvfp4i_comm_agree(c, what, st)) != NVFP4_OK) {
-      free(all);
-      return st;
-    }
-  }
-  if ((st = nvfp4i_comm_all_gather_host(c, &mine, sizeof mine, all)) != NVFP4_OK)
-    goto done;
+  if ((st = gather_metas(c, what, &mine, stackbuf, &all)) != NVFP4_OK) goto done;
   if ((r = first_failed(all, c->size)) >= 0)
     st = local != NVFP4_OK ? local
          : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed reading its amax (%s)",
