@@ -31,9 +31,19 @@ struct nvfp4_comm {
   ** the amax reductions done over it (a quantize with amax_group; the
   ** same on every rank: each is collective): a tensor whose amax came from
   ** reduction n over this comm carries (serial, n), and shards that all
-  ** carry the same n hold the same amax without comparing it. */
+  ** carry the same n hold the same amax without comparing it.  Only where
+  ** the reductions run on a channel of this comm alone
+  ** (nvfp4i_comm_own_channel): two comms over one borrowed MPI communicator
+  ** used in different orders on different ranks would pair one comm's
+  ** reduction with the other's there, and their counts would lie. */
   uint64_t serial, nreduce;
 };
+
+/* 1 when c's reductions pair up on a channel no other comm uses: its own
+** NCCL communicator, or an MPI communicator it owns (a split's). */
+static inline int nvfp4i_comm_own_channel (const nvfp4_comm *c) {
+  return c->transport == NVFP4I_NCCL || c->owns_mpi;
+}
 
 /* A layer borrows c (use) and gives it back (unuse): a comm destroyed
 ** while borrowed is freed when the last borrower gives it back. */
@@ -107,8 +117,9 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_same (nvfp4_comm *c,
 ** would give it after the round.  The rank whose local status failed keeps
 ** its own message; its peers' ctx messages are overwritten.
 ** Instead of a pair, a rank may pass amax_seq: its amaxes came from
-** reduction number amax_seq over c (nvfp4_comm.serial), which no other
-** rank's can differ from.  When every rank passes the same number nothing
+** reduction number amax_seq over c (nvfp4_comm.serial; only where c has a
+** channel of its own, nvfp4i_comm_own_channel), from which no other rank's
+** with the same number can differ.  When every rank passes the same number nothing
 ** is compared; when they differ, or some pass values, *amax_round is set
 ** (on every rank alike, and only where the call returns OK): the caller
 ** then reads its pair and calls nvfp4i_comm_check_amax.  amax_round may be

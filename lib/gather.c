@@ -310,10 +310,10 @@ static nvfp4_status direct_amax (const nvfp4_tensor *x, const plan *p, float ama
 /* Everything up to and including the four collectives.  Host rounds before
 ** them: one for an FP4 input used as it is (the metadata round carries its
 ** amaxes, or the tags of the reductions they came from, and the set-up
-** status; a second one compares the values when the tags differ), three
-** otherwise (metadata; the quantize's agreement before its amax reduction,
-** which over NCCL runs on the device; quantize + set-up status), plus one
-** for a dequantize. */
+** status; a second one compares the values when the tags differ), three or
+** four otherwise (metadata; the quantize's agreement, then its amax
+** reduction, which over NCCL runs on the device instead; quantize + set-up
+** status), plus one for a dequantize. */
 static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
                                   const nvfp4_gather_opts *g, nvfp4_status lst,
                                   nvfp4_handle *h) {

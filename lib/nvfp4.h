@@ -27,8 +27,9 @@
 **    amax_group on a staged transport (the reduction through the host; over
 **    NCCL it stays on the device), and the first host use of an amax that a
 **    quantize computed on the device (nvfp4_gemm_ref64, the NVFP4 gather of
-**    an FP4 input not quantized with amax_group over that communicator,
-**    nvfp4_tensor_equal; nvfp4_gemm forms its alpha from it on the device).
+**    FP4 shards unless they all come from one quantize with amax_group
+**    over that communicator (see nvfp4_all_gather), nvfp4_tensor_equal;
+**    nvfp4_gemm forms its alpha from it on the device).
 */
 #ifndef NVFP4_H
 #define NVFP4_H
@@ -347,7 +348,7 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 ** over NCCL, and reads it back only on the staged transport: ranks sharing
 ** a GPU, or NVFP4_TRANSPORT=mpi-staged).  With amax_group a rank may give
 ** its amax (has_amax) where another computes it: the group's MAX of all
-** pairs is every rank's.  Rowwise needs
+** pairs (a computed one is (a, a) without RHT) is every rank's.  Rowwise needs
 ** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
 ** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR (2D
 ** 4over6 needs M % 16 == 0).  Scale padding is written as
@@ -478,8 +479,10 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** with EMISMATCH on every rank, since the gathered tensor has one global
 ** scale per direction and TE would decode them silently with the wrong one
 ** (shards that all come from the same quantize with amax_group = c are
-** known to agree: their amaxes are not read back or compared, and may stay
-** on the device; the gathered tensor takes them there, unread);
+** known to agree where c's reductions run on a channel of its own, its
+** NCCL communicator or the MPI one a split made: their amaxes are not read
+** back or compared, and may stay on the device; the gathered tensor takes
+** them there, unread);
 ** so are FP4 shards gathered as they are but made differently (RHT and its
 ** signs, SR, 2D).  With a requantize, every wanted usage is produced anew
 ** from the rowwise copy (the present one too).  Errors: EINVAL, EUSAGE,

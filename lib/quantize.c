@@ -70,14 +70,20 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 
 /* The amax pass of x into q's own backend memory (q->amax_dev, two floats:
 ** [rowwise, columnwise post-RHT]; without RHT one amax for both), enqueued
-** only: q->amax_pending until a host read (nvfp4i_amax_ready). */
+** only: q->amax_pending until a host read (nvfp4i_amax_ready).  pair: both
+** floats filled (without RHT the one amax copied into the second) for a
+** group's reduction, where a rank given a pair takes part with its two
+** values (amax_given_into): every rank then reads the columnwise amax from
+** the second float. */
 static nvfp4_status amax_into (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopts *o,
-                               nvfp4_tensor *q) {
+                               int pair, nvfp4_tensor *q) {
   const int64_t two = 2;
-  q->amax_dcol = o->rht;
+  float *d;
+  q->amax_dcol = o->rht || pair;
   CHECK(nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, &two), sizeof(float)));
-  CHECK(ctx->ops->amax_to(ctx, x, o->rht, o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS,
-                          (float *)q->amax_dev.p));
+  d = (float *)q->amax_dev.p;
+  CHECK(ctx->ops->amax_to(ctx, x, o->rht, o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS, d));
+  if (pair && !o->rht) CHECK(ctx->ops->copy2d(ctx, d + 1, sizeof *d, d, sizeof *d, 1, sizeof *d));
   q->amax_pending = 1;
   return NVFP4_OK;
 }
@@ -138,7 +144,7 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
       st = ctx->ops->amax(ctx, x, o.rht, o.rht_no_signs ? 0u : NVFP4_RHT_SIGNS, amax);
     if (st == NVFP4_OK)
       st = nvfp4i_tensor_alloc_fp4_for_cast(ctx, x->shape, o.rowwise, o.columnwise, &q);
-    if (st == NVFP4_OK && dev) st = amax_into(ctx, x, &o, q);
+    if (st == NVFP4_OK && dev) st = amax_into(ctx, x, &o, o.amax_group != NULL, q);
     else if (st == NVFP4_OK && nccl) st = amax_given_into(ctx, amax, q);
   }
   if (o.amax_group != NULL) {
@@ -148,12 +154,15 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     if (st == NVFP4_OK) {
       /* every rank counts it (they all passed the agreement); the tag
       ** (nvfp4_comm.serial) lets the NVFP4 gather of q skip comparing
-      ** amaxes that are equal by construction */
+      ** amaxes that are equal by construction, where the reduction runs on
+      ** a channel of this comm alone (nvfp4i_comm_own_channel) */
       const uint64_t n = ++o.amax_group->nreduce;
       st = dev || nccl ? nvfp4i_comm_max_f32_buf(o.amax_group, (float *)q->amax_dev.p, 2)
                        : nvfp4i_comm_max_f32(o.amax_group, amax, 2);
-      q->amax_comm = o.amax_group->serial;
-      q->amax_seq = n;
+      if (nvfp4i_comm_own_channel(o.amax_group)) {
+        q->amax_comm = o.amax_group->serial;
+        q->amax_seq = n;
+      }
     }
   }
   if (st != NVFP4_OK) {

@@ -255,39 +255,45 @@ static void test_amax_group_kept_until_read (void) {
 ** reduction either way (on NCCL every rank reduces a device buffer, a given
 ** amax copied there), whose result every rank's tensor carries. */
 static void test_amax_group_mixed (void) {
-  nvfp4_tensor *x = full_randn(SHAPE3(16, 2, 64), NVFP4_BF16, 60 + (uint64_t)mc_rank);
-  nvfp4_qopts og = qopts(1, 1, M_RHT, world), ref = qopts(1, 1, M_RHT, NULL);
-  nvfp4_tensor *q, *r;
-  float a0 = -1, a1 = -1;
-  int k;
-  for (k = 0; k < 2; k++) {       /* rank 0 gives the largest pair, then a tiny one */
-    if (mc_rank == 0) {
-      og.has_amax = 1;
-      og.amax[0] = k ? 1e-3f : 64.0f;
-      og.amax[1] = k ? 2e-3f : 96.0f;
-    }
-    q = quant(x, &og);
-    EXPECT_OK(nvfp4_tensor_amax(q, 0, &a0));
-    EXPECT_OK(nvfp4_tensor_amax(q, 1, &a1));
-    if (k == 0) EXPECT_MSG(a0 == 64.0f && a1 == 96.0f, "amaxes %g %g, given 64 96 on rank 0",
-                           (double)a0, (double)a1);
-    else EXPECT_MSG(a0 > 1.0f && a1 > 1.0f && a0 != a1, "amaxes %g %g", (double)a0, (double)a1);
-    {   /* the same pair on every rank */
-      float lo[2] = {a0, a1}, hi[2] = {a0, a1};
+  int k, mode;
+  for (mode = 0; mode <= M_RHT; mode += M_RHT)
+    for (k = 0; k < 2; k++) {     /* rank 0 gives the largest pair, then a tiny one */
+      nvfp4_tensor *x = full_randn(SHAPE3(16, 2, 64), NVFP4_BF16, 60 + (uint64_t)mc_rank);
+      nvfp4_qopts og = qopts(1, 1, mode, world), ref = qopts(1, 1, mode, NULL);
+      nvfp4_tensor *q, *r;
+      float a0 = -1, a1 = -1, lo[2], hi[2];
+      const char *what = mode ? (k ? "mixed amax_group rht, tiny given" : "mixed amax_group rht")
+                              : (k ? "mixed amax_group, tiny given" : "mixed amax_group");
+      if (mc_rank == 0) {
+        og.has_amax = 1;
+        og.amax[0] = k ? 1e-3f : 64.0f;
+        og.amax[1] = k ? 2e-3f : 96.0f;
+      }
+      q = quant(x, &og);
+      EXPECT_OK(nvfp4_tensor_amax(q, 0, &a0));
+      EXPECT_OK(nvfp4_tensor_amax(q, 1, &a1));
+      /* without RHT a computed pair is (a, a): the MAX with a given (64, 96)
+      ** is (64, 96) there too */
+      if (k == 0) EXPECT_MSG(a0 == 64.0f && a1 == 96.0f, "%s: amaxes %g %g, given 64 96 on "
+                             "rank 0", what, (double)a0, (double)a1);
+      else EXPECT_MSG(a0 > 1.0f && a1 > 1.0f && (mode ? a0 != a1 : a0 == a1),
+                      "%s: amaxes %g %g", what, (double)a0, (double)a1);
+      lo[0] = hi[0] = a0;       /* the same pair on every rank */
+      lo[1] = hi[1] = a1;
       MPI_Allreduce(MPI_IN_PLACE, lo, 2, MPI_FLOAT, MPI_MIN, MPI_COMM_WORLD);
       MPI_Allreduce(MPI_IN_PLACE, hi, 2, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
-      EXPECT(lo[0] == hi[0] && lo[1] == hi[1]);
+      EXPECT_MSG(lo[0] == hi[0] && lo[1] == hi[1], "%s: ranks hold %g..%g, %g..%g", what,
+                 (double)lo[0], (double)hi[0], (double)lo[1], (double)hi[1]);
+      /* the bytes of a quantize given the group's pair */
+      ref.has_amax = 1;
+      ref.amax[0] = a0;
+      ref.amax[1] = a1;
+      r = quant(x, &ref);
+      expect_same_fp4(q, r, what);
+      nvfp4_tensor_destroy(q);
+      nvfp4_tensor_destroy(r);
+      nvfp4_tensor_destroy(x);
     }
-    /* the bytes of a quantize given the group's pair */
-    ref.has_amax = 1;
-    ref.amax[0] = a0;
-    ref.amax[1] = a1;
-    r = quant(x, &ref);
-    expect_same_fp4(q, r, k ? "mixed amax_group, tiny given" : "mixed amax_group");
-    nvfp4_tensor_destroy(q);
-    nvfp4_tensor_destroy(r);
-  }
-  nvfp4_tensor_destroy(x);
 }
 
 
@@ -764,13 +770,18 @@ static void test_amax_disagree (void) {
 ** where they agree. */
 static void test_amax_tags (void) {
   const int last = mc_size - 1;
-  nvfp4_qopts og = qopts(1, 1, 0, world), given = qopts(1, 1, 0, NULL);
+  nvfp4_comm *grp = NULL;     /* all ranks, on an MPI communicator of its own */
+  nvfp4_qopts og, given = qopts(1, 1, 0, NULL);
   nvfp4_gather_opts gq = gopts_fp4(1, 1);
   nvfp4_tensor *x1 = full_randn(SHAPE3(16, 2, 64), NVFP4_F32, 95 + (uint64_t)mc_rank);
   nvfp4_tensor *x2 = full_randn(SHAPE3(16, 2, 64), NVFP4_F32, 195 + (uint64_t)mc_rank);
-  nvfp4_tensor *q1 = quant(x1, &og), *q2 = quant(x2, &og), *q3, *g = NULL;
+  nvfp4_tensor *q1, *q2, *q3, *g = NULL;
   float a1 = -1, a2 = -2, ag = -3;
   char want[96];
+  EXPECT_OK(nvfp4_comm_split(world, mc_size, &grp));
+  og = qopts(1, 1, 0, grp);
+  q1 = quant(x1, &og);
+  q2 = quant(x2, &og);
   EXPECT_OK(nvfp4_tensor_amax(q1, 0, &a1));
   EXPECT_OK(nvfp4_tensor_amax(q2, 0, &a2));
   EXPECT_MSG(a1 != a2, "the two reductions gave the same amax %g", (double)a1);
@@ -779,7 +790,7 @@ static void test_amax_tags (void) {
   nvfp4_tensor_destroy(q1);
   q1 = quant(x1, &og);
   if (mc_rank == 0) EXPECT_OK(nvfp4_tensor_amax(q1, 0, &ag));
-  EXPECT_OK(nvfp4_all_gather(world, q1, &gq, &g));
+  EXPECT_OK(nvfp4_all_gather(grp, q1, &gq, &g));
   /* nothing was read back for it (on a device: no wait for the GPU), but
   ** on the staged transport, where the quantize reads the amax back for the
   ** group's reduction */
@@ -791,7 +802,7 @@ static void test_amax_tags (void) {
   g = NULL;
   /* the last rank gathers the other reduction's tensor: refused everywhere,
   ** naming it */
-  EXPECT_ST(nvfp4_all_gather(world, mc_rank == last ? q2 : q1, &gq, &g), NVFP4_EMISMATCH);
+  EXPECT_ST(nvfp4_all_gather(grp, mc_rank == last ? q2 : q1, &gq, &g), NVFP4_EMISMATCH);
   EXPECT(g == NULL);
   snprintf(want, sizeof want, "all_gather: rank %d's rowwise amax", last);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
@@ -801,7 +812,7 @@ static void test_amax_tags (void) {
   given.has_amax = 1;
   given.amax[0] = given.amax[1] = a1;
   q3 = quant(x1, &given);
-  EXPECT_OK(nvfp4_all_gather(world, mc_rank == last ? q3 : q1, &gq, &g));
+  EXPECT_OK(nvfp4_all_gather(grp, mc_rank == last ? q3 : q1, &gq, &g));
   EXPECT_OK(nvfp4_tensor_amax(g, 0, &ag));
   EXPECT(ag == a1);
   nvfp4_tensor_destroy(g);
@@ -809,10 +820,10 @@ static void test_amax_tags (void) {
   nvfp4_tensor_destroy(q3);
   given.amax[0] = given.amax[1] = 2.0f * a1;
   q3 = quant(x1, &given);
-  EXPECT_ST(nvfp4_all_gather(world, mc_rank == last ? q3 : q1, &gq, &g), NVFP4_EMISMATCH);
+  EXPECT_ST(nvfp4_all_gather(grp, mc_rank == last ? q3 : q1, &gq, &g), NVFP4_EMISMATCH);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "must share one global scale");
-  /* reduced over the world, gathered over pairs: the values compared
-  ** (equal: each pair holds the world's amax) */
+  /* reduced over all ranks, gathered over pairs: the values compared
+  ** (equal: each pair holds the group's amax) */
   if (tp2 != NULL && mc_size % 2 == 0) {
     nvfp4_tensor *gp = NULL;
     EXPECT_OK(nvfp4_all_gather(tp2, q1, &gq, &gp));
@@ -821,7 +832,25 @@ static void test_amax_tags (void) {
     nvfp4_tensor_destroy(gp);
   }
   nvfp4_tensor_destroy(q1); nvfp4_tensor_destroy(q2); nvfp4_tensor_destroy(q3);
+  /* Two comms over the one borrowed MPI_COMM_WORLD, their quantizes in
+  ** opposite orders on odd and even ranks (MPI pairs them by order: x1's
+  ** reduction on even ranks with x2's on odd ones): no tag may vouch for
+  ** them, the gather compares the values and refuses.  (Over NCCL each comm
+  ** has its own channel; that order would deadlock its streams there.) */
+  if (strcmp(nvfp4_comm_transport(world), "mpi") == 0 && mc_size % 2 == 0) {
+    nvfp4_comm *w2 = NULL;
+    nvfp4_qopts o1 = qopts(1, 1, 0, world), o2 = qopts(1, 1, 0, NULL);
+    EXPECT_OK(nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &w2));
+    o2.amax_group = w2;
+    if (mc_rank % 2 == 0) { q1 = quant(x1, &o1); q2 = quant(x2, &o2); }
+    else { q2 = quant(x2, &o2); q1 = quant(x1, &o1); }
+    EXPECT_ST(nvfp4_all_gather(world, q1, &gq, &g), NVFP4_EMISMATCH);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "must share one global scale");
+    nvfp4_tensor_destroy(q1); nvfp4_tensor_destroy(q2);
+    nvfp4_comm_destroy(w2);
+  }
   nvfp4_tensor_destroy(x1); nvfp4_tensor_destroy(x2);
+  nvfp4_comm_destroy(grp);
 }
 
 
