@@ -21,7 +21,8 @@ static nvfp4_status mpi_fail (nvfp4_ctx *ctx, int rc, const char *call) {
   do { int rc_ = (call); if (rc_ != MPI_SUCCESS) return mpi_fail((ctx), rc_, #call); } while (0)
 
 
-/* The last comm serial handed out (nvfp4_comm.serial). */
+/* The last comm serial handed out (nvfp4_comm.serial); atomic, so that
+** comms made on several threads never share one. */
 static uint64_t comm_serials;
 
 
@@ -59,7 +60,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char 
     return local;
   }
   *c = probe;                          /* ctx, mpi, rank, size */
-  c->serial = ++comm_serials;
+  c->serial = __atomic_add_fetch(&comm_serials, 1, __ATOMIC_RELAXED);
   nvfp4i_ctx_hold(ctx);
   c->owns_mpi = owns;
   /* Errors come back as codes, never as an abort inside the library. */

@@ -48,6 +48,17 @@ do
   assert(tostring(e):find(me == 1 and "unknown option 'colwise'" or "quantize: rank 1 failed", 1, true),
          tostring(e))
   assert(nvfp4.quantize(x, {amax_group = w}):amax() == w:all_reduce_max(nvfp4.quantize(x):amax()))
+  -- a rank that gives its amax next to ranks that compute theirs, without RHT: one reduction of the pairs,
+  -- (a, a) for a computed one, and every rank holds the result in both directions (the computing ranks
+  -- once kept their own columnwise amax, which the gather then took for the group's)
+  local mine = nvfp4.quantize(x):amax()
+  local q = nvfp4.quantize(x, me == 0 and {amax_group = w, rowwise = true, columnwise = true, amax = {0.5, 64}}
+                               or {amax_group = w, rowwise = true, columnwise = true})
+  local row, col = w:all_reduce_max(me == 0 and 0.5 or mine), w:all_reduce_max(me == 0 and 64 or mine)
+  assert(q:amax() == row and q:amax("columnwise") == col,
+         string.format("amaxes %g %g, expected %g %g", q:amax(), q:amax("columnwise"), row, col))
+  local g = w:all_gather(q, {rowwise = true, columnwise = true})
+  assert(g:amax() == row and g:amax("columnwise") == col)
 end
 
 print("testing a layer's and rel_error_group's tensor arguments")
