@@ -201,8 +201,7 @@ nvfp4_status nvfp4i_comm_max_f32_buf (nvfp4_comm *c, float *buf, int n) {
   if (c->transport == NVFP4I_NCCL) return nvfp4i_cuda_all_reduce_max_f32(c, buf, n);
 #endif
   (void)buf; (void)n;
-  return nvfp4i_fail(c->ctx, NVFP4_EUSAGE, "all-reduce in place: not on the %s transport",
-                     c->transport == NVFP4I_MPI_STAGED ? "mpi-staged" : "given");
+  return nvfp4i_fail(c->ctx, NVFP4_EUSAGE, "all-reduce in place: not on the mpi-staged transport");
 }
 
 

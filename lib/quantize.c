@@ -68,6 +68,17 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 }
 
 
+/* q's two floats of backend memory for its amax, pending, columnwise at
+** dcol; zeroed. */
+static nvfp4_status amax_buf (nvfp4_ctx *ctx, nvfp4_tensor *q, int dcol) {
+  const int64_t two = 2;
+  CHECK(nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, &two), sizeof(float)));
+  q->amax_dcol = (unsigned)dcol;
+  q->amax_pending = 1;
+  return NVFP4_OK;
+}
+
+
 /* The amax pass of x into q's own backend memory (q->amax_dev, two floats:
 ** [rowwise, columnwise post-RHT]; without RHT one amax for both), enqueued
 ** only: q->amax_pending until a host read (nvfp4i_amax_ready).  pair: both
@@ -77,14 +88,11 @@ static nvfp4_status check_qopts (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 ** the second float. */
 static nvfp4_status amax_into (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopts *o,
                                int pair, nvfp4_tensor *q) {
-  const int64_t two = 2;
   float *d;
-  q->amax_dcol = o->rht || pair;
-  CHECK(nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, &two), sizeof(float)));
+  CHECK(amax_buf(ctx, q, o->rht || pair));
   d = (float *)q->amax_dev.p;
   CHECK(ctx->ops->amax_to(ctx, x, o->rht, o->rht_no_signs ? 0u : NVFP4_RHT_SIGNS, d));
   if (pair && !o->rht) CHECK(ctx->ops->copy2d(ctx, d + 1, sizeof *d, d, sizeof *d, 1, sizeof *d));
-  q->amax_pending = 1;
   return NVFP4_OK;
 }
 
@@ -92,12 +100,8 @@ static nvfp4_status amax_into (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp
 /* A given amax pair into q's backend memory as amax_into leaves one, for
 ** the group's reduction over NCCL. */
 static nvfp4_status amax_given_into (nvfp4_ctx *ctx, const float amax[2], nvfp4_tensor *q) {
-  const int64_t two = 2;
-  q->amax_dcol = 1;
-  CHECK(nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, &two), sizeof(float)));
-  CHECK(ctx->ops->from_host(ctx, q->amax_dev.p, amax, 2 * sizeof(float)));
-  q->amax_pending = 1;
-  return NVFP4_OK;
+  CHECK(amax_buf(ctx, q, 1));
+  return ctx->ops->from_host(ctx, q->amax_dev.p, amax, 2 * sizeof(float));
 }
 
 

@@ -272,8 +272,7 @@ nvfp4_status nvfp4_tensor_clone (const nvfp4_tensor *t, nvfp4_tensor **out) {
   memset(&c->col_data, 0, sizeof c->col_data);
   memset(&c->col_scale, 0, sizeof c->col_scale);
   memset(&c->amax_dev, 0, sizeof c->amax_dev);
-  if (t->amax_pending)          /* still in backend memory: copied there */
-    CHECK_GOTO(copy_buf(ctx, &c->amax_dev, &t->amax_dev), st, fail);
+  CHECK_GOTO(nvfp4i_amax_copy(c, t), st, fail);   /* one still in backend memory: copied there */
   if (t->dtype != NVFP4_FP4) {
     CHECK_GOTO(copy_buf(ctx, &c->data, &t->data), st, fail);
     c->data.nbytes = t->data.nbytes;
