@@ -157,12 +157,16 @@ static void cuda_free (nvfp4_ctx *ctx, void *p) {
 }
 
 
+/* A copy to pageable memory returns only when it is done, so it would wait
+** for a stream stuck behind a peer's NCCL failure without looking: with
+** NCCL comms on ctx the stream is drained first by the wait that looks
+** (nvfp4i_cuda_wait). */
 static nvfp4_status cuda_to_host (nvfp4_ctx *ctx, void *dst, const void *src, size_t n) {
   cudaStream_t s = nvfp4i_stream(ctx);
   if (n == 0) return NVFP4_OK;
+  if (nvfp4i_cuda_of(ctx)->nccl_comms != NULL) CHECK(nvfp4i_cuda_wait(ctx));
   CU_CHECK(ctx, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, s));
-  CU_CHECK(ctx, cudaStreamSynchronize(s));
-  return NVFP4_OK;
+  return nvfp4i_cuda_wait(ctx);
 }
 
 
@@ -208,8 +212,7 @@ static nvfp4_status cuda_memset (nvfp4_ctx *ctx, void *dst, int v, size_t n) {
 
 
 static nvfp4_status cuda_sync (nvfp4_ctx *ctx) {
-  CU_CHECK(ctx, cudaStreamSynchronize(nvfp4i_stream(ctx)));
-  return NVFP4_OK;
+  return nvfp4i_cuda_wait(ctx);
 }
 
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "config.h"
 #include "cuda_int.h"
@@ -35,7 +36,167 @@ static nvfp4_status nccl_fail (nvfp4_ctx *ctx, ncclResult_t r, const char *call)
 
 #define NCCL_CHECK(ctx, call)  \
   do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) return nccl_fail((ctx), r_, #call); } while (0)
+
+
+/* ---- A failure after the agreement ------------------------------------
+** The ranks agree on their arguments before any NCCL call, but the call
+** can still fail on one rank after its peers queued theirs (a sticky CUDA
+** error, NCCL out of memory): the peers' kernels would wait for it forever,
+** and so would every later wait on their streams.  So:
+**  - the rank whose call failed aborts its NCCL communicator (its own
+**    kernels of the call, if any, return) and sends every peer a note on
+**    c->notify, a dup of c's MPI communicator made with the NCCL one;
+**  - every wait on a context's stream (nvfp4i_cuda_wait: readbacks,
+**    nvfp4_sync, a comm's teardown) that lasts more than a millisecond looks
+**    at each NCCL comm of the context once a millisecond: a note, or an
+**    asynchronous error (ncclCommGetAsyncError), aborts that comm, and so
+**    does a wait longer than its timeout ($NVFP4_NCCL_TIMEOUT, 600 s by
+**    default as in PyTorch's process groups: a peer that never called);
+**    the kernels waiting on an aborted communicator return, and the wait
+**    returns EPEER (a note, the timeout) or ENCCL (an asynchronous error)
+**    once the stream has drained;
+**  - an aborted comm fails every later collective with EUSAGE on the ranks
+**    that know of it (nvfp4i_comm_usable), and their peers get EPEER in the
+**    agreement.
+** A peer must reach such a wait: a CUDA call that blocks on the stream
+** first never returns.  So a readback to pageable memory waits first
+** (cuda_to_host), and the kernel files' modules are loaded with a context's
+** first NCCL comm: under CUDA's lazy loading (its default) a module's first
+** launch waits for the whole device to go idle, and hung behind a stuck
+** collective (seen on two H200s: a peer's first quantize after the failed
+** all-reduce, in cuLaunchKernel).  cuBLAS loads its own kernels lazily too:
+** a GEMM variant used for the first time behind a stuck collective would
+** hang the same way (CUDA_MODULE_LOADING=EAGER avoids it, at the cost of
+** loading all of cuBLAS at start-up). */
+
+#define NOTE_TAG 4242
+
+typedef struct note {
+  int32_t rank, status;
+  char why[200];
+} note;
+
+static double now_s (void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+
+/* Abort c's NCCL communicator (once); with tell, send every peer a note
+** (st, why) first.  The note and its requests live in one block, c->notes,
+** until the comm's teardown. */
+static void nccl_abort (nvfp4_comm *c, int tell, nvfp4_status st, const char *why) {
+  int fin = 0;
+  if (c->nccl == NULL) return;
+  MPI_Finalized(&fin);
+  if (tell && !fin && c->notify != MPI_COMM_NULL && c->notes == NULL) {
+    char *blk = (char *)malloc(sizeof(note) + sizeof(MPI_Request) * (size_t)c->size);
+    if (blk != NULL) {
+      note *n = (note *)blk;
+      MPI_Request *rq = (MPI_Request *)(blk + sizeof(note));
+      int r;
+      n->rank = c->rank;
+      n->status = (int32_t)st;
+      snprintf(n->why, sizeof n->why, "%s", why);
+      for (r = 0; r < c->size; r++) {
+        rq[r] = MPI_REQUEST_NULL;
+        if (r != c->rank &&
+            MPI_Isend(n, (int)sizeof *n, MPI_BYTE, r, NOTE_TAG, c->notify, &rq[r]) != MPI_SUCCESS)
+          rq[r] = MPI_REQUEST_NULL;
+      }
+      c->notes = blk;
+    }
+  }
+  ncclCommAbort((ncclComm_t)c->nccl);
+  c->nccl = NULL;
+  c->aborted = 1;
+  snprintf(c->aborted_why, sizeof c->aborted_why, "%s", why);
+}
+
+
+/* One look at c, during a wait on its ctx's stream that has lasted `waited`
+** seconds.  OK, or the status of the abort it made; report: write the ctx's
+** message then (a wait keeps the message of its first failure). */
+static nvfp4_status nccl_watch (nvfp4_comm *c, double waited, int report) {
+  ncclResult_t ae = ncclSuccess;
+  char why[256];
+  nvfp4_status st;
+  MPI_Status ms;
+  int flag = 0, fin = 0;
+  note n;
+  if (c->nccl == NULL) return NVFP4_OK;
+  MPI_Finalized(&fin);                       /* a comm freed after MPI_Finalize: no notes */
+  if (!fin && c->notify != MPI_COMM_NULL &&
+      MPI_Iprobe(MPI_ANY_SOURCE, NOTE_TAG, c->notify, &flag, &ms) == MPI_SUCCESS && flag) {
+    memset(&n, 0, sizeof n);
+    MPI_Recv(&n, (int)sizeof n, MPI_BYTE, ms.MPI_SOURCE, NOTE_TAG, c->notify, MPI_STATUS_IGNORE);
+    n.why[sizeof n.why - 1] = '\0';
+    snprintf(why, sizeof why, "rank %d of %d failed (%s): %s", ms.MPI_SOURCE, c->size,
+             nvfp4_status_string((nvfp4_status)n.status), n.why);
+    st = NVFP4_EPEER;
+    nccl_abort(c, 0, st, why);               /* the peers have their own notes */
+  }
+  else if (ncclCommGetAsyncError((ncclComm_t)c->nccl, &ae) == ncclSuccess &&
+           ae != ncclSuccess && ae != ncclInProgress) {
+    snprintf(why, sizeof why, "rank %d of %d: NCCL asynchronous error: %s", c->rank, c->size,
+             ncclGetErrorString(ae));
+    st = NVFP4_ENCCL;
+    nccl_abort(c, 1, st, why);
+  }
+  else if (waited > c->timeout_s) {
+    snprintf(why, sizeof why, "rank %d of %d waited %.3g s on its stream (NVFP4_NCCL_TIMEOUT) "
+             "with a collective queued: a peer never joined it", c->rank, c->size, c->timeout_s);
+    st = NVFP4_EPEER;
+    nccl_abort(c, 1, st, why);
+  }
+  else return NVFP4_OK;
+  if (!report) return st;
+  return nvfp4i_fail(c->ctx, st, "wait on the stream: the comm's NCCL communicator was "
+                     "aborted (%s): destroy the comm and make a new one", why);
+}
+
+
+/* A device collective's NCCL result r on c (call: its name; injected: the
+** failure came from nvfp4i_comm_fail_next).  Outside a group a failure
+** aborts c and tells the peers; inside one, the group's end does. */
+static nvfp4_status nccl_result (nvfp4_comm *c, ncclResult_t r, const char *call, int injected) {
+  nvfp4_status st;
+  if (r == ncclSuccess) return NVFP4_OK;
+  st = injected ? nvfp4i_fail(c->ctx, NVFP4_ENCCL, "%s failed: injected (nvfp4i_comm_fail_next)", call)
+       : nccl_fail(c->ctx, r, call);
+  if (injected == 2) return st;                /* a rank that never joins: silent */
+  if (c->in_group) c->group_failed = 1;
+  else nccl_abort(c, 1, st, c->ctx->err);
+  return st;
+}
 #endif
+
+
+nvfp4_status nvfp4i_cuda_wait (nvfp4_ctx *ctx) {
+  nvfp4i_cuda *cu = nvfp4i_cuda_of(ctx);
+#ifdef HAVE_NCCL
+  if (cu->nccl_comms != NULL) {
+    nvfp4_status st = NVFP4_OK;
+    double t0 = now_s(), next = t0 + 1e-3;
+    cudaError_t e;
+    while ((e = cudaStreamQuery(cu->stream)) == cudaErrorNotReady) {
+      double t = now_s();
+      nvfp4_comm *c;
+      if (t < next) continue;
+      next = t + 1e-3;
+      for (c = cu->nccl_comms; c != NULL; c = c->nccl_next) {
+        nvfp4_status s1 = nccl_watch(c, t - t0, st == NVFP4_OK);
+        if (st == NVFP4_OK) st = s1;
+      }
+    }
+    if (e != cudaSuccess) return nvfp4i_cuda_fail(ctx, e, "cudaStreamQuery(stream)", __FILE__, __LINE__);
+    return st;
+  }
+#endif
+  CU_CHECK(ctx, cudaStreamSynchronize(cu->stream));
+  return NVFP4_OK;
+}
 
 
 /* Collective over c->mpi.  1 when the ranks' GPUs (host name + PCI bus
@@ -95,6 +256,20 @@ static int nccl_warm_up (nvfp4_comm *c, ncclComm_t nc) {
 #endif
 
 
+#ifdef HAVE_NCCL
+/* Once per context: the kernel files' modules (nvfp4i_cuda_load_*; a
+** failure here only leaves a module to its first launch). */
+static void load_modules (nvfp4i_cuda *cu) {
+  if (cu->modules_loaded) return;
+  cu->modules_loaded = 1;
+  if (nvfp4i_cuda_load_quantize() != cudaSuccess || nvfp4i_cuda_load_dequantize() != cudaSuccess ||
+      nvfp4i_cuda_load_elementwise() != cudaSuccess || nvfp4i_cuda_load_gemm() != cudaSuccess ||
+      nvfp4i_cuda_load_transpose() != cudaSuccess)
+    cudaGetLastError();
+}
+#endif
+
+
 /* Collective: pick the transport of a new communicator of a CUDA ctx and
 ** create its NCCL communicator if NCCL is picked.  Falls back to the
 ** staged path (on every rank) when NCCL cannot be set up. */
@@ -122,6 +297,12 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
     if (!nccl_warm_up(c, nc)) return NVFP4_OK;      /* nc aborted there */
     c->nccl = nc;
     c->transport = NVFP4I_NCCL;
+    /* the failure notes' channel (without it a failure is found by the
+    ** timeout alone) and the ctx's list its waits look at */
+    if (MPI_Comm_dup(c->mpi, &c->notify) != MPI_SUCCESS) c->notify = MPI_COMM_NULL;
+    c->nccl_next = nvfp4i_cuda_of(c->ctx)->nccl_comms;
+    nvfp4i_cuda_of(c->ctx)->nccl_comms = c;
+    load_modules(nvfp4i_cuda_of(c->ctx));
   }
 #endif
   return NVFP4_OK;
@@ -140,9 +321,40 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
 ** cancel a send a peer waits for (not run: one node here). */
 extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
 #ifdef HAVE_NCCL
-  if (c->nccl != NULL) {
-    cudaStreamSynchronize(nvfp4i_stream(c->ctx));
-    ncclCommAbort((ncclComm_t)c->nccl);
+  if (c->transport == NVFP4I_NCCL) {
+    nvfp4_comm **p = &nvfp4i_cuda_of(c->ctx)->nccl_comms;
+    int fin = 0, r, done = 1;
+    /* a stream stuck behind a peer's failure is released here as in any wait */
+    if (c->nccl != NULL) nvfp4i_cuda_wait(c->ctx);
+    if (c->nccl != NULL) ncclCommAbort((ncclComm_t)c->nccl);
+    c->nccl = NULL;
+    while (*p != NULL && *p != c) p = &(*p)->nccl_next;
+    if (*p == c) *p = c->nccl_next;
+    MPI_Finalized(&fin);
+    if (!fin && c->notify != MPI_COMM_NULL) {
+      MPI_Status ms;
+      int flag = 1;
+      note n;
+      while (MPI_Iprobe(MPI_ANY_SOURCE, NOTE_TAG, c->notify, &flag, &ms) == MPI_SUCCESS && flag)
+        MPI_Recv(&n, (int)sizeof n, MPI_BYTE, ms.MPI_SOURCE, NOTE_TAG, c->notify, MPI_STATUS_IGNORE);
+      if (c->notes != NULL) {
+        /* a note not yet delivered is left to MPI, with its block (a few
+        ** hundred bytes, once per aborted comm) */
+        MPI_Request *rq = (MPI_Request *)((char *)c->notes + sizeof(note));
+        for (r = 0; r < c->size; r++) {
+          if (rq[r] == MPI_REQUEST_NULL) continue;
+          flag = 0;
+          MPI_Test(&rq[r], &flag, MPI_STATUS_IGNORE);
+          if (!flag) {
+            MPI_Request_free(&rq[r]);
+            done = 0;
+          }
+        }
+        if (done) free(c->notes);
+        c->notes = NULL;
+      }
+      MPI_Comm_free(&c->notify);
+    }
   }
 #endif
   c->nccl = NULL;
@@ -153,8 +365,20 @@ extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
 extern "C" nvfp4_status nvfp4i_cuda_comm_group (nvfp4_comm *c, int start) {
 #ifdef HAVE_NCCL
   if (c->transport == NVFP4I_NCCL) {
-    if (start) NCCL_CHECK(c->ctx, ncclGroupStart());
-    else NCCL_CHECK(c->ctx, ncclGroupEnd());
+    ncclResult_t r;
+    int failed = c->group_failed;
+    if (start) {
+      NCCL_CHECK(c->ctx, ncclGroupStart());
+      c->in_group = 1;
+      c->group_failed = 0;
+      return NVFP4_OK;
+    }
+    r = ncclGroupEnd();
+    c->in_group = 0;
+    c->group_failed = 0;
+    if (r != ncclSuccess) return nccl_result(c, r, "ncclGroupEnd()", 0);
+    /* a call in the group failed: the caller has its status and message */
+    if (failed) nccl_abort(c, 1, NVFP4_ENCCL, c->ctx->err);
   }
 #endif
   return NVFP4_OK;
@@ -176,7 +400,13 @@ static nvfp4_status staged_all_gather (nvfp4_comm *c, const void *send, size_t n
     free(hs); free(hr);
     return nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_gather: cannot stage %zu bytes", total);
   }
-  if (n > 0 && (st = ctx->ops->to_host(ctx, hs, send, n)) != NVFP4_OK) goto done;
+  /* A rank whose copy failed takes no part in the MPI_Allgather: the ranks
+  ** agree first, and its peers get EPEER instead of waiting there. */
+  if (nvfp4i_comm_take_fault())
+    st = nvfp4i_fail(ctx, NVFP4_ECUDA, "all_gather (staged): the device -> host copy failed: "
+                     "injected (nvfp4i_comm_fail_next)");
+  else if (n > 0) st = ctx->ops->to_host(ctx, hs, send, n);
+  if ((st = nvfp4i_comm_agree(c, "all_gather (staged)", st)) != NVFP4_OK) goto done;
   rc = MPI_Allgather(hs, (int)n, MPI_BYTE, hr, (int)n, MPI_BYTE, c->mpi);
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING];
@@ -198,10 +428,14 @@ done:
 extern "C" nvfp4_status nvfp4i_cuda_all_reduce_max_f32 (nvfp4_comm *c, float *buf, int n) {
 #ifdef HAVE_NCCL
   if (c->transport == NVFP4I_NCCL) {
+    int f;
     if (n == 0) return NVFP4_OK;
-    NCCL_CHECK(c->ctx, ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax,
-                                     (ncclComm_t)c->nccl, nvfp4i_stream(c->ctx)));
-    return NVFP4_OK;
+    if (c->nccl == NULL) return nvfp4i_comm_usable(c, "NCCL collective", NVFP4_OK);
+    f = nvfp4i_comm_take_fault();
+    return nccl_result(c, f ? ncclInternalError
+                            : ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax,
+                                            (ncclComm_t)c->nccl, nvfp4i_stream(c->ctx)),
+                       "ncclAllReduce(amax, max)", f);
   }
 #endif
   (void)buf; (void)n;
@@ -214,10 +448,14 @@ extern "C" nvfp4_status nvfp4i_cuda_all_gather_bytes (nvfp4_comm *c, const void 
                                                       size_t n, void *recv) {
 #ifdef HAVE_NCCL
   if (c->transport == NVFP4I_NCCL) {
+    int f;
     if (n == 0) return NVFP4_OK;
-    NCCL_CHECK(c->ctx, ncclAllGather(send, recv, n, ncclUint8, (ncclComm_t)c->nccl,
-                                     nvfp4i_stream(c->ctx)));
-    return NVFP4_OK;
+    if (c->nccl == NULL) return nvfp4i_comm_usable(c, "NCCL collective", NVFP4_OK);
+    f = nvfp4i_comm_take_fault();
+    return nccl_result(c, f ? ncclInternalError
+                            : ncclAllGather(send, recv, n, ncclUint8, (ncclComm_t)c->nccl,
+                                            nvfp4i_stream(c->ctx)),
+                       "ncclAllGather", f);
   }
 #endif
   return staged_all_gather(c, send, n, recv);

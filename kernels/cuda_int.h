@@ -24,6 +24,8 @@ typedef struct nvfp4i_cuda {
   size_t rht_defer_bytes;
   void *scale_gather;
   size_t scale_gather_bytes;
+  struct nvfp4_comm *nccl_comms;  /* its comms on NCCL, linked by nccl_next (kernels/cuda_comm.cu) */
+  int modules_loaded;          /* the kernel files' modules, loaded with its first NCCL comm */
 } nvfp4i_cuda;
 
 static inline nvfp4i_cuda *nvfp4i_cuda_of (nvfp4_ctx *ctx) {
@@ -53,6 +55,22 @@ NVFP4I_FUNC nvfp4_status nvfp4i_cuda_fail (nvfp4_ctx *ctx, cudaError_t e,
   do { cudaError_t e_ = (call); \
        if (e_ != cudaSuccess) return nvfp4i_cuda_fail((ctx), e_, #call, __FILE__, __LINE__); \
   } while (0)
+
+/* Wait for everything queued on ctx's stream (kernels/cuda_comm.cu).  With
+** NCCL comms on ctx, a wait that finds one of them stuck behind a peer's
+** failure aborts it: EPEER (a peer's note, or no progress in the comm's
+** timeout), ENCCL (NCCL's asynchronous error), the stream drained either
+** way; ECUDA with the failing call otherwise. */
+NVFP4I_FUNC nvfp4_status nvfp4i_cuda_wait (nvfp4_ctx *ctx);
+
+/* Each kernel file's module loaded (cudaFuncGetAttributes on one of its
+** kernels): CUDA's lazy loading (its default) loads a module at its first
+** launch and waits for the device to go idle first (kernels/cuda_comm.cu). */
+NVFP4I_FUNC cudaError_t nvfp4i_cuda_load_quantize (void);
+NVFP4I_FUNC cudaError_t nvfp4i_cuda_load_dequantize (void);
+NVFP4I_FUNC cudaError_t nvfp4i_cuda_load_elementwise (void);
+NVFP4I_FUNC cudaError_t nvfp4i_cuda_load_gemm (void);
+NVFP4I_FUNC cudaError_t nvfp4i_cuda_load_transpose (void);
 
 /* After a kernel launch: a bad configuration shows up here. */
 #define CU_LAUNCHED(ctx, name)  CU_CHECK(ctx, cudaGetLastError())

@@ -161,3 +161,12 @@ nvfp4_status nvfp4i_cuda_add_f32 (nvfp4_ctx *ctx, float *acc, const void *src,
   CU_LAUNCHED(ctx, "add_kernel");
   return NVFP4_OK;
 }
+
+
+/* Load this file's module now: under CUDA's lazy loading its first launch
+** would wait for the device to go idle (kernels/cuda_comm.cu,
+** nvfp4i_cuda_load_modules). */
+cudaError_t nvfp4i_cuda_load_dequantize (void) {
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, add_kernel<false>);
+}

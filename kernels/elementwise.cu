@@ -146,3 +146,12 @@ nvfp4_status nvfp4i_cuda_col_sum (nvfp4_ctx *ctx, void *out, nvfp4_dtype out_dt,
   cudaFreeAsync(partial, s);
   return st_;
 }
+
+
+/* Load this file's module now: under CUDA's lazy loading its first launch
+** would wait for the device to go idle (kernels/cuda_comm.cu,
+** nvfp4i_cuda_load_modules). */
+cudaError_t nvfp4i_cuda_load_elementwise (void) {
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, convert_kernel);
+}

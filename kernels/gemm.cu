@@ -258,3 +258,12 @@ done:
   if (tc) cudaFreeAsync(tc, s);
   return st;
 }
+
+
+/* Load this file's module now: under CUDA's lazy loading its first launch
+** would wait for the device to go idle (kernels/cuda_comm.cu,
+** nvfp4i_cuda_load_modules). */
+cudaError_t nvfp4i_cuda_load_gemm (void) {
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, plain_convert<false>);
+}

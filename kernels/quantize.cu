@@ -2237,7 +2237,7 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
   CHECK(amax_enqueue(ctx, x, rht, sign_mask, c->amax_dev));
   CU_CHECK(ctx, cudaMemcpyAsync(c->amax_host, c->amax_dev, 2 * sizeof(float),
                                 cudaMemcpyDeviceToHost, s));
-  CU_CHECK(ctx, cudaStreamSynchronize(s));
+  CHECK(nvfp4i_cuda_wait(ctx));
   amax[0] = c->amax_host[0];
   amax[1] = rht ? c->amax_host[1] : amax[0];
   return NVFP4_OK;
@@ -2249,4 +2249,13 @@ nvfp4_status nvfp4i_cuda_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
 nvfp4_status nvfp4i_cuda_amax_to (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
                                   unsigned sign_mask, float *dst) {
   return amax_enqueue(ctx, x, rht, sign_mask, dst);
+}
+
+
+/* Load this file's module now: under CUDA's lazy loading its first launch
+** would wait for the device to go idle (kernels/cuda_comm.cu,
+** nvfp4i_cuda_load_modules). */
+cudaError_t nvfp4i_cuda_load_quantize (void) {
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, scale_gather_kernel);
 }

@@ -199,3 +199,12 @@ nvfp4_status nvfp4i_cuda_swap_first_dims (nvfp4_ctx *ctx, void *out, const void 
   CU_LAUNCHED(ctx, "swap_first_dims");
   return NVFP4_OK;
 }
+
+
+/* Load this file's module now: under CUDA's lazy loading its first launch
+** would wait for the device to go idle (kernels/cuda_comm.cu,
+** nvfp4i_cuda_load_modules). */
+cudaError_t nvfp4i_cuda_load_transpose (void) {
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, transpose_pairs16);
+}

@@ -153,6 +153,7 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
   char a[256], b[256];
   nvfp4_status st;
   int r, t = -1;
+  local = nvfp4i_comm_usable(c, what, local);
   meta_make(&mine, local, shape, dt, flags);
   mine.post = (int32_t)post;
   if (amax != NULL) {
@@ -225,11 +226,20 @@ done:
 }
 
 
+nvfp4_status nvfp4i_comm_usable (nvfp4_comm *c, const char *what, nvfp4_status local) {
+  if (local != NVFP4_OK || !c->aborted) return local;
+  return nvfp4i_fail(c->ctx, NVFP4_EUSAGE, "%s: this comm's NCCL communicator was aborted "
+                     "(%s): destroy the comm and make a new one", what, c->aborted_why);
+}
+
+
 nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
                                 nvfp4_status local) {
   /* two small reductions and no allocation (a rank out of memory must
   ** still take part): the lowest failing rank, then its status */
-  int v = local != NVFP4_OK ? c->size - c->rank : 0, r;
+  int v, r;
+  local = nvfp4i_comm_usable(c, what, local);
+  v = local != NVFP4_OK ? c->size - c->rank : 0;
   if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
   if (v == 0) return NVFP4_OK;

@@ -26,6 +26,44 @@ static nvfp4_status mpi_fail (nvfp4_ctx *ctx, int rc, const char *call) {
 static uint64_t comm_serials;
 
 
+/* The injected failure of a device collective (nvfp4i_comm_fail_next):
+** its mode, and how many device collectives go through before it. */
+static int fault_mode, fault_skip;
+
+void nvfp4i_comm_fail_next (int mode, int skip) {
+  fault_skip = skip;
+  fault_mode = mode;
+}
+
+int nvfp4i_comm_take_fault (void) {
+  int m = fault_mode;
+  if (m == 0) return 0;
+  if (fault_skip > 0) {
+    fault_skip--;
+    return 0;
+  }
+  fault_mode = 0;
+  return m;
+}
+
+
+/* $NVFP4_NCCL_TIMEOUT into *t: seconds > 0; 600 (PyTorch's process groups'
+** default) when unset or empty. */
+static nvfp4_status nccl_timeout (nvfp4_ctx *ctx, const char *what, double *t) {
+  const char *e = getenv("NVFP4_NCCL_TIMEOUT");
+  char *end = NULL;
+  double v;
+  *t = 600.0;
+  if (e == NULL || *e == '\0') return NVFP4_OK;
+  v = strtod(e, &end);
+  if (end == e || *end != '\0' || !(v > 0.0) || v > 1e9)
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "%s: NVFP4_NCCL_TIMEOUT='%.40s': must be a number "
+                       "of seconds > 0 (at most 1e9)", what, e);
+  *t = v;
+  return NVFP4_OK;
+}
+
+
 /* A comm over mc.  `local`: the caller's verdict on its own arguments.
 ** With a CUDA context the transport's set-up (nvfp4i_cuda_comm_setup) is
 ** collective over mc, so the ranks first agree on `local` and on this
@@ -41,6 +79,8 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char 
   probe.mpi = mc;
   MPI_Comm_rank(mc, &probe.rank);
   MPI_Comm_size(mc, &probe.size);
+  probe.notify = MPI_COMM_NULL;
+  if (local == NVFP4_OK && collective) local = nccl_timeout(ctx, what, &probe.timeout_s);
   if (local == NVFP4_OK && (c = (nvfp4_comm *)calloc(1, sizeof *c)) == NULL)
     local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator", what);
   if (collective) {

@@ -37,7 +37,32 @@ struct nvfp4_comm {
   ** used in different orders on different ranks would pair one comm's
   ** reduction with the other's there, and their counts would lie. */
   uint64_t serial, nreduce;
+  /* A device collective that failed on this rank after the ranks agreed
+  ** (kernels/cuda_comm.cu, "A failure after the agreement"): */
+  double timeout_s;      /* longest wait on the ctx's stream ($NVFP4_NCCL_TIMEOUT) */
+  int aborted;           /* NCCL communicator aborted: every later collective on c fails */
+  char aborted_why[256]; /* why, for those failures' messages */
+  int in_group, group_failed;  /* an NCCL group is open; a call in it failed */
+  MPI_Comm notify;       /* NCCL only: a dup of mpi for failure notes */
+  void *notes;           /* MPI_Request per peer: this rank's notes in flight */
+  nvfp4_comm *nccl_next; /* the ctx's NCCL comms (nvfp4i_cuda.nccl_comms) */
 };
+
+/* The status a collective on c starts from: local, or EUSAGE when c's NCCL
+** communicator was aborted (a device collective failed on some rank after
+** the ranks had agreed: kernels/cuda_comm.cu). */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_usable (nvfp4_comm *c, const char *what,
+                                             nvfp4_status local);
+
+/* Testing only: after `skip` more, the next device collective of this
+** process (an NCCL call, or the staged path's device -> host copy) fails as
+** if the call had, after the ranks agreed.  mode 1: handled as a real
+** failure (NCCL: the communicator is aborted and the peers are told); mode
+** 2: silently, like a rank that never joins (NCCL: no abort, no notes).
+** Mode 0 clears it.  Not thread-safe (a test's knob). */
+NVFP4I_FUNC void nvfp4i_comm_fail_next (int mode, int skip);
+/* The mode set by nvfp4i_comm_fail_next, cleared (the device transports). */
+NVFP4I_FUNC int nvfp4i_comm_take_fault (void);
 
 /* 1 when c's reductions pair up on a channel no other comm uses: its own
 ** NCCL communicator, or an MPI communicator it owns (a split's). */
