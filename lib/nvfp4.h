@@ -30,6 +30,21 @@
 **    FP4 shards unless they all come from one quantize with amax_group
 **    over that communicator (see nvfp4_all_gather), nvfp4_tensor_equal;
 **    nvfp4_gemm forms its alpha from it on the device).
+**  - a collective's ranks agree on their arguments and set-up before moving
+**    data, so a bad argument on one rank gives the others EPEER and none
+**    waits.  A device collective that fails on one rank after that (an NCCL
+**    call refused, a staged copy failed) is handled too: on the staged
+**    transport the ranks agree again before the MPI call; over NCCL the
+**    failing rank aborts its communicator and tells its peers, and a peer's
+**    next wait on its stream (a readback, nvfp4_ctx_sync, the comm's
+**    destroy) aborts its own and returns EPEER naming the failed call.  A
+**    peer that never joins is found after $NVFP4_NCCL_TIMEOUT seconds (600
+**    by default) of such a wait: EPEER; an asynchronous NCCL error: ENCCL.
+**    An aborted comm refuses every later collective with EUSAGE ("destroy
+**    the comm and make a new one").  kernels/cuda_comm.cu has the details
+**    and the one gap: a cuBLAS GEMM variant launched for the first time
+**    behind a stuck collective waits for the device under CUDA's lazy
+**    loading (CUDA_MODULE_LOADING=EAGER closes it).
 */
 #ifndef NVFP4_H
 #define NVFP4_H
@@ -95,7 +110,9 @@ const char  *nvfp4_ctx_backend (const nvfp4_ctx *ctx);   /* "cpu" | "cuda"; NULL
 ** an error status.  Owned by ctx, valid until its next failure. */
 const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);
 /* Wait for the work queued on ctx (no spec section).  Errors: EINVAL
-** (NULL), ECUDA (a queued kernel failed). */
+** (NULL), ECUDA (a queued kernel failed), EPEER / ENCCL when the wait
+** found one of ctx's NCCL comms stuck behind a peer's failure and aborted
+** it (see the conventions above). */
 nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);
 /* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ..."). */
 const char  *nvfp4_version_string (void);
@@ -199,7 +216,8 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
                                      size_t nbytes, nvfp4_tensor **out);
 /* Copy a plain tensor's elements to host memory (the caller's; synchronizes).
 ** Errors: EINVAL (NULL t, nbytes not numel * dtype size, a NULL host with
-** nbytes > 0, an FP4 tensor), ECUDA (queued work failed). */
+** nbytes > 0, an FP4 tensor), ECUDA (queued work failed), EPEER / ENCCL as
+** nvfp4_ctx_sync's. */
 nvfp4_status nvfp4_tensor_to_host (const nvfp4_tensor *t, void *host,
                                    size_t nbytes);
 /* A new tensor with the same shape, dtype, buffers and amaxes (deep copy;
