@@ -72,6 +72,7 @@ static nvfp4_status nccl_fail (nvfp4_ctx *ctx, ncclResult_t r, const char *call)
 #define NOTE_TAG 4242
 
 typedef struct note {
+  uint64_t tag;                /* the comm's nccl_tag: a note of a freed comm is dropped */
   int32_t rank, status;
   char why[200];
 } note;
@@ -96,6 +97,7 @@ static void nccl_abort (nvfp4_comm *c, int tell, nvfp4_status st, const char *wh
       note *n = (note *)blk;
       MPI_Request *rq = (MPI_Request *)(blk + sizeof(note));
       int r;
+      n->tag = c->nccl_tag;
       n->rank = c->rank;
       n->status = (int32_t)st;
       snprintf(n->why, sizeof n->why, "%s", why);
@@ -117,7 +119,9 @@ static void nccl_abort (nvfp4_comm *c, int tell, nvfp4_status st, const char *wh
 
 /* One look at c, during a wait on its ctx's stream that has lasted `waited`
 ** seconds.  OK, or the status of the abort it made; report: write the ctx's
-** message then (a wait keeps the message of its first failure). */
+** message then (a wait keeps the message of its first failure).  The
+** timeout counts only while c's last collective is still queued (its
+** event), so a long kernel, or another comm's stuck collective, leaves c. */
 static nvfp4_status nccl_watch (nvfp4_comm *c, double waited, int report) {
   ncclResult_t ae = ncclSuccess;
   char why[256];
@@ -131,6 +135,8 @@ static nvfp4_status nccl_watch (nvfp4_comm *c, double waited, int report) {
       MPI_Iprobe(MPI_ANY_SOURCE, NOTE_TAG, c->notify, &flag, &ms) == MPI_SUCCESS && flag) {
     memset(&n, 0, sizeof n);
     MPI_Recv(&n, (int)sizeof n, MPI_BYTE, ms.MPI_SOURCE, NOTE_TAG, c->notify, MPI_STATUS_IGNORE);
+    /* a freed comm's note, delivered to the dup that reuses its context id */
+    if (n.tag != c->nccl_tag) return NVFP4_OK;
     n.why[sizeof n.why - 1] = '\0';
     snprintf(why, sizeof why, "rank %d of %d failed (%s): %s", ms.MPI_SOURCE, c->size,
              nvfp4_status_string((nvfp4_status)n.status), n.why);
@@ -144,7 +150,8 @@ static nvfp4_status nccl_watch (nvfp4_comm *c, double waited, int report) {
     st = NVFP4_ENCCL;
     nccl_abort(c, 1, st, why);
   }
-  else if (waited > c->timeout_s) {
+  else if (waited > c->timeout_s && c->last_op != NULL &&
+           cudaEventQuery((cudaEvent_t)c->last_op) == cudaErrorNotReady) {
     snprintf(why, sizeof why, "rank %d of %d waited %.3g s on its stream (NVFP4_NCCL_TIMEOUT) "
              "with a collective queued: a peer never joined it", c->rank, c->size, c->timeout_s);
     st = NVFP4_EPEER;
@@ -162,7 +169,11 @@ static nvfp4_status nccl_watch (nvfp4_comm *c, double waited, int report) {
 ** aborts c and tells the peers; inside one, the group's end does. */
 static nvfp4_status nccl_result (nvfp4_comm *c, ncclResult_t r, const char *call, int injected) {
   nvfp4_status st;
-  if (r == ncclSuccess) return NVFP4_OK;
+  if (r == ncclSuccess) {
+    if (!c->in_group && c->last_op != NULL)
+      cudaEventRecord((cudaEvent_t)c->last_op, nvfp4i_stream(c->ctx));
+    return NVFP4_OK;
+  }
   st = injected ? nvfp4i_fail(c->ctx, NVFP4_ENCCL, "%s failed: injected (nvfp4i_comm_fail_next)", call)
        : nccl_fail(c->ctx, r, call);
   if (injected == 2) return st;                /* a rank that never joins: silent */
@@ -226,6 +237,16 @@ static int own_gpus (nvfp4_comm *c) {
 
 
 #ifdef HAVE_NCCL
+/* FNV-1a of an NCCL unique id: the same on every rank of the comm. */
+static uint64_t id_hash (const ncclUniqueId *id) {
+  const unsigned char *p = (const unsigned char *)id;
+  uint64_t h = 1469598103934665603ull;
+  size_t i;
+  for (i = 0; i < sizeof *id; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+
 /* Collective over c->mpi, on a new NCCL communicator nc: NCCL connects its
 ** peers lazily, in the first collective (seconds, more on a busy machine),
 ** which would be charged to the first gather (a case's timeout in the
@@ -277,7 +298,13 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
   const char *force = getenv("NVFP4_TRANSPORT");
   c->transport = NVFP4I_MPI_STAGED;
   c->nccl = NULL;
+  c->notify = MPI_COMM_NULL;
   if (force != NULL && strcmp(force, "mpi-staged") == 0) return NVFP4_OK;
+  /* The stream may be stuck behind a failure on another NCCL comm of the
+  ** ctx, and NCCL's set-up and the warm-up below would wait for it: the
+  ** wait that watches those comms drains it first (a failure it finds
+  ** belongs to that comm, which refuses its collectives from now on). */
+  (void)nvfp4i_cuda_wait(c->ctx);
 #ifdef HAVE_NCCL
   if (c->size > 1 && own_gpus(c)) {
     ncclUniqueId id;
@@ -300,6 +327,11 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
     /* the failure notes' channel (without it a failure is found by the
     ** timeout alone) and the ctx's list its waits look at */
     if (MPI_Comm_dup(c->mpi, &c->notify) != MPI_SUCCESS) c->notify = MPI_COMM_NULL;
+    c->nccl_tag = id_hash(&id);
+    if (cudaEventCreateWithFlags((cudaEvent_t *)&c->last_op, cudaEventDisableTiming) != cudaSuccess) {
+      cudaGetLastError();
+      c->last_op = NULL;                       /* no timeout then: notes and NCCL's errors only */
+    }
     c->nccl_next = nvfp4i_cuda_of(c->ctx)->nccl_comms;
     nvfp4i_cuda_of(c->ctx)->nccl_comms = c;
     load_modules(nvfp4i_cuda_of(c->ctx));
@@ -328,6 +360,8 @@ extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
     if (c->nccl != NULL) nvfp4i_cuda_wait(c->ctx);
     if (c->nccl != NULL) ncclCommAbort((ncclComm_t)c->nccl);
     c->nccl = NULL;
+    if (c->last_op != NULL) cudaEventDestroy((cudaEvent_t)c->last_op);
+    c->last_op = NULL;
     while (*p != NULL && *p != c) p = &(*p)->nccl_next;
     if (*p == c) *p = c->nccl_next;
     MPI_Finalized(&fin);
@@ -376,9 +410,13 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_group (nvfp4_comm *c, int start) {
     r = ncclGroupEnd();
     c->in_group = 0;
     c->group_failed = 0;
-    if (r != ncclSuccess) return nccl_result(c, r, "ncclGroupEnd()", 0);
-    /* a call in the group failed: the caller has its status and message */
-    if (failed) nccl_abort(c, 1, NVFP4_ENCCL, c->ctx->err);
+    /* a call in the group failed: the caller has its status and message
+    ** (NCCL returns that call's error again here) */
+    if (failed) {
+      nccl_abort(c, 1, NVFP4_ENCCL, c->ctx->err);
+      return NVFP4_ENCCL;
+    }
+    return nccl_result(c, r, "ncclGroupEnd()", 0);
   }
 #endif
   return NVFP4_OK;
@@ -396,13 +434,11 @@ static nvfp4_status staged_all_gather (nvfp4_comm *c, const void *send, size_t n
           "all_gather: %zu bytes per rank exceed MPI's int count", n);
   hs = (char *)malloc(n > 0 ? n : 1);
   hr = (char *)malloc(total > 0 ? total : 1);
-  if (hs == NULL || hr == NULL) {
-    free(hs); free(hr);
-    return nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_gather: cannot stage %zu bytes", total);
-  }
-  /* A rank whose copy failed takes no part in the MPI_Allgather: the ranks
-  ** agree first, and its peers get EPEER instead of waiting there. */
-  if (nvfp4i_comm_take_fault())
+  /* A rank whose staging failed takes no part in the MPI_Allgather: the
+  ** ranks agree first, and its peers get EPEER instead of waiting there. */
+  if (hs == NULL || hr == NULL)
+    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_gather: cannot stage %zu bytes", total);
+  else if (nvfp4i_comm_take_fault())
     st = nvfp4i_fail(ctx, NVFP4_ECUDA, "all_gather (staged): the device -> host copy failed: "
                      "injected (nvfp4i_comm_fail_next)");
   else if (n > 0) st = ctx->ops->to_host(ctx, hs, send, n);

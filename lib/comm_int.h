@@ -44,6 +44,8 @@ struct nvfp4_comm {
   char aborted_why[256]; /* why, for those failures' messages */
   int in_group, group_failed;  /* an NCCL group is open; a call in it failed */
   MPI_Comm notify;       /* NCCL only: a dup of mpi for failure notes */
+  uint64_t nccl_tag;     /* NCCL only: a hash of its unique id, the same on every rank (notes carry it) */
+  void *last_op;         /* NCCL only: cudaEvent_t recorded after its last collective queued */
   void *notes;           /* MPI_Request per peer: this rank's notes in flight */
   nvfp4_comm *nccl_next; /* the ctx's NCCL comms (nvfp4i_cuda.nccl_comms) */
 };

@@ -39,12 +39,17 @@
 **    next wait on its stream (a readback, nvfp4_ctx_sync, the comm's
 **    destroy) aborts its own and returns EPEER naming the failed call.  A
 **    peer that never joins is found after $NVFP4_NCCL_TIMEOUT seconds (600
-**    by default) of such a wait: EPEER; an asynchronous NCCL error: ENCCL.
-**    An aborted comm refuses every later collective with EUSAGE ("destroy
-**    the comm and make a new one").  kernels/cuda_comm.cu has the details
-**    and the one gap: a cuBLAS GEMM variant launched for the first time
-**    behind a stuck collective waits for the device under CUDA's lazy
-**    loading (CUDA_MODULE_LOADING=EAGER closes it).
+**    by default) of such a wait with a collective of that comm queued:
+**    EPEER; an asynchronous NCCL error: ENCCL.  A rank that aborted a comm
+**    refuses every later collective on it that agrees first (all but
+**    nvfp4_comm_barrier) with EUSAGE ("destroy the comm and make a new
+**    one"); a peer that has not noticed yet gets EPEER from the agreement.
+**    These waits make MPI calls (MPI_Iprobe, MPI_Recv) from the calling
+**    thread, so with MPI_THREAD_FUNNELED call the library from the thread
+**    that initialized MPI.  kernels/cuda_comm.cu has the details and the one
+**    gap: a cuBLAS GEMM variant launched for the first time behind a stuck
+**    collective waits for the device under CUDA's lazy loading
+**    (CUDA_MODULE_LOADING=EAGER closes it).
 */
 #ifndef NVFP4_H
 #define NVFP4_H
@@ -417,7 +422,10 @@ const char  *nvfp4_comm_transport (const nvfp4_comm *c);
 ** rank destroying alone hung).  NCCL promises neither call to be local; on
 ** one node (two H200s over NVLink) the abort returned at once.  Across
 ** nodes, where NCCL's proxy thread may still be sending when the kernel
-** has ended, not run here.  Destroy it after the layers that
+** has ended, not run here.  A stream stuck behind a peer's failure is
+** drained first as in nvfp4_ctx_sync (so this may take up to
+** $NVFP4_NCCL_TIMEOUT, and a failure found then is left in
+** nvfp4_last_error).  Destroy it after the layers that
 ** use it: a comm destroyed while a layer still has it stays usable by that
 ** layer and is freed with the last such layer (no further call may use it
 ** otherwise; a layer destroyed after MPI_Finalize frees the comm's memory
