@@ -64,7 +64,11 @@ static nvfp4_status nccl_fail (nvfp4_ctx *ctx, ncclResult_t r, const char *call)
 ** first NCCL comm: under CUDA's lazy loading (its default) a module's first
 ** launch waits for the whole device to go idle, and hung behind a stuck
 ** collective (seen on two H200s: a peer's first quantize after the failed
-** all-reduce, in cuLaunchKernel).  cuBLAS loads its own kernels lazily too:
+** all-reduce, in cuLaunchKernel).  Loading is per module, i.e. per kernel
+** file: measured on an H200 (CUDA 13) with a kernel spinning on one
+** stream, a module's first launch waited for it, while a kernel or
+** template instance never launched before, in a module that
+** cudaFuncGetAttributes had loaded, did not.  cuBLAS loads its own kernels lazily too:
 ** a GEMM variant used for the first time behind a stuck collective would
 ** hang the same way (CUDA_MODULE_LOADING=EAGER avoids it, at the cost of
 ** loading all of cuBLAS at start-up). */
