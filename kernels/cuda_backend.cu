@@ -175,8 +175,10 @@ static nvfp4_status cuda_to_host (nvfp4_ctx *ctx, void *dst, const void *src, si
 static nvfp4_status cuda_from_host (nvfp4_ctx *ctx, void *dst, const void *src, size_t n) {
   if (n == 0) return NVFP4_OK;
   /* a large copy from pageable memory waits for the driver's staging
-  ** buffers, which a stuck stream never frees: drained first, as to_host */
-  if (nvfp4i_cuda_of(ctx)->nccl_comms != NULL) CHECK(nvfp4i_cuda_wait(ctx));
+  ** buffers, which a stuck stream never frees: drained first, as to_host
+  ** (a small one, such as a quantize's given amax, is staged at once) */
+  if (n > ((size_t)64 << 10) && nvfp4i_cuda_of(ctx)->nccl_comms != NULL)
+    CHECK(nvfp4i_cuda_wait(ctx));
   CU_CHECK(ctx, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, nvfp4i_stream(ctx)));
   return NVFP4_OK;
 }

@@ -121,12 +121,37 @@ static void nccl_abort (nvfp4_comm *c, int tell, nvfp4_status st, const char *wh
 }
 
 
-/* One look at c, during a wait on its ctx's stream that has lasted `waited`
-** seconds.  OK, or the status of the abort it made; report: write the ctx's
-** message then (a wait keeps the message of its first failure).  The
-** timeout counts only while c's last collective is still queued (its
-** event), so a long kernel, or another comm's stuck collective, leaves c. */
-static nvfp4_status nccl_watch (nvfp4_comm *c, double waited, int report) {
+/* Whether c's oldest unfinished collective has started: its "before" event
+** (first_op) complete, its last one's "after" event (last_op) not.  A
+** collective queued behind another comm's stuck one, or behind a long
+** kernel, has not. */
+static int nccl_running (const nvfp4_comm *c) {
+  return c->first_op != NULL && c->last_op != NULL &&
+         cudaEventQuery((cudaEvent_t)c->last_op) == cudaErrorNotReady &&
+         cudaEventQuery((cudaEvent_t)c->first_op) == cudaSuccess;
+}
+
+
+/* Before a collective of c is queued: its "before" event, unless an earlier
+** collective of c is still unfinished (that one's clock keeps running). */
+static void nccl_before (nvfp4_comm *c) {
+  if (c->first_op == NULL || c->last_op == NULL) return;
+  if (cudaEventQuery((cudaEvent_t)c->last_op) == cudaErrorNotReady) return;
+  cudaGetLastError();
+  cudaEventRecord((cudaEvent_t)c->first_op, nvfp4i_stream(c->ctx));
+  c->stuck_since = 0.0;                        /* a new oldest one: its clock starts when seen running */
+}
+
+
+/* One look at c, at time `now`, during a wait on its ctx's stream.  OK, or
+** the status of the abort it made; report: write the ctx's message then (a
+** wait keeps the message of its first failure).  The timeout counts from
+** the first look that finds c's oldest unfinished collective started
+** (nccl_running): a comm queued behind another's stuck collective is left
+** alone, and so is one whose collectives wait behind a long kernel.  Work
+** queued between two collectives of c while the first is unfinished counts
+** toward it. */
+static nvfp4_status nccl_watch (nvfp4_comm *c, double now, int report) {
   ncclResult_t ae = ncclSuccess;
   char why[256];
   nvfp4_status st;
@@ -154,14 +179,21 @@ static nvfp4_status nccl_watch (nvfp4_comm *c, double waited, int report) {
     st = NVFP4_ENCCL;
     nccl_abort(c, 1, st, why);
   }
-  else if (waited > c->timeout_s && c->last_op != NULL &&
-           cudaEventQuery((cudaEvent_t)c->last_op) == cudaErrorNotReady) {
+  else if (!nccl_running(c)) {
+    cudaGetLastError();
+    c->stuck_since = 0.0;
+    return NVFP4_OK;
+  }
+  else if (c->stuck_since == 0.0 || now - c->stuck_since <= c->timeout_s) {
+    if (c->stuck_since == 0.0) c->stuck_since = now;
+    return NVFP4_OK;
+  }
+  else {
     snprintf(why, sizeof why, "rank %d of %d waited %.3g s on its stream (NVFP4_NCCL_TIMEOUT) "
              "with a collective queued: a peer never joined it", c->rank, c->size, c->timeout_s);
     st = NVFP4_EPEER;
     nccl_abort(c, 1, st, why);
   }
-  else return NVFP4_OK;
   if (!report) return st;
   return nvfp4i_fail(c->ctx, st, "wait on the stream: the comm's NCCL communicator was "
                      "aborted (%s): destroy the comm and make a new one", why);
@@ -193,7 +225,7 @@ nvfp4_status nvfp4i_cuda_wait (nvfp4_ctx *ctx) {
 #ifdef HAVE_NCCL
   if (cu->nccl_comms != NULL) {
     nvfp4_status st = NVFP4_OK;
-    double t0 = now_s(), next = t0 + 1e-3;
+    double next = now_s() + 1e-3;
     cudaError_t e;
     while ((e = cudaStreamQuery(cu->stream)) == cudaErrorNotReady) {
       double t = now_s();
@@ -201,7 +233,7 @@ nvfp4_status nvfp4i_cuda_wait (nvfp4_ctx *ctx) {
       if (t < next) continue;
       next = t + 1e-3;
       for (c = cu->nccl_comms; c != NULL; c = c->nccl_next) {
-        nvfp4_status s1 = nccl_watch(c, t - t0, st == NVFP4_OK);
+        nvfp4_status s1 = nccl_watch(c, t, st == NVFP4_OK);
         if (st == NVFP4_OK) st = s1;
       }
     }
@@ -332,9 +364,11 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
     ** timeout alone) and the ctx's list its waits look at */
     if (MPI_Comm_dup(c->mpi, &c->notify) != MPI_SUCCESS) c->notify = MPI_COMM_NULL;
     c->nccl_tag = id_hash(&id);
-    if (cudaEventCreateWithFlags((cudaEvent_t *)&c->last_op, cudaEventDisableTiming) != cudaSuccess) {
-      cudaGetLastError();
-      c->last_op = NULL;                       /* no timeout then: notes and NCCL's errors only */
+    if (cudaEventCreateWithFlags((cudaEvent_t *)&c->last_op, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventCreateWithFlags((cudaEvent_t *)&c->first_op, cudaEventDisableTiming) != cudaSuccess) {
+      cudaGetLastError();                      /* no timeout then: notes and NCCL's errors only */
+      if (c->last_op != NULL) cudaEventDestroy((cudaEvent_t)c->last_op);
+      c->last_op = c->first_op = NULL;
     }
     c->nccl_next = nvfp4i_cuda_of(c->ctx)->nccl_comms;
     nvfp4i_cuda_of(c->ctx)->nccl_comms = c;
@@ -365,7 +399,8 @@ extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
     if (c->nccl != NULL) ncclCommAbort((ncclComm_t)c->nccl);
     c->nccl = NULL;
     if (c->last_op != NULL) cudaEventDestroy((cudaEvent_t)c->last_op);
-    c->last_op = NULL;
+    if (c->first_op != NULL) cudaEventDestroy((cudaEvent_t)c->first_op);
+    c->last_op = c->first_op = NULL;
     while (*p != NULL && *p != c) p = &(*p)->nccl_next;
     if (*p == c) *p = c->nccl_next;
     MPI_Finalized(&fin);
@@ -391,7 +426,12 @@ extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
         if (done) free(c->notes);
         c->notes = NULL;
       }
-      MPI_Comm_free(&c->notify);
+      /* Not freed: a peer may still send a note on it after this rank has
+      ** destroyed the comm (its own timeout or NCCL error), and Open MPI
+      ** hands a freed communicator's messages to the next one that reuses
+      ** its context id, a user's among them.  MPI_Finalize frees it (one
+      ** communicator per NCCL comm made). */
+      c->notify = MPI_COMM_NULL;
     }
   }
 #endif
@@ -406,6 +446,7 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_group (nvfp4_comm *c, int start) {
     ncclResult_t r;
     int failed = c->group_failed;
     if (start) {
+      nccl_before(c);
       NCCL_CHECK(c->ctx, ncclGroupStart());
       c->in_group = 1;
       c->group_failed = 0;
@@ -433,16 +474,17 @@ static nvfp4_status staged_all_gather (nvfp4_comm *c, const void *send, size_t n
   size_t total = n * (size_t)c->size;
   nvfp4_status st = NVFP4_OK;
   char *hs, *hr;
-  int rc;
+  int rc, f;
   FAIL_IF(ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
           "all_gather: %zu bytes per rank exceed MPI's int count", n);
   hs = (char *)malloc(n > 0 ? n : 1);
   hr = (char *)malloc(total > 0 ? total : 1);
   /* A rank whose staging failed takes no part in the MPI_Allgather: the
   ** ranks agree first, and its peers get EPEER instead of waiting there. */
+  f = nvfp4i_comm_take_fault();
   if (hs == NULL || hr == NULL)
     st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_gather: cannot stage %zu bytes", total);
-  else if (nvfp4i_comm_take_fault())
+  else if (f != 0 && f != 3)
     st = nvfp4i_fail(ctx, NVFP4_ECUDA, "all_gather (staged): the device -> host copy failed: "
                      "injected (nvfp4i_comm_fail_next)");
   else if (n > 0) st = ctx->ops->to_host(ctx, hs, send, n);
@@ -453,9 +495,14 @@ static nvfp4_status staged_all_gather (nvfp4_comm *c, const void *send, size_t n
     int len = 0;
     MPI_Error_string(rc, msg, &len);
     st = nvfp4i_fail(ctx, NVFP4_EMPI, "MPI_Allgather (staged) failed: %.*s", len, msg);
-    goto done;
   }
-  if (total > 0) st = ctx->ops->from_host(ctx, recv, hr, total);
+  else if (f == 3)
+    st = nvfp4i_fail(ctx, NVFP4_ECUDA, "all_gather (staged): the host -> device copy failed: "
+                     "injected (nvfp4i_comm_fail_next)");
+  else if (total > 0) st = ctx->ops->from_host(ctx, recv, hr, total);
+  /* and after the copy back: a caller issuing several (the NVFP4 gather's
+  ** four) stops after the same one on every rank */
+  st = nvfp4i_comm_agree(c, "all_gather (staged)", st);
 done:
   free(hs);
   free(hr);
@@ -472,6 +519,7 @@ extern "C" nvfp4_status nvfp4i_cuda_all_reduce_max_f32 (nvfp4_comm *c, float *bu
     if (n == 0) return NVFP4_OK;
     if (c->nccl == NULL) return nvfp4i_comm_usable(c, "NCCL collective", NVFP4_OK);
     f = nvfp4i_comm_take_fault();
+    nccl_before(c);
     return nccl_result(c, f ? ncclInternalError
                             : ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax,
                                             (ncclComm_t)c->nccl, nvfp4i_stream(c->ctx)),
@@ -492,6 +540,7 @@ extern "C" nvfp4_status nvfp4i_cuda_all_gather_bytes (nvfp4_comm *c, const void 
     if (n == 0) return NVFP4_OK;
     if (c->nccl == NULL) return nvfp4i_comm_usable(c, "NCCL collective", NVFP4_OK);
     f = nvfp4i_comm_take_fault();
+    if (!c->in_group) nccl_before(c);
     return nccl_result(c, f ? ncclInternalError
                             : ncclAllGather(send, recv, n, ncclUint8, (ncclComm_t)c->nccl,
                                             nvfp4i_stream(c->ctx)),

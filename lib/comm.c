@@ -330,22 +330,27 @@ static nvfp4_status all_to_all_staged (nvfp4_comm *c, const void *send,
   size_t total = n * (size_t)c->size;
   char *hs, *hr;
   nvfp4_status st = NVFP4_OK;
-  int rc;
+  int rc, f;
   if (total == 0) return NVFP4_OK;
   hs = (char *)malloc(total);
   hr = (char *)malloc(total);
   /* A rank whose staging failed takes no part in the MPI_Alltoall: the
   ** ranks agree first, and its peers get EPEER instead of waiting there. */
+  f = nvfp4i_comm_take_fault();
   if (hs == NULL || hr == NULL)
     st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_to_all: cannot stage %zu bytes", total);
-  else if (nvfp4i_comm_take_fault())
+  else if (f != 0 && f != 3)
     st = nvfp4i_fail(ctx, NVFP4_ECUDA, "all_to_all (staged): the device -> host copy failed: "
                      "injected (nvfp4i_comm_fail_next)");
   else st = ctx->ops->to_host(ctx, hs, send, total);
   if ((st = nvfp4i_comm_agree(c, "all_to_all (staged)", st)) != NVFP4_OK) goto done;
   rc = MPI_Alltoall(hs, (int)n, MPI_BYTE, hr, (int)n, MPI_BYTE, c->mpi);
-  if (rc != MPI_SUCCESS) { st = mpi_fail(ctx, rc, "MPI_Alltoall"); goto done; }
-  st = ctx->ops->from_host(ctx, recv, hr, total);
+  st = rc != MPI_SUCCESS ? mpi_fail(ctx, rc, "MPI_Alltoall")
+       : f == 3 ? nvfp4i_fail(ctx, NVFP4_ECUDA, "all_to_all (staged): the host -> device copy "
+                              "failed: injected (nvfp4i_comm_fail_next)")
+       : ctx->ops->from_host(ctx, recv, hr, total);
+  /* and after the copy back, so that every rank returns the same outcome */
+  st = nvfp4i_comm_agree(c, "all_to_all (staged)", st);
 done:
   free(hs);
   free(hr);

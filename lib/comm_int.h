@@ -46,6 +46,8 @@ struct nvfp4_comm {
   MPI_Comm notify;       /* NCCL only: a dup of mpi for failure notes */
   uint64_t nccl_tag;     /* NCCL only: a hash of its unique id, the same on every rank (notes carry it) */
   void *last_op;         /* NCCL only: cudaEvent_t recorded after its last collective queued */
+  void *first_op;        /* NCCL only: cudaEvent_t recorded before its oldest unfinished one */
+  double stuck_since;    /* when a wait first saw that one started and unfinished (0: not) */
   void *notes;           /* MPI_Request per peer: this rank's notes in flight */
   nvfp4_comm *nccl_next; /* the ctx's NCCL comms (nvfp4i_cuda.nccl_comms) */
 };
@@ -60,8 +62,10 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_usable (nvfp4_comm *c, const char *what,
 ** process (an NCCL call, or the staged path's device -> host copy) fails as
 ** if the call had, after the ranks agreed.  mode 1: handled as a real
 ** failure (NCCL: the communicator is aborted and the peers are told); mode
-** 2: silently, like a rank that never joins (NCCL: no abort, no notes).
-** Mode 0 clears it.  Not thread-safe (a test's knob). */
+** 2: silently, like a rank that never joins (NCCL: no abort, no notes);
+** mode 3: a staged collective's copy back to the device fails, after its
+** MPI call (NCCL: as mode 1).  Mode 0 clears it.  Not thread-safe (a
+** test's knob). */
 NVFP4I_FUNC void nvfp4i_comm_fail_next (int mode, int skip);
 /* The mode set by nvfp4i_comm_fail_next, cleared (the device transports). */
 NVFP4I_FUNC int nvfp4i_comm_take_fault (void);

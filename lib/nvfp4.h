@@ -34,13 +34,14 @@
 **    data, so a bad argument on one rank gives the others EPEER and none
 **    waits.  A device collective that fails on one rank after that (an NCCL
 **    call refused, a staged copy failed) is handled too: on the staged
-**    transport the ranks agree again before the MPI call; over NCCL the
+**    transport the ranks agree again before the MPI call and after the
+**    copy back; over NCCL the
 **    failing rank aborts its communicator and tells its peers, and a peer's
 **    next wait on its stream (a readback, nvfp4_ctx_sync, the comm's
 **    destroy) aborts its own and returns EPEER naming the failed call.  A
-**    peer that never joins is found after $NVFP4_NCCL_TIMEOUT seconds (600
-**    by default) of such a wait with a collective of that comm queued:
-**    EPEER; an asynchronous NCCL error: ENCCL.  A rank that aborted a comm
+**    peer that never joins is found $NVFP4_NCCL_TIMEOUT seconds (600 by
+**    default) after such a wait first sees that comm's collective started
+**    and unfinished: EPEER; an asynchronous NCCL error: ENCCL.  A rank that aborted a comm
 **    refuses every later collective on it that agrees first (all but
 **    nvfp4_comm_barrier) with EUSAGE ("destroy the comm and make a new
 **    one"); a peer that has not noticed yet gets EPEER from the agreement.

@@ -333,6 +333,12 @@ static void test_staged (void) {
   if (mc_rank == 1) nvfp4i_comm_fail_next(1, 0);
   EXPECT_ST(nvfp4_all_gather(c, x, &go, &g), mc_rank == 1 ? NVFP4_ECUDA : NVFP4_EPEER);
   EXPECT(g == NULL);
+  /* the first of the four fails after its MPI call: all stop there */
+  if (mc_rank == 1) nvfp4i_comm_fail_next(3, 0);
+  EXPECT_ST(nvfp4_all_gather(c, x, &go, &g), mc_rank == 1 ? NVFP4_ECUDA : NVFP4_EPEER);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 1 ? "all_gather (staged): the host -> device copy"
+                                                       : "all_gather (staged): rank 1 failed (CUDA error)");
+  EXPECT(g == NULL);
   /* the reduce-scatter's all-to-all */
   if (mc_rank == 1) nvfp4i_comm_fail_next(1, 0);
   EXPECT_ST(nvfp4_reduce_scatter(c, x, &g), mc_rank == 1 ? NVFP4_ECUDA : NVFP4_EPEER);
@@ -372,6 +378,12 @@ static void test_staged_host (void) {
   if (mc_rank == 1) nvfp4i_comm_fail_next(1, 0);
   EXPECT_ST(nvfp4_reduce_scatter(c, x, &g), mc_rank == 1 ? NVFP4_ECUDA : NVFP4_EPEER);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 1 ? "all_to_all (staged): the device -> host copy"
+                                                       : "all_to_all (staged): rank 1 failed (CUDA error)");
+  EXPECT(g == NULL);
+  /* its copy back fails after the MPI call: the same outcome everywhere */
+  if (mc_rank == 1) nvfp4i_comm_fail_next(3, 0);
+  EXPECT_ST(nvfp4_reduce_scatter(c, x, &g), mc_rank == 1 ? NVFP4_ECUDA : NVFP4_EPEER);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 1 ? "all_to_all (staged): the host -> device copy"
                                                        : "all_to_all (staged): rank 1 failed (CUDA error)");
   EXPECT(g == NULL);
   EXPECT_OK(nvfp4_reduce_scatter(c, x, &g));
