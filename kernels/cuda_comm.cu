@@ -470,43 +470,9 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_group (nvfp4_comm *c, int start) {
 
 static nvfp4_status staged_all_gather (nvfp4_comm *c, const void *send, size_t n,
                                        void *recv) {
-  nvfp4_ctx *ctx = c->ctx;
-  size_t total = n * (size_t)c->size;
-  nvfp4_status st = NVFP4_OK;
-  char *hs, *hr;
-  int rc, f;
-  FAIL_IF(ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
+  FAIL_IF(c->ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
           "all_gather: %zu bytes per rank exceed MPI's int count", n);
-  hs = (char *)malloc(n > 0 ? n : 1);
-  hr = (char *)malloc(total > 0 ? total : 1);
-  /* A rank whose staging failed takes no part in the MPI_Allgather: the
-  ** ranks agree first, and its peers get EPEER instead of waiting there. */
-  f = nvfp4i_comm_take_fault();
-  if (hs == NULL || hr == NULL)
-    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_gather: cannot stage %zu bytes", total);
-  else if (f != 0 && f != 3)
-    st = nvfp4i_fail(ctx, NVFP4_ECUDA, "all_gather (staged): the device -> host copy failed: "
-                     "injected (nvfp4i_comm_fail_next)");
-  else if (n > 0) st = ctx->ops->to_host(ctx, hs, send, n);
-  if ((st = nvfp4i_comm_agree(c, "all_gather (staged)", st)) != NVFP4_OK) goto done;
-  rc = MPI_Allgather(hs, (int)n, MPI_BYTE, hr, (int)n, MPI_BYTE, c->mpi);
-  if (rc != MPI_SUCCESS) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    st = nvfp4i_fail(ctx, NVFP4_EMPI, "MPI_Allgather (staged) failed: %.*s", len, msg);
-  }
-  else if (f == 3)
-    st = nvfp4i_fail(ctx, NVFP4_ECUDA, "all_gather (staged): the host -> device copy failed: "
-                     "injected (nvfp4i_comm_fail_next)");
-  else if (total > 0) st = ctx->ops->from_host(ctx, recv, hr, total);
-  /* and after the copy back: a caller issuing several (the NVFP4 gather's
-  ** four) stops after the same one on every rank */
-  st = nvfp4i_comm_agree(c, "all_gather (staged)", st);
-done:
-  free(hs);
-  free(hr);
-  return st;
+  return nvfp4i_comm_staged(c, 0, send, n, recv, n * (size_t)c->size);
 }
 
 

@@ -321,36 +321,29 @@ nvfp4_status nvfp4i_comm_all_gather_host (nvfp4_comm *c, const void *send,
 }
 
 
-/* Device buffers go through host memory with the backend's own copies, so
-** this works for any backend; an NCCL path (ncclSend/ncclRecv in a group)
-** can be slotted in here later without changing callers. */
-static nvfp4_status all_to_all_staged (nvfp4_comm *c, const void *send,
-                                       size_t n, void *recv) {
+nvfp4_status nvfp4i_comm_staged (nvfp4_comm *c, int alltoall, const void *send, size_t sn,
+                                 void *recv, size_t rn) {
+  const char *what = alltoall ? "all_to_all (staged)" : "all_gather (staged)";
   nvfp4_ctx *ctx = c->ctx;
-  size_t total = n * (size_t)c->size;
-  char *hs, *hr;
+  const int count = (int)(alltoall ? sn / (size_t)c->size : sn);
+  char *hs = (char *)malloc(sn > 0 ? sn : 1), *hr = (char *)malloc(rn > 0 ? rn : 1);
   nvfp4_status st = NVFP4_OK;
-  int rc, f;
-  if (total == 0) return NVFP4_OK;
-  hs = (char *)malloc(total);
-  hr = (char *)malloc(total);
-  /* A rank whose staging failed takes no part in the MPI_Alltoall: the
-  ** ranks agree first, and its peers get EPEER instead of waiting there. */
-  f = nvfp4i_comm_take_fault();
+  int rc, f = nvfp4i_comm_take_fault();
   if (hs == NULL || hr == NULL)
-    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "all_to_all: cannot stage %zu bytes", total);
+    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot stage %zu bytes", what, sn + rn);
   else if (f != 0 && f != 3)
-    st = nvfp4i_fail(ctx, NVFP4_ECUDA, "all_to_all (staged): the device -> host copy failed: "
-                     "injected (nvfp4i_comm_fail_next)");
-  else st = ctx->ops->to_host(ctx, hs, send, total);
-  if ((st = nvfp4i_comm_agree(c, "all_to_all (staged)", st)) != NVFP4_OK) goto done;
-  rc = MPI_Alltoall(hs, (int)n, MPI_BYTE, hr, (int)n, MPI_BYTE, c->mpi);
-  st = rc != MPI_SUCCESS ? mpi_fail(ctx, rc, "MPI_Alltoall")
-       : f == 3 ? nvfp4i_fail(ctx, NVFP4_ECUDA, "all_to_all (staged): the host -> device copy "
-                              "failed: injected (nvfp4i_comm_fail_next)")
-       : ctx->ops->from_host(ctx, recv, hr, total);
-  /* and after the copy back, so that every rank returns the same outcome */
-  st = nvfp4i_comm_agree(c, "all_to_all (staged)", st);
+    st = nvfp4i_fail(ctx, NVFP4_ECUDA, "%s: the device -> host copy failed: injected "
+                     "(nvfp4i_comm_fail_next)", what);
+  else if (sn > 0) st = ctx->ops->to_host(ctx, hs, send, sn);
+  if ((st = nvfp4i_comm_agree(c, what, st)) != NVFP4_OK) goto done;
+  rc = alltoall ? MPI_Alltoall(hs, count, MPI_BYTE, hr, count, MPI_BYTE, c->mpi)
+                : MPI_Allgather(hs, count, MPI_BYTE, hr, count, MPI_BYTE, c->mpi);
+  if (rc != MPI_SUCCESS) st = mpi_fail(ctx, rc, alltoall ? "MPI_Alltoall (staged)" : "MPI_Allgather (staged)");
+  else if (f == 3)
+    st = nvfp4i_fail(ctx, NVFP4_ECUDA, "%s: the host -> device copy failed: injected "
+                     "(nvfp4i_comm_fail_next)", what);
+  else if (rn > 0) st = ctx->ops->from_host(ctx, recv, hr, rn);
+  st = nvfp4i_comm_agree(c, what, st);
 done:
   free(hs);
   free(hr);
@@ -362,7 +355,11 @@ nvfp4_status nvfp4i_comm_all_to_all_bytes (nvfp4_comm *c, const void *send,
                                            size_t n, void *recv) {
   FAIL_IF(c->ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
           "all_to_all: %zu bytes per rank pair exceed MPI's int count", n);
-  if (c->transport != NVFP4I_MPI) return all_to_all_staged(c, send, n, recv);
+  /* device buffers: through host memory with the backend's own copies (an
+  ** NCCL path, ncclSend/ncclRecv in a group, could be slotted in here) */
+  if (c->transport != NVFP4I_MPI)
+    return n == 0 ? NVFP4_OK : nvfp4i_comm_staged(c, 1, send, n * (size_t)c->size, recv,
+                                                  n * (size_t)c->size);
   MPI_CHECK(c->ctx, MPI_Alltoall(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, c->mpi));
   return NVFP4_OK;
 }

@@ -104,6 +104,18 @@ NVFP4I_FUNC nvfp4_status nvfp4i_cuda_comm_group (nvfp4_comm *c, int start);
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_all_reduce_max_f32 (nvfp4_comm *c, float *buf, int n);
 #endif
 
+/* A byte collective of device buffers staged through host memory (the
+** staged transport's all-gather, kernels/cuda_comm.cu; the all-to-all of
+** every device transport): send (sn bytes) to the host, MPI_Allgather of sn
+** bytes per rank or (alltoall) MPI_Alltoall of sn / size per rank pair, the
+** rn bytes received back to recv.  The ranks agree before the MPI call (a
+** rank whose staging failed takes no part in it: its peers get EPEER instead
+** of waiting there) and again after the copy back (a caller issuing
+** several, the NVFP4 gather's four, stops after the same one on every
+** rank).  ENOMEM, EMPI, the backend's copy errors, EPEER. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_staged (nvfp4_comm *c, int alltoall, const void *send,
+                                              size_t sn, void *recv, size_t rn);
+
 /* Host-memory byte all-gather in rank order (always MPI, whatever the
 ** transport): for small descriptors, statuses and metadata. */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_gather_host (nvfp4_comm *c,
