@@ -47,11 +47,12 @@ static nvfp4_status nccl_fail (nvfp4_ctx *ctx, ncclResult_t r, const char *call)
 **    kernels of the call, if any, return) and sends every peer a note on
 **    c->notify, a dup of c's MPI communicator made with the NCCL one;
 **  - every wait on a context's stream (nvfp4i_cuda_wait: readbacks,
-**    nvfp4_sync, a comm's teardown) that lasts more than a millisecond looks
-**    at each NCCL comm of the context once a millisecond: a note, or an
-**    asynchronous error (ncclCommGetAsyncError), aborts that comm, and so
-**    does a wait longer than its timeout ($NVFP4_NCCL_TIMEOUT, 600 s by
-**    default as in PyTorch's process groups: a peer that never called);
+**    nvfp4_ctx_sync, large uploads, a comm's set-up and teardown) that lasts
+**    more than a millisecond looks at each NCCL comm of the context once a
+**    millisecond: a note, or an asynchronous error (ncclCommGetAsyncError),
+**    aborts that comm, and so does a collective of it that stays started
+**    and unfinished for its timeout ($NVFP4_NCCL_TIMEOUT, 600 s by default
+**    as in PyTorch's process groups: a peer that never called; nccl_watch);
 **    the kernels waiting on an aborted communicator return, and the wait
 **    returns EPEER (a note, the timeout) or ENCCL (an asynchronous error)
 **    once the stream has drained;
@@ -76,7 +77,7 @@ static nvfp4_status nccl_fail (nvfp4_ctx *ctx, ncclResult_t r, const char *call)
 #define NOTE_TAG 4242
 
 typedef struct note {
-  uint64_t tag;                /* the comm's nccl_tag: a note of a freed comm is dropped */
+  uint64_t tag;                /* the comm's nccl_tag: another comm's note is dropped */
   int32_t rank, status;
   char why[200];
 } note;
@@ -164,7 +165,8 @@ static nvfp4_status nccl_watch (nvfp4_comm *c, double now, int report) {
       MPI_Iprobe(MPI_ANY_SOURCE, NOTE_TAG, c->notify, &flag, &ms) == MPI_SUCCESS && flag) {
     memset(&n, 0, sizeof n);
     MPI_Recv(&n, (int)sizeof n, MPI_BYTE, ms.MPI_SOURCE, NOTE_TAG, c->notify, MPI_STATUS_IGNORE);
-    /* a freed comm's note, delivered to the dup that reuses its context id */
+    /* another comm's note (a guard: notify is never freed, so no later dup
+    ** reuses its context id) */
     if (n.tag != c->nccl_tag) return NVFP4_OK;
     n.why[sizeof n.why - 1] = '\0';
     snprintf(why, sizeof why, "rank %d of %d failed (%s): %s", ms.MPI_SOURCE, c->size,
