@@ -165,9 +165,9 @@ static void test_nccl_group (void) {
   memset(&go, 0, sizeof go);
   q.rowwise = q.columnwise = 1;
   q.has_amax = 1;
-  q.amax[0] = q.amax[1] = 4096.0f;            /* the same on every rank: no reduction */
+  q.amax[0] = q.amax[1] = 4096.0f;            /* the same on every rank */
   go.quant = &q;
-  if (mc_rank == 1) nvfp4i_comm_fail_next(1, 1);
+  if (mc_rank == 1) nvfp4i_comm_fail_next(1, 1);  /* after the amax all-reduce */
   TRACE("gather");
   st = nvfp4_all_gather(c, x, &go, &g);
   TRACE(nvfp4_status_string(st));
