@@ -202,6 +202,17 @@ static nvfp4_status nccl_watch (nvfp4_comm *c, double now, int report) {
 }
 
 
+/* What comes before an NCCL collective on c: the refusal of an aborted
+** comm, the injected fault taken (*fault, nvfp4i_comm_fail_next), and the
+** "before" event where no group is open (the group's start records it). */
+static nvfp4_status nccl_pre (nvfp4_comm *c, int *fault) {
+  if (c->nccl == NULL) return nvfp4i_comm_usable(c, "NCCL collective", NVFP4_OK);
+  *fault = nvfp4i_comm_take_fault();
+  if (!c->in_group) nccl_before(c);
+  return NVFP4_OK;
+}
+
+
 /* A device collective's NCCL result r on c (call: its name; injected: the
 ** failure came from nvfp4i_comm_fail_next).  Outside a group a failure
 ** aborts c and tells the peers; inside one, the group's end does. */
@@ -341,8 +352,9 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
   /* The stream may be stuck behind a failure on another NCCL comm of the
   ** ctx, and NCCL's set-up and the warm-up below would wait for it: the
   ** wait that watches those comms drains it first (a failure it finds
-  ** belongs to that comm, which refuses its collectives from now on). */
-  (void)nvfp4i_cuda_wait(c->ctx);
+  ** belongs to that comm, which refuses its collectives from now on).
+  ** Without NCCL comms nothing can be stuck there. */
+  if (nvfp4i_cuda_of(c->ctx)->nccl_comms != NULL) (void)nvfp4i_cuda_wait(c->ctx);
 #ifdef HAVE_NCCL
   if (c->size > 1 && own_gpus(c)) {
     ncclUniqueId id;
@@ -485,9 +497,7 @@ extern "C" nvfp4_status nvfp4i_cuda_all_reduce_max_f32 (nvfp4_comm *c, float *bu
   if (c->transport == NVFP4I_NCCL) {
     int f;
     if (n == 0) return NVFP4_OK;
-    if (c->nccl == NULL) return nvfp4i_comm_usable(c, "NCCL collective", NVFP4_OK);
-    f = nvfp4i_comm_take_fault();
-    nccl_before(c);
+    CHECK(nccl_pre(c, &f));
     return nccl_result(c, f ? ncclInternalError
                             : ncclAllReduce(buf, buf, (size_t)n, ncclFloat32, ncclMax,
                                             (ncclComm_t)c->nccl, nvfp4i_stream(c->ctx)),
@@ -506,9 +516,7 @@ extern "C" nvfp4_status nvfp4i_cuda_all_gather_bytes (nvfp4_comm *c, const void 
   if (c->transport == NVFP4I_NCCL) {
     int f;
     if (n == 0) return NVFP4_OK;
-    if (c->nccl == NULL) return nvfp4i_comm_usable(c, "NCCL collective", NVFP4_OK);
-    f = nvfp4i_comm_take_fault();
-    if (!c->in_group) nccl_before(c);
+    CHECK(nccl_pre(c, &f));
     return nccl_result(c, f ? ncclInternalError
                             : ncclAllGather(send, recv, n, ncclUint8, (ncclComm_t)c->nccl,
                                             nvfp4i_stream(c->ctx)),
