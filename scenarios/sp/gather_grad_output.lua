@@ -1,4 +1,4 @@
--- np=2,4  Row-parallel Linear backward with sequence parallelism: grad_output shards [S/TP, B, H]
+-- np=2,4,8  Row-parallel Linear backward with sequence parallelism: grad_output shards [S/TP, B, H]
 -- gathered along S in NVFP4 (rowwise + columnwise) must equal quantizing the full tensor; TE 2.21's
 -- "nd" columnwise rule fails with "not allocated" for B = 1 and gives a too-narrow scale for odd B.
 local nvfp4 = require "nvfp4"
@@ -6,7 +6,7 @@ local sc = require "nvfp4.scenario"
 
 local S_L, H = 32, 64                       -- per-rank sequence length, hidden size
 local world = nvfp4.world()
-local GRID = {{"TP", {2, 4}}, {"B", {1, 2, 3, 4, 5}}}
+local GRID = {{"TP", {2, 4, 8}}, {"B", {1, 2, 3, 4, 5}}}
 local BOTH = {rowwise = true, columnwise = true}
 
 local function ru (x, m) return (x + m - 1) // m * m end

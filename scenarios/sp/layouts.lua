@@ -1,4 +1,4 @@
--- np=2,4  The Linear layer over tensor layouts: B = 1..5, TP 1/2/4, row and column parallel, SP on
+-- np=2,4,8  The Linear layer over tensor layouts: B = 1..5, TP 1/2/4/8, row and column parallel, SP on
 -- and off, 2-D and 3-D inputs, each NVFP4 recipe option switched off, 4over6; odd B under `nd` must be caught.
 --
 -- Every case checks that forward and backward complete with the right shapes (grad_input = input,
@@ -9,7 +9,7 @@ local nvfp4 = require "nvfp4"
 local sc = require "nvfp4.scenario"
 
 local world = nvfp4.world()
-local K, N = 64, 64                        -- in/out features (K/TP, N/TP multiples of 16 at TP 4)
+local K, N = 128, 128                      -- in/out features (K/TP, N/TP multiples of 16 at TP 8)
 local SL = 16                              -- per-rank sequence length under SP
 
 -- Shapes of x and dy for one layout.
@@ -80,12 +80,12 @@ local function check (p, opts)
   sc.log("errors: output %.4f dgrad %.4f", ey, edx)
 end
 
-sc.case("3-D layouts", {{"par", {"row", "column"}}, {"SP", {"on", "off"}}, {"TP", {1, 2, 4}},
+sc.case("3-D layouts", {{"par", {"row", "column"}}, {"SP", {"on", "off"}}, {"TP", {1, 2, 4, 8}},
                         {"B", {1, 2, 3, 4, 5}}}, function (p)
   check(p)
 end)
 
-sc.case("2-D inputs", {{"par", {"row", "column"}}, {"SP", {"on", "off"}}, {"TP", {1, 2, 4}}},
+sc.case("2-D inputs", {{"par", {"row", "column"}}, {"SP", {"on", "off"}}, {"TP", {1, 2, 4, 8}}},
         function (p)
   p.B, p.ndim = 3, 2
   check(p)
@@ -128,7 +128,7 @@ end)
 
 -- TE 2.21's columnwise rule in the row+SP grad gather: B = 1 crashes in the gather, odd B > 1
 -- gathers a too-narrow scale that the wgrad GEMM's shape check refuses, even B is right.
-sc.case("nd rule", {{"TP", {2, 4}}, {"B", {1, 2, 3, 4, 5}}}, function (p)
+sc.case("nd rule", {{"TP", {2, 4, 8}}, {"B", {1, 2, 3, 4, 5}}}, function (p)
   sc.need_ranks(p.TP)
   local tp = sc.group(p.TP)
   local xs, ys = layout("row", true, p.TP, p.B, 3)
