@@ -95,6 +95,13 @@ static double relerr (nvfp4_comm *c, const nvfp4_tensor *x, const nvfp4_tensor *
 }
 
 
+/* The feature count of the small layers: 64, or 16 per rank past 4 ranks (a
+** split dim's share must be a multiple of 16: 8 per rank at TP 8 is not). */
+static int64_t feat (void) {
+  return mc_size > 4 ? 16 * (int64_t)mc_size : 64;
+}
+
+
 static nvfp4_linear_config config (int64_t K, int64_t N, nvfp4_parallel p, int sp) {
   nvfp4_linear_config c;
   memset(&c, 0, sizeof c);
@@ -112,7 +119,7 @@ static nvfp4_linear_config config (int64_t K, int64_t N, nvfp4_parallel p, int s
 /* ---- the seed case, small: row-parallel SP, [S/TP, 1, H] grad ------------- */
 
 static void test_row_sp_b1_nd_fails_flat2d_completes (void) {
-  const int64_t S = 32 * mc_size, B = 1, H = 64;
+  const int64_t S = 32 * mc_size, B = 1, H = feat();
   nvfp4_linear_config c = config(H, H, NVFP4_PARALLEL_ROW, 1);
   nvfp4_linear *l = NULL;
   nvfp4_tensor *x, *y = NULL, *dy, *dx = NULL, *dw = NULL;
@@ -153,7 +160,7 @@ static void test_row_sp_b1_nd_fails_flat2d_completes (void) {
 /* Odd B under `nd`: the gather computes a too-narrow columnwise scale, and
 ** the wgrad GEMM's shape check refuses it (TE's swizzle message). */
 static void test_row_sp_odd_b_nd_caught_by_shape_check (void) {
-  const int64_t S = 16 * mc_size, B = 3, H = 64;
+  const int64_t S = 16 * mc_size, B = 3, H = feat();
   nvfp4_linear_config c = config(H, H, NVFP4_PARALLEL_ROW, 1);
   nvfp4_linear *l = NULL;
   nvfp4_tensor *x, *y = NULL, *dy, *dx = NULL, *dw = NULL;
@@ -186,7 +193,7 @@ typedef struct errs { double y, dx, dw, db, yq, dxq, dwq; } errs;
 /* fo6: the recipe's 4over6 (bit 0 weights, bit 1 activations). */
 static errs numerics_fo6 (nvfp4_parallel p, nvfp4_dtype act, int no_sr, int no_rht, int fo6) {
   const int tp = mc_size, row = p == NVFP4_PARALLEL_ROW;
-  const int64_t S = 64 * tp, B = 2, K = 256, N = 192;
+  const int64_t S = 64 * tp, B = 2, K = 256, N = 192 % (16 * tp) == 0 ? 192 : 256;   /* N/TP % 16 == 0 */
   nvfp4_linear_config c = config(K, N, p, 1);
   nvfp4_linear *l = NULL;
   nvfp4_tensor *x, *dy, *y = NULL, *dx = NULL, *dw = NULL, *db = NULL;
@@ -677,28 +684,34 @@ static void test_create_agreement (void) {
 ** layer then works, and a backward still differentiates the last good
 ** forward. */
 static void test_one_rank_bad_arguments (void) {
-  nvfp4_linear_config c = config(64, 64, NVFP4_PARALLEL_COLUMN, 1);
+  const int64_t F = feat();
+  nvfp4_linear_config c = config(F, F, NVFP4_PARALLEL_COLUMN, 1);
   nvfp4_linear *l = NULL;
   nvfp4_tensor *x, *xbad, *y = NULL, *y2 = NULL, *dy, *dybad, *dx = NULL;
   nvfp4_status st;
   const int bad = mc_size - 1;
   if (mc_size < 2) return;
   EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
-  x = randn(SHAPE3(32, 1, 64), NVFP4_BF16, 1 + mc_rank);
+  x = randn(SHAPE3(32, 1, F), NVFP4_BF16, 1 + mc_rank);
   xbad = randn(SHAPE3(32, 1, 48), NVFP4_BF16, 1 + mc_rank);         /* wrong K */
   st = nvfp4_linear_forward(l, mc_rank == bad ? xbad : x, &y);
   EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
-  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "last dim must be 64" : "failed");
+  if (mc_rank == bad) {
+    char want[64];
+    snprintf(want, sizeof want, "last dim must be %d", (int)F);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  }
+  else EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "failed");
   EXPECT(y == NULL);
   EXPECT_OK(nvfp4_linear_forward(l, x, &y));
   dy = randn(nvfp4_tensor_shape(y), NVFP4_BF16, 9 + mc_rank);
-  dybad = randn(SHAPE3(32, 1, 64 / mc_size + 16), NVFP4_BF16, 9);    /* not y's shape */
+  dybad = randn(SHAPE3(32, 1, F / mc_size + 16), NVFP4_BF16, 9);    /* not y's shape */
   st = nvfp4_linear_backward(l, mc_rank == bad ? dybad : dy, &dx, NULL, NULL);
   EXPECT_EQ_I(st, mc_rank == bad ? NVFP4_EINVAL : NVFP4_EPEER);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == bad ? "does not match the output" : "failed");
   EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, NULL, NULL));
   EXPECT(dx != NULL);
-  if (dx) EXPECT_SHAPE(nvfp4_tensor_shape(dx), SHAPE3(32, 1, 64));
+  if (dx) EXPECT_SHAPE(nvfp4_tensor_shape(dx), SHAPE3(32, 1, F));
   nvfp4_linear_destroy(l);
   l = NULL;
   /* a row-parallel layer whose input on the last rank passes the argument
@@ -709,16 +722,16 @@ static void test_one_rank_bad_arguments (void) {
   ** needs M % 16 == 0): every rank gets that error, none waits in the
   ** all-reduce */
   {
-    nvfp4_linear_config cr = config(64, 64, NVFP4_PARALLEL_ROW, 0);
-    nvfp4_tensor *xr = randn(SHAPE3(mc_rank == bad ? 24 : 32, 1, 64 / mc_size), NVFP4_BF16, 3);
-    nvfp4_tensor *x24 = randn(SHAPE3(24, 1, 64 / mc_size), NVFP4_BF16, 3);
+    nvfp4_linear_config cr = config(F, F, NVFP4_PARALLEL_ROW, 0);
+    nvfp4_tensor *xr = randn(SHAPE3(mc_rank == bad ? 24 : 32, 1, F / mc_size), NVFP4_BF16, 3);
+    nvfp4_tensor *x24 = randn(SHAPE3(24, 1, F / mc_size), NVFP4_BF16, 3);
     nvfp4_tensor *yr = NULL;
     char want[128];
     cr.bias = 1;
     EXPECT_OK(nvfp4_linear_create(mc_ctx, &cr, &l));
     EXPECT_ST(nvfp4_linear_forward(l, xr, &yr), NVFP4_EMISMATCH);
     snprintf(want, sizeof want, "linear_forward: x: ranks disagree: rank %d has [24, 1, %d] bf16, "
-             "rank 0 has [32, 1, %d] bf16", bad, 64 / mc_size, 64 / mc_size);
+             "rank 0 has [32, 1, %d] bf16", bad, (int)(F / mc_size), (int)(F / mc_size));
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
     EXPECT(yr == NULL);
     EXPECT_ST(nvfp4_linear_forward(l, x24, &yr), NVFP4_EINVAL);
