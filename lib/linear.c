@@ -43,7 +43,7 @@ struct nvfp4_linear {
   nvfp4_tensor *bwd[MAXOWN];        /* owned by the last backward */
   const nvfp4_tensor *kept[NVFP4_LIN_NOPERANDS];
   int bwd_failed;                   /* the last backward returned an error */
-  uint64_t sr_offset;               /* advanced by every backward */
+  uint64_t sr_offset;               /* advanced by every backward that succeeds */
 };
 
 
@@ -632,8 +632,7 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   qg.rht = qg.columnwise && !c->recipe.no_grad_rht;
   qg.sr = !c->recipe.no_grad_sr;
   qg.sr_seed = c->recipe.seed + (uint64_t)l->rank * 0x9E3779B97F4A7C15ull;
-  qg.sr_offset = l->sr_offset;
-  l->sr_offset += (uint64_t)nvfp4_shape_numel(dy->shape) + 1;
+  qg.sr_offset = l->sr_offset;         /* advanced when the backward succeeds */
   if (row && sp && dist && !c->recipe.no_amax_reduction) qg.amax_group = c->tp_group;
 
   /* As in forward: each collective right after AGREE_OR_FAIL, every other
@@ -728,6 +727,9 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
   if (dw) *dw = dwo; else nvfp4_tensor_destroy(dwo);
   if (db) *db = dbo;
   l->bwd_failed = 0;
+  /* a failed backward leaves the offset: a retry draws the bits a layer
+  ** that never failed would */
+  l->sr_offset += (uint64_t)nvfp4_shape_numel(dy->shape) + 1;
   return NVFP4_OK;
 fail:
   nvfp4_handle_destroy(h);

@@ -17,7 +17,15 @@
 **    the caller owns them and frees them with the matching _destroy, which
 **    accepts NULL.  Every output pointer a call is given is set to NULL
 **    first, so after a failure (a NULL context included) it is NULL.
-**    Nothing writes into a caller's object unless its name ends in _into.
+**    Inputs stay as they were: a call changes only the object it is on (a
+**    layer's forward, backward and set_*, a gather handle's wait and take,
+**    as each says) and, where it reads a tensor's amax from the device,
+**    that tensor's cached host copy of it (so two threads must not read
+**    one tensor's amax at once; see nvfp4_tensor_amax).
+**  - functions that return a value rather than a status (accessors,
+**    _destroy, names, the shape helpers) cannot fail and follow no spec
+**    section unless they name one; each says what NULL (or a value outside
+**    its enum) gives.
 **  - shapes are row-major, dims 0-based; M = product of all leading dims,
 **    K = last dim (spec/nvfp4-numerics.md "Notation").
 **  - calls are queued on the context's stream and "return when enqueued"; on
@@ -37,8 +45,11 @@
 **    transport the ranks agree again before the MPI call and after the
 **    copy back; over NCCL the
 **    failing rank aborts its communicator and tells its peers, and a peer's
-**    next wait on its stream (a readback, nvfp4_ctx_sync, the comm's
-**    destroy) aborts its own and returns EPEER naming the failed call.  A
+**    next wait on its stream (a readback, an upload of more than 64 KiB,
+**    nvfp4_ctx_sync, a comm's set-up or destroy) aborts its own and returns
+**    EPEER naming the failed call: so every call that waits on a CUDA
+**    context's stream may return EPEER or ENCCL when that context has NCCL
+**    comms, besides the errors it lists.  A
 **    peer that never joins is found $NVFP4_NCCL_TIMEOUT seconds (600 by
 **    default) after such a wait first sees that comm's collective started
 **    and unfinished: EPEER; an asynchronous NCCL error: ENCCL.  A rank that aborted a comm
@@ -83,7 +94,8 @@ typedef enum nvfp4_status {
   NVFP4_NSTATUS     /* keep last */
 } nvfp4_status;
 
-const char *nvfp4_status_string (nvfp4_status s);       /* never NULL */
+/* Never NULL; "unknown status" outside the enum. */
+const char *nvfp4_status_string (nvfp4_status s);
 
 
 /* ---- context: backend + stream + last error message ------------------ */
@@ -113,7 +125,8 @@ void         nvfp4_ctx_destroy (nvfp4_ctx *ctx);         /* NULL: no-op */
 const char  *nvfp4_ctx_backend (const nvfp4_ctx *ctx);   /* "cpu" | "cuda"; NULL: "none" */
 /* The message of the last failed call on ctx ("" before any failure); a
 ** later successful call does not clear it, so read it when a call returns
-** an error status.  Owned by ctx, valid until its next failure. */
+** an error status.  Owned by ctx, valid until its next failure; NULL ctx:
+** "no context". */
 const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);
 /* Wait for the work queued on ctx (no spec section).  Errors: EINVAL
 ** (NULL), ECUDA (a queued kernel failed), EPEER / ENCCL when the wait
@@ -140,7 +153,7 @@ int         nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b);
 #define NVFP4_MAX_NUMEL ((int64_t)1 << 60)
 int64_t     nvfp4_shape_numel (nvfp4_shape s);           /* 1 for ndim 0 */
 int64_t     nvfp4_shape_M (nvfp4_shape s);   /* product of leading dims */
-int64_t     nvfp4_shape_K (nvfp4_shape s);   /* last dim */
+int64_t     nvfp4_shape_K (nvfp4_shape s);   /* last dim; 1 for ndim 0 */
 /* "[4096, 1, 8192]" into buf (always NUL-terminated when n > 0; NULL or
 ** n == 0: nothing written); returns buf. */
 char       *nvfp4_shape_format (nvfp4_shape s, char *buf, size_t n);
@@ -203,15 +216,18 @@ typedef enum nvfp4_dtype {
   NVFP4_FP4         /* an NVFP4 tensor: the buffers below */
 } nvfp4_dtype;
 
-const char *nvfp4_dtype_name (nvfp4_dtype dt);       /* "fp32", "bf16", "u8", "fp4" */
-size_t      nvfp4_dtype_size (nvfp4_dtype dt);       /* 0 for FP4 */
+/* "fp32", "bf16", "u8", "fp4" ("?" outside the enum); an element's bytes
+** (0 for FP4 and outside the enum). */
+const char *nvfp4_dtype_name (nvfp4_dtype dt);
+size_t      nvfp4_dtype_size (nvfp4_dtype dt);
 
 typedef struct nvfp4_tensor nvfp4_tensor;
 
 /* A plain (F32, BF16 or U8) tensor on ctx's device, zero-filled.  The tensor
-** owns its storage.  Errors: EINVAL (negative dim, ndim outside 0..8, FP4
-** dtype), ENOMEM.  Storage: no spec section (nor for from_host, to_host,
-** clone and reshape below). */
+** owns its storage.  Errors: EINVAL (negative dim, ndim outside 0..8, more
+** than NVFP4_MAX_NUMEL elements, FP4 or a dtype outside the enum), ENOMEM.
+** Storage: no spec section (nor for from_host, to_host, clone and reshape
+** below). */
 nvfp4_status nvfp4_tensor_create (nvfp4_ctx *ctx, nvfp4_shape shape,
                                   nvfp4_dtype dt, nvfp4_tensor **out);
 /* The same, filled from host memory (host: the caller's, read once).
@@ -266,8 +282,8 @@ nvfp4_status nvfp4_tensor_narrow (const nvfp4_tensor *t, int dim, int64_t start,
 ** E4M3 maximum 448 vs no RHT, ..."; the E4M3 maximum of 4over6 and the RHT
 ** of the columnwise copy, not SR or 2D, which are in the bytes), usages,
 ** each present buffer's shape and bytes (spec §6's layouts, padding
-** included) and both amaxes' bits.  Synchronizes (reads the buffers
-** to host, one at a time).  Lua's nvfp4.equal.  A failed call leaves
+** included) and the amax bits of each present usage.  Synchronizes (reads
+** the buffers to host, one at a time).  Lua's nvfp4.equal.  A failed call leaves
 ** *equal 0 and why "" (where given).  Errors: EINVAL (NULL a, b or equal),
 ** EUSAGE (b of another context), ENOMEM, ECUDA (queued work failed). */
 nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
@@ -317,7 +333,9 @@ nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
 ** is formed from (spec §3).  An amax a quantize computed on a device is
 ** read back here the first time (this waits for the work queued before).
 ** Errors: EUSAGE when that copy is absent or t is not FP4, EINVAL for a
-** NULL amax or another direction, and the backend's (ECUDA) on that read. */
+** NULL amax or another direction, and the backend's (ECUDA; EPEER / ENCCL
+** as nvfp4_ctx_sync's) on that read.  That first read stores the host copy
+** in t (const as it is): not for two threads at once. */
 nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
                                 float *amax);
 /* Assemble an NVFP4 tensor from host bytes (tests, checkpoints), spec §6.
@@ -387,7 +405,8 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 
 /* Dequantize the rowwise copy of q to dt (F32 or BF16), shape of q (§10):
 ** out = OType_rn(value(code) * fl(fl(sf * amax) * fl(1/(6 * EMAX)))),
-** EMAX = q's E4M3 maximum (448, or 256 for 4over6: fl(1/2688), fl(1/1536)).
+** EMAX = q's E4M3 maximum (448, or 256 for 4over6 without
+** four_over_six_emax448: fl(1/2688), fl(1/1536)).
 ** Errors: EUSAGE when q has no rowwise copy, EINVAL on dtype or a plain q,
 ** ENOMEM. */
 nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
@@ -438,7 +457,9 @@ void         nvfp4_comm_destroy (nvfp4_comm *c);
 ** does not divide the size, or out is NULL (on that rank; its peers get
 ** EPEER), EMISMATCH when the ranks ask different tp (every rank), EMPI,
 ** ENOMEM (with CUDA, where the new group's set-up is collective, its peers
-** in that group get EPEER).  sp-linear-and-gather.md §0 (the TP group). */
+** in that group get EPEER), and on a CUDA context EINVAL naming a
+** $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9 (its
+** peers get EPEER).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
 /* Collective: MPI_Barrier on c.  Errors: EINVAL (NULL), EMPI.  No spec
 ** section (nor for the host-value collectives below: the agreements of
@@ -467,8 +488,9 @@ nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
 ** [..] fp32"); a rank whose own arguments are bad (NULL x) gets EINVAL and
 ** the others EPEER naming it.  No rank is left inside a collective.
 ** Errors besides: ENOMEM (its peers get EPEER), EINVAL above 2^31-1 bytes
-** per rank (one MPI message), EMPI/ENCCL.  The high-precision gathers and
-** reduce-scatters of sp-linear-and-gather.md §3-§4 and §5.1's fallback. */
+** per rank (one MPI message: on the mpi and mpi-staged transports, and
+** always for reduce_scatter, an all-to-all), EMPI/ENCCL.  The
+** high-precision gathers and reduce-scatters of sp-linear-and-gather.md §3-§4 and §5.1's fallback. */
 nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
                                      nvfp4_tensor **out);
 nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
@@ -578,7 +600,8 @@ typedef enum nvfp4_usage { NVFP4_ROWWISE = 0, NVFP4_COLUMNWISE } nvfp4_usage;
 ** exactly (E2M1 x E4M3, spec §10) to fp32, multiplied with fp32
 ** accumulation (CPU: cblas_sgemm) and the per-tensor factors are folded into
 ** alpha: for two FP4 operands fl(fl(amax_A*amax_B)*fl(1/(E_A*E_B))), E =
-** 6 * the operand's E4M3 maximum (2688, or 1536 for 4over6; 1/7225344 for
+** 6 * the operand's E4M3 maximum (2688, or 1536 for 4over6 without
+** four_over_six_emax448; 1/7225344 for
 ** two 448 operands), for one fl(amax*fl(1/E)) (the amax of the buffer
 ** read).  bias (NULL: none): F32/BF16 [P], added once per output row before
 ** the single rounding to out_dt (F32 or BF16).  Every scale shape is checked
@@ -586,7 +609,7 @@ typedef enum nvfp4_usage { NVFP4_ROWWISE = 0, NVFP4_COLUMNWISE } nvfp4_usage;
 ** (expected (8192,768), got (8192,512))", as TE's swizzle does.  Errors:
 ** EINVAL (dtype, reduction dims differ, scale/data shapes, a dim above
 ** 2^31-1: the BLAS takes int dims), EUSAGE (the usage is not present),
-** ENOTSUP (a backend without a GEMM), ENOMEM; ECUBLAS and ECUDA on CUDA
+** ENOMEM; ECUBLAS and ECUDA on CUDA
 ** (there alpha is formed on the device, from an amax still there). */
 nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,
                          const nvfp4_tensor *b, nvfp4_usage ub,
@@ -668,7 +691,7 @@ typedef struct nvfp4_linear_config {
   int bias;                 /* add a bias: COLUMN [N/TP] sharded, else [N] */
   nvfp4_parallel parallel;
   int sequence_parallel;    /* needs COLUMN or ROW */
-  nvfp4_comm *tp_group;     /* borrowed; NULL = TP 1 */
+  nvfp4_comm *tp_group;     /* the layer keeps a reference; NULL = TP 1 */
   nvfp4_dtype params_dtype; /* F32 (0) or BF16 */
   nvfp4_recipe recipe;
   nvfp4_cw_rule gather_rule;/* columnwise bookkeeping of the row+SP grad gather */
@@ -692,9 +715,10 @@ typedef struct nvfp4_linear nvfp4_linear;
 ** disagree on <field> (from A to B)" for the first of in_features,
 ** out_features, bias, parallel, sequence_parallel, params_dtype, the
 ** recipe's kind and switches, gather_rule, frozen_weight that differs; the
-** seeds and keep_operands are each rank's own).  The layer borrows
-** cfg->tp_group (it must outlive the layer; EUSAGE when it is of another
-** context); *out is the caller's.  Errors also ENOMEM, EMPI. */
+** seeds and keep_operands are each rank's own).  The layer keeps a
+** reference to cfg->tp_group: destroyed before the layer, the comm stays
+** usable by it until the layer is destroyed (see nvfp4_comm_destroy; EUSAGE
+** when it is of another context); *out is the caller's.  Errors also ENOMEM, EMPI. */
 nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
                                   nvfp4_linear **out);
 void         nvfp4_linear_destroy (nvfp4_linear *l);    /* NULL: no-op */
@@ -736,7 +760,11 @@ nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
 ** weight's shape, params dtype; NULL when frozen_weight), db (bias shape,
 ** NULL without a bias; under row+SP summed over the group so it is the
 ** full gradient of the replicated bias; params dtype).  dw and db may be
-** NULL pointers when not wanted.  The ranks agree as in forward.
+** NULL pointers when not wanted.  The ranks agree as in forward.  A
+** backward failing after its argument checks drops the operands the
+** previous one kept (nvfp4_linear_operand_get then says why) and leaves the
+** layer's SR offset as it was, so the next backward draws the random bits
+** a layer that never failed would.
 ** Errors: EUSAGE (no forward), EINVAL (dy's shape or dtype, a NULL dx),
 ** EPEER, plus those of quantize, the gathers, the GEMMs and the reductions.
 ** te.Linear's backward: sp-linear-and-gather.md §3.2 (row+SP: the

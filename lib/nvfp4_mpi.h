@@ -35,7 +35,8 @@ extern "C" {
 ** a rank failing (NULL out, ENOMEM) keeps its error and its peers get EPEER
 ** naming it; MPI_COMM_NULL is refused at once (that rank is in no
 ** communicator to tell the others through).  With the CPU backend each
-** rank answers for itself.  Errors: EINVAL (NULL out, MPI_COMM_NULL),
+** rank answers for itself.  Errors: EINVAL (NULL out, MPI_COMM_NULL; with
+** CUDA a $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9),
 ** ENOMEM, EPEER, EMPI (CUDA; a failed call leaves mc's error handler as it
 ** was).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc,

@@ -184,6 +184,50 @@ static void test_row_sp_odd_b_nd_caught_by_shape_check (void) {
 }
 
 
+/* A backward that fails after its argument checks (TE 2.21's B = 1 crash
+** under `nd`) leaves the layer's SR offset: the next forward + backward (B =
+** 2, which `nd` gathers right) gives the dW of a layer that never failed,
+** byte for byte (it drew the failed call's offset before). */
+static void test_failed_backward_keeps_sr_offset (void) {
+  const int64_t S = 32 * mc_size, H = feat();
+  nvfp4_linear_config c = config(H, H, NVFP4_PARALLEL_ROW, 1);
+  nvfp4_linear *l = NULL, *fresh = NULL;
+  nvfp4_tensor *x1, *dy1, *x2, *dy2, *y = NULL, *dx = NULL, *dw = NULL, *dwf = NULL;
+  int eq = 0;
+  char why[256] = "";
+  x1 = randn(SHAPE3(S, 1, H / mc_size), NVFP4_BF16, 21 + mc_rank);
+  dy1 = randn(SHAPE3(S / mc_size, 1, H), NVFP4_BF16, 22 + mc_rank);
+  x2 = randn(SHAPE3(S, 2, H / mc_size), NVFP4_BF16, 23 + mc_rank);
+  dy2 = randn(SHAPE3(S / mc_size, 2, H), NVFP4_BF16, 24 + mc_rank);
+  c.gather_rule = NVFP4_CW_ND;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &fresh));
+  EXPECT_OK(nvfp4_linear_forward(l, x1, &y));
+  nvfp4_tensor_destroy(y);
+  y = NULL;
+  EXPECT_ST(nvfp4_linear_backward(l, dy1, &dx, &dw, NULL), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "not allocated");
+  EXPECT_OK(nvfp4_linear_forward(l, x2, &y));
+  nvfp4_tensor_destroy(y);
+  y = NULL;
+  EXPECT_OK(nvfp4_linear_backward(l, dy2, &dx, &dw, NULL));
+  nvfp4_tensor_destroy(dx);
+  dx = NULL;
+  EXPECT_OK(nvfp4_linear_forward(fresh, x2, &y));
+  EXPECT_OK(nvfp4_linear_backward(fresh, dy2, &dx, &dwf, NULL));
+  if (dw && dwf) {
+    EXPECT_OK(nvfp4_tensor_equal(dw, dwf, &eq, why, sizeof why));
+    EXPECT_MSG(eq, "dW after a failed backward differs from a fresh layer's (SR offset): %s", why);
+  }
+  else EXPECT(dw != NULL && dwf != NULL);
+  nvfp4_linear_destroy(l);
+  nvfp4_linear_destroy(fresh);
+  nvfp4_tensor_destroy(x1); nvfp4_tensor_destroy(dy1); nvfp4_tensor_destroy(x2);
+  nvfp4_tensor_destroy(dy2); nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx);
+  nvfp4_tensor_destroy(dw); nvfp4_tensor_destroy(dwf);
+}
+
+
 /* ---- numerics --------------------------------------------------------------- */
 
 typedef struct errs { double y, dx, dw, db, yq, dxq, dwq; } errs;
@@ -819,6 +863,7 @@ int main (int argc, char **argv) {
   RUN(test_frozen_weight_grad_output_usages);
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
   RUN(test_row_sp_odd_b_nd_caught_by_shape_check);
+  RUN(test_failed_backward_keeps_sr_offset);
   RUN(test_numerics_default_recipe);
   RUN(test_numerics_four_over_six);
   RUN(test_numerics_fp32_same_operands);
