@@ -190,7 +190,16 @@ static int unknown_key (lua_State *L, int idx, const char *const names[]) {
 }
 
 
+/* An option table inside another's option (all_gather's quantize = {..}):
+** its checks run on the inner table's stack index, and their errors name
+** the outer argument and the option as outer.inner.  Set by
+** nvfp4L_checkqopts_at for the time of its checks (a raise other than
+** nvfp4L_opterror's may leave it: the next option table's check clears it). */
+static struct { lua_State *L; int idx, arg; const char *key; } nested;
+
+
 void nvfp4L_checkopts (lua_State *L, int arg, const char *const names[]) {
+  if (nested.L == L && nested.idx != arg) nested.L = NULL;   /* left by a raise */
   if (lua_isnoneornil(L, arg)) return;
   luaL_checktype(L, arg, LUA_TTABLE);
   if (!unknown_key(L, arg, names)) return;
@@ -202,6 +211,12 @@ void nvfp4L_checkopts (lua_State *L, int arg, const char *const names[]) {
 
 
 int nvfp4L_opterror (lua_State *L, int arg, const char *key, const char *msg) {
+  if (nested.L == L && nested.idx == arg) {
+    const int outer = nested.arg;
+    const char *okey = nested.key;
+    nested.L = NULL;                     /* raised: the checks are over */
+    return luaL_argerror(L, outer, lua_pushfstring(L, "option '%s.%s' %s", okey, key, msg));
+  }
   return luaL_argerror(L, arg, lua_pushfstring(L, "option '%s' %s", key, msg));
 }
 
@@ -292,7 +307,15 @@ nvfp4_qopts nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key) {
   if (unknown_key(L, top, qopt_names))
     nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "has an unknown option '%s'",
                                                  luaL_tolstring(L, -1, NULL)));
-  return nvfp4L_checkqopts(L, top);
+  nested.L = L;
+  nested.idx = top;
+  nested.arg = arg;
+  nested.key = key;
+  {
+    nvfp4_qopts o = nvfp4L_checkqopts(L, top);
+    nested.L = NULL;
+    return o;
+  }
 }
 
 

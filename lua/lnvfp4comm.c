@@ -361,6 +361,15 @@ static int gather_parse (lua_State *L) {
   }
   if (!a->fp4 && !a->hasq && a->async)
     nvfp4L_opterror(L, o, "async", "needs an NVFP4 gather (fp4 x or quantize = {..})");
+  /* a rule on a plain gather would be silently ignored: the caller most
+  ** likely forgot quantize = {..} and would test no NVFP4 gather at all */
+  if (!a->fp4 && !a->hasq) {
+    const int rule_given = nvfp4L_getopt(L, o, "rule") != LUA_TNIL;
+    lua_pop(L, 1);
+    if (rule_given)
+      nvfp4L_opterror(L, o, "rule", "needs an NVFP4 gather (fp4 x or quantize = {..}); "
+                      "a plain x is gathered as it is");
+  }
   return 0;
 }
 

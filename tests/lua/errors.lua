@@ -54,6 +54,20 @@ checkerror("bad argument #2 to 'all_gather' (option 'quantize' has an unknown op
            function () return world:all_gather(x, {quantize = {colwise = true}}) end)
 checkerror("bad argument #2 to 'all_gather' (option 'quantize' must be a table of quantize options, got number)",
            function () return world:all_gather(x, {quantize = 5}) end)
+-- a bad value inside quantize = {..}: the call's argument and the option's full name (it said #3, the
+-- inner table's stack slot, and 'rowwise' alone)
+checkerror("bad argument #2 to 'all_gather' (option 'quantize.rowwise' must be a boolean, got string)",
+           function () return world:all_gather(x, {quantize = {rowwise = "yes"}}) end)
+checkerror("bad argument #3 to 'all_gather' (option 'quantize.rht' must be a boolean, got number)",
+           function () return world:all_gather(x, 1, {quantize = {rowwise = true, rht = 3}}) end)
+checkerror("bad argument #2 to 'all_gather' (option 'quantize.emax' must be 256 or 448)",
+           function () return world:all_gather(x, {quantize = {rowwise = true, four_over_six = true, emax = 3}}) end)
+-- and the next error of another call is its own (the nested naming does not outlive the check)
+checkerror("bad argument #2 to 'quantize' (option 'rowwise' must be a boolean, got number)",
+           function () return nvfp4.quantize(x, {rowwise = 1}) end)
+-- a rule on a plain gather (no quantize): refused, not ignored
+checkerror("bad argument #2 to 'all_gather' (option 'rule' needs an NVFP4 gather (fp4 x or quantize = {..})",
+           function () return world:all_gather(x, {rule = "nd"}) end)
 checkerror("bad argument #1 to 'linear' (option 'group' must be an nvfp4.comm, got number)",
            function () return nvfp4.linear{in_features = 64, out_features = 16, group = 5} end)
 checkerror("bad argument #5 to 'gemm' (option 'bias' must be an nvfp4.tensor, got number)",
