@@ -253,11 +253,29 @@ nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
 }
 
 
+/* names[i] "field" or "field|name0|name1|..": value v of the field reads
+** as name_v where one is listed, else as the number.  The field's part into
+** f, the value's into b. */
+static void field_value (const char *name, int64_t v, char f[64], char b[64]) {
+  const char *bar = strchr(name, '|'), *p;
+  int64_t k;
+  snprintf(f, 64, "%.*s", bar ? (int)(bar - name) : 63, name);
+  snprintf(b, 64, "%lld", (long long)v);
+  for (p = bar, k = 0; p != NULL; p = strchr(p + 1, '|'), k++)
+    if (k == v) {
+      const char *e = strchr(p + 1, '|');
+      snprintf(b, 64, "%.*s", e ? (int)(e - p - 1) : 63, p + 1);
+      return;
+    }
+}
+
+
 nvfp4_status nvfp4i_comm_same_i64 (nvfp4_comm *c, const char *what,
                                    const int64_t *v, const char *const *names,
                                    int n, const char *hint) {
-  int64_t hi[32], lo[32];
-  int i;
+  int64_t hi[32], lo[32], v0, vr;
+  int i, r;
+  char f[64], a[64], b[64];
   if (n < 0 || n > 32)
     return nvfp4i_fail(c->ctx, NVFP4_EINVAL, "%s: %d values to compare (at most 32)", what, n);
   memcpy(hi, v, sizeof *v * (size_t)n);
@@ -265,12 +283,24 @@ nvfp4_status nvfp4i_comm_same_i64 (nvfp4_comm *c, const char *what,
   if (MPI_Allreduce(MPI_IN_PLACE, hi, n, MPI_INT64_T, MPI_MAX, c->mpi) != MPI_SUCCESS ||
       MPI_Allreduce(MPI_IN_PLACE, lo, n, MPI_INT64_T, MPI_MIN, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
-  for (i = 0; i < n; i++)
-    if (hi[i] != lo[i])
-      return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks disagree on %s (from %lld "
-                         "to %lld)%s", what, names[i], (long long)lo[i], (long long)hi[i],
-                         hint ? hint : "");
-  return NVFP4_OK;
+  for (i = 0; i < n && hi[i] == lo[i]; i++) {}
+  if (i == n) return NVFP4_OK;
+  /* every rank sees the same hi and lo, so all come here: the lowest rank
+  ** whose value differs from rank 0's, and both values */
+  v0 = v[i];
+  r = c->size;
+  if (MPI_Bcast(&v0, 1, MPI_INT64_T, 0, c->mpi) != MPI_SUCCESS)
+    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Bcast failed", what);
+  if (v[i] != v0) r = c->rank;
+  if (MPI_Allreduce(MPI_IN_PLACE, &r, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS)
+    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
+  vr = v[i];
+  if (MPI_Bcast(&vr, 1, MPI_INT64_T, r, c->mpi) != MPI_SUCCESS)
+    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Bcast failed", what);
+  field_value(names[i], vr, f, a);
+  field_value(names[i], v0, f, b);
+  return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks disagree on %s: rank %d has %s, "
+                     "rank 0 has %s%s", what, f, r, a, b, hint ? hint : "");
 }
 
 

@@ -196,8 +196,11 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_max_f32 (nvfp4_comm *c, float *v, int n);
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_max_f32_buf (nvfp4_comm *c, float *buf, int n);
 /* Collective, after the ranks have agreed that their arguments pass: n
 ** (at most 32) values that every rank must give alike.  EMISMATCH on every
-** rank "<what>: the ranks disagree on <names[i]> (from MIN to MAX)<hint>"
-** for the first i that differs; two small reductions, no allocation. */
+** rank "<what>: the ranks disagree on <field>: rank R has <value>, rank 0
+** has <value><hint>" for the first i that differs, R the lowest rank whose
+** value differs from rank 0's; names[i] is "field", or "field|name0|name1.."
+** to print value k as name_k.  Two small reductions, no allocation (three
+** more collectives when they differ). */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_same_i64 (nvfp4_comm *c, const char *what,
                                                const int64_t *v, const char *const *names,
                                                int n, const char *hint);

@@ -165,11 +165,12 @@ static nvfp4_status check_config (nvfp4_ctx *ctx, const nvfp4_linear_config *c, 
 ** then on every field that shapes the layer's collectives and numerics:
 ** the seeds and keep_operands are each rank's own. */
 static nvfp4_status config_agree (const nvfp4_linear_config *c, nvfp4_status local) {
-  static const char *const name[] = {
-    "in_features", "out_features", "bias", "parallel", "sequence_parallel", "params_dtype",
-    "recipe kind", "no_input_rht", "no_weight_2d", "no_grad_rht", "no_grad_sr",
-    "no_amax_reduction", "four_over_six_weights", "four_over_six_activations",
-    "gather_rule", "frozen_weight"
+  static const char *const name[] = {       /* "field|value 0|value 1|..": nvfp4i_comm_same_i64 */
+    "in_features", "out_features", "bias|off|on", "parallel|none|column|row",
+    "sequence_parallel|off|on", "params_dtype|fp32|bf16", "recipe kind|nvfp4|bf16|fp32",
+    "no_input_rht|off|on", "no_weight_2d|off|on", "no_grad_rht|off|on", "no_grad_sr|off|on",
+    "no_amax_reduction|off|on", "four_over_six_weights|off|on", "four_over_six_activations|off|on",
+    "gather_rule|flat2d|nd", "frozen_weight|off|on"
   };
   const nvfp4_recipe *r = &c->recipe;
   const int64_t v[] = {

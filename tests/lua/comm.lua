@@ -166,7 +166,8 @@ do
 end
 
 print("testing split")
-local e = fails("split: the ranks disagree on tp (from 1 to " .. size .. ")", w.split, w, me == 1 and size or 1)
+local e = fails("split: the ranks disagree on tp: rank 1 has " .. size .. ", rank 0 has 1", w.split, w,
+                me == 1 and size or 1)
 local agreed = w:all_gather_string(e)
 for r = 2, #agreed do assert(agreed[r] == agreed[1], "the same message on every rank") end
 -- a tp the library refuses on one rank only: every rank gets an error (the check ran in the
@@ -205,11 +206,11 @@ fails(me == last and "input RHT is on but grad RHT is off" or ("linear_create: r
       nvfp4.linear, opts{grad_rht = me ~= last})
 
 print("testing settings that differ between ranks")
-local ce = fails("linear_create: the ranks disagree on sequence_parallel (from 0 to 1)",
+local ce = fails("linear_create: the ranks disagree on sequence_parallel: rank " .. last .. " has off, rank 0 has on",
                 nvfp4.linear, opts{sequence_parallel = me ~= last})
 local cagreed = w:all_gather_string(ce)
 for r = 2, #cagreed do assert(cagreed[r] == cagreed[1], "the same message on every rank") end
-fails(("linear_create: the ranks disagree on in_features (from %d to %d)"):format(32 * size, 64 * size),
+fails(("linear_create: the ranks disagree on in_features: rank %d has %d, rank 0 has %d"):format(last, 32 * size, 64 * size),
       nvfp4.linear, opts{in_features = (me == last and 32 or 64) * size})
 -- each rank's own: the seeds
 local al <close> = nvfp4.linear(opts{sequence_parallel = true, seed = 1 + me, init_seed = 5 + me})
