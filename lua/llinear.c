@@ -186,7 +186,7 @@ static int mod_linear (lua_State *L) {
       tell.tp_group = g;                  /* in_features 0: refused, and told */
       (void)nvfp4_linear_create(nvfp4L_getctx(L), &tell, &none);
     }
-    return nvfp4L_reraise(L, "linear", 0);
+    return nvfp4L_reraise(L);
   }
   p = (LLinear *)lua_newuserdatauv(L, sizeof(LLinear), 1);   /* 4, closed first */
   p->l = NULL;

@@ -961,20 +961,24 @@ static int tensor_has_columnwise (lua_State *L) {
 ** =======================================================
 */
 
-int nvfp4L_reraise (lua_State *L, const char *fname, int method) {
+int nvfp4L_reraise (lua_State *L) {
   if (lua_type(L, -1) == LUA_TSTRING) {
-    const char *m = lua_tostring(L, -1), *rest;
+    const char *m = lua_tostring(L, -1);
     char *end;
     long n;
-    luaL_where(L, 1);
+    size_t len = strlen(m);
     if (strncmp(m, "bad argument #", 14) == 0 && (n = strtol(m + 14, &end, 10)) > 0 &&
-        strncmp(end, " to '?'", 7) == 0) {
-      rest = end + 7;                     /* " (message)" */
-      n -= method ? 1 : 0;                /* a method's self is not counted */
-      if (n == 0) lua_pushfstring(L, "calling '%s' on bad self%s", fname, rest);
-      else lua_pushfstring(L, "bad argument #%d to '%s'%s", (int)n, fname, rest);
+        strncmp(end, " to '?' (", 9) == 0 && m[len - 1] == ')') {
+      /* the check ran in a function of its own: raise it again from the
+      ** caller's own frame, which Lua names as it names any call (a method
+      ** call without its self, a call without a name through
+      ** package.loaded: 'nvfp4.comm.all_gather') */
+      const char *inner = end + 9;
+      lua_pushlstring(L, inner, (size_t)(m + len - 1 - inner));
+      return luaL_argerror(L, (int)n, lua_tostring(L, -1));
     }
-    else lua_pushvalue(L, -2);
+    luaL_where(L, 1);
+    lua_pushvalue(L, -2);
     lua_concat(L, 2);
   }
   return lua_error(L);
@@ -1017,7 +1021,7 @@ static int mod_quantize (lua_State *L) {
       tell.amax_group = g;
       (void)nvfp4_quantize(nvfp4L_getctx(L), NULL, &tell, &none);
     }
-    return nvfp4L_reraise(L, "quantize", 0);
+    return nvfp4L_reraise(L);
   }
   q = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), nvfp4L_totensor(L, 1), o, &q->t));

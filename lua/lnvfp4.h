@@ -96,10 +96,13 @@ nvfp4_tensor *nvfp4L_opttensor (lua_State *L, int arg, const char *key);
 ** key of argument arg): a table of known keys, then nvfp4L_checkqopts. */
 nvfp4_qopts   nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key);
 /* Raise the error at the top of the stack, caught from an argument check run
-** under lua_pcall, as the unprotected check would have raised it: the
-** caller's position, and fname for "bad argument #n to '?'" (method: self
-** is not counted, as Lua does for a method call). */
-int nvfp4L_reraise (lua_State *L, const char *fname, int method);
+** under lua_pcall (a C function given the caller's arguments in their
+** places), as the unprotected check would have raised it: a "bad argument
+** #n to '?'" again through luaL_argerror from the caller's frame, which
+** names the call as Lua does (a method call without its self, a call Lua
+** has no name for through package.loaded), other errors with the caller's
+** position. */
+int nvfp4L_reraise (lua_State *L);
 /* The method table on top of the stack as package.loaded[name], where Lua
 ** finds a name for a method called without one (pcall(t.reshape, t, x)). */
 void nvfp4L_nameable (lua_State *L, const char *name);

@@ -393,7 +393,7 @@ static int comm_all_gather (lua_State *L) {
       nvfp4_tensor *none = NULL;
       (void)nvfp4_all_gather_plain(c, NULL, &none);
     }
-    return nvfp4L_reraise(L, "all_gather", 1);
+    return nvfp4L_reraise(L);
   }
   c = nvfp4L_tocomm(L, 1);
   if (!a->fp4 && !a->hasq) {

@@ -65,6 +65,11 @@ checkerror("bad argument #2 to 'all_gather' (option 'quantize.emax' must be 256 
 -- and the next error of another call is its own (the nested naming does not outlive the check)
 checkerror("bad argument #2 to 'quantize' (option 'rowwise' must be a boolean, got number)",
            function () return nvfp4.quantize(x, {rowwise = 1}) end)
+-- the checks that run in a function of their own (all_gather, quantize, linear) name a call without a
+-- name through its table, self counted, as Lua names any such call (they said #1 to 'all_gather')
+checkerror("bad argument #2 to 'nvfp4.comm.all_gather' (nvfp4.tensor expected, got number)",
+           world.all_gather, world, 5)
+checkerror("bad argument #1 to 'nvfp4.quantize' (nvfp4.tensor expected, got number)", nvfp4.quantize, 5)
 -- a rule on a plain gather (no quantize): refused, not ignored
 checkerror("bad argument #2 to 'all_gather' (option 'rule' needs an NVFP4 gather (fp4 x or quantize = {..})",
            function () return world:all_gather(x, {rule = "nd"}) end)
