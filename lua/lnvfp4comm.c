@@ -477,10 +477,11 @@ static struct {
   int started, armed;
   struct timespec deadline;
   double secs;
+  double linger;                   /* seconds between the message and the job's end */
   char label[1024];
   char stdout_prefix[64];          /* "": none; else also a line on stdout */
   char note[8192];                 /* "": none; else a second line on stderr */
-} wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0, 0}, 0, "", "", ""};
+} wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0, 0}, 0, 0, "", "", ""};
 
 
 /* src into dst[n]; one that does not fit ends in " ..." (a replay command cut
@@ -499,6 +500,13 @@ static void wd_fire (void) {
   if (wd.stdout_prefix[0] != '\0')      /* e.g. TAP's "Bail out!" */
     printf("%s [rank %d] %s timed out after %g s\n", wd.stdout_prefix, rank, wd.label, wd.secs);
   fflush(stdout);
+  if (wd.linger > 0) {         /* let peers due soon print their own line first */
+    struct timespec ts;
+    ts.tv_sec = (time_t)wd.linger;
+    ts.tv_nsec = (long)((wd.linger - (double)ts.tv_sec) * 1e9);
+    pthread_mutex_unlock(&wd.mu);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  }
   MPI_Query_thread(&level);
   if (level == MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, 124);
   _exit(124);   /* mpirun ends the job when a rank exits non-zero unfinalized */
@@ -522,13 +530,15 @@ static void *wd_main (void *arg) {
 }
 
 
-/* nvfp4.watchdog(seconds, label [, shown [, stdout_prefix [, note]]]): arm
-** (re-arm) the timer; when it runs out this process prints "[rank r]
-** <label> timed out after S s" on stderr (S = shown, default seconds: a
-** re-arm for the rest of a deadline can show the whole timeout), then
-** "[rank r] <note>" when a note is given (the framework's replay command),
-** the first line after stdout_prefix on stdout when one is given (TAP's
-** "Bail out!"), and ends the whole job.  nvfp4.watchdog(0) or
+/* nvfp4.watchdog(seconds, label [, shown [, stdout_prefix [, note [,
+** linger]]]]): arm (re-arm) the timer; when it runs out this process prints
+** "[rank r] <label> timed out after S s" on stderr (S = shown, default
+** seconds: a re-arm for the rest of a deadline can show the whole timeout),
+** then "[rank r] <note>" when a note is given (the framework's replay
+** command), the first line after stdout_prefix on stdout when one is given
+** (TAP's "Bail out!"), and ends the whole job, linger seconds later (default
+** 0: at once; the framework's ranks waiting in a collective linger until
+** the ranks that left the case have said so).  nvfp4.watchdog(0) or
 ** nvfp4.watchdog() disarms. */
 static int mod_watchdog (lua_State *L) {
   lua_Number s = luaL_optnumber(L, 1, 0);
@@ -536,7 +546,9 @@ static int mod_watchdog (lua_State *L) {
   lua_Number shown = luaL_optnumber(L, 3, s);
   const char *prefix = luaL_optstring(L, 4, "");
   const char *note = luaL_optstring(L, 5, "");
+  lua_Number linger = luaL_optnumber(L, 6, 0);
   luaL_argcheck(L, s >= 0, 1, "seconds must be a number >= 0");
+  luaL_argcheck(L, linger >= 0 && linger <= 3600, 6, "linger must be a number of seconds in [0, 3600]");
   /* past ~31 years the deadline would overflow time_t (the watchdog thread
   ** then spun for ever): no real deadline is that far */
   if (s > 1e9) s = 1e9;
@@ -561,6 +573,7 @@ static int mod_watchdog (lua_State *L) {
       wd.deadline.tv_nsec -= 1000000000L;
     }
     wd.secs = shown;
+    wd.linger = linger;
     wd_copy(wd.label, sizeof wd.label, label);
     snprintf(wd.stdout_prefix, sizeof wd.stdout_prefix, "%s", prefix);
     wd_copy(wd.note, sizeof wd.note, note);

@@ -708,10 +708,16 @@ end
 local deadline = nil
 local bailout = nil              -- "Bail out!" under --tap: a hang ends the TAP stream properly
 
+-- A rank waiting in a collective lingers a grace (and a quarter second) after
+-- its message before it ends the job, so that a rank that left the case
+-- without joining that collective (due at 2 grace) says so too: "[rank 1]
+-- ... (it ended on this rank ...)" beside the others' "(waiting in
+-- comm:all_gather ...)" names the rank that skipped it.
 local function arm (graces, label)
   local d = deadline
   nvfp4.watchdog(math.max(d.at + graces * d.grace - nvfp4.clock(), 0.001), label,
-                 d.timeout + graces * d.grace, bailout or "", d.replay and ("replay: " .. d.replay))
+                 d.timeout + graces * d.grace, bailout or "", d.replay and ("replay: " .. d.replay),
+                 graces == 1 and d.grace + 0.25 or 0)
 end
 
 -- The error e of collective `name` called through pcall, as a direct

@@ -244,6 +244,26 @@ took=$(( $(date +%s) - start ))
 check "a rank waiting in a collective times out at S + G: 'timed out after 1.5 s' for --timeout 1, naming the line it waits at" \
   grep -q "^\[rank 0\] case 'waits' (waiting in comm:barrier at .*grace.lua:7 for the other ranks) timed out after 1.5 s" "$tmp/grace"
 check "... and ends the job" test "$rc" -ne 0 -a "$took" -lt 30
+# a rank that leaves the case without joining a collective the others wait in: the waiting ranks
+# linger a grace after their message, so that its own line (due at S + 2G) names it too
+cat >"$tmp/skip.lua" <<'EOS'
+-- np=2
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+local w = nvfp4.world()
+sc.case("skips", function ()
+  if w.rank == 0 then w:barrier() end
+end)
+sc.run()
+EOS
+start=$(date +%s)
+"$RS" "$tmp/skip.lua" --timeout 1 >"$tmp/skip" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+check "a collective skipped by rank 1: rank 0 says where it waits" \
+  grep -q "^\[rank 0\] case 'skips' (waiting in comm:barrier at .*skip.lua:6 for the other ranks) timed out after 1.5 s" "$tmp/skip"
+check "... and rank 1 that it left the case (the rank that skipped it is named)" \
+  grep -q "^\[rank 1\] case 'skips' (it ended on this rank; the other ranks did not finish it) timed out after 2 s" "$tmp/skip"
+check "... and the job ends" test "$rc" -ne 0 -a "$took" -lt 30
 "$RS" "$srcdir/fw_timeout.lua" --timeout 1 --tap >"$tmp/totap" 2>/dev/null
 check "TAP after a timeout: a Bail out! line naming the rank and the case" \
   grep -q "^Bail out! \[rank 1\] case 'hangs'.* timed out after 1 s" "$tmp/totap"
