@@ -202,7 +202,8 @@ typedef struct nvfp4_cw_bookkeeping {
 ** not quantizable gives what the formulas give; ND on ndim < 2, and a rule
 ** outside the enum, count as FLAT2D).  Pure function, no errors. */
 nvfp4_cw_bookkeeping nvfp4_cw_rule_apply (nvfp4_cw_rule rule, nvfp4_shape local);
-const char          *nvfp4_cw_rule_name  (nvfp4_cw_rule rule); /* "flat2d"|"nd" */
+/* "flat2d" | "nd"; "flat2d" outside the enum, as nvfp4_cw_rule_apply counts it */
+const char          *nvfp4_cw_rule_name  (nvfp4_cw_rule rule);
 /* Parse "flat2d" / "nd" into *out (the caller's); EINVAL, bare (there is no
 ** context to keep a reason), on anything else, NULL name or NULL out. */
 nvfp4_status         nvfp4_cw_rule_parse (const char *name, nvfp4_cw_rule *out);
@@ -556,7 +557,8 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
 ** zero-width swap) is returned again by every later wait.  On the CPU
 ** backend and the staged transport the collectives run eagerly (blocking)
 ** inside nvfp4_all_gather_async; wait does the local finish step only.
-** nvfp4_handle_finish_count: how often the finish step ran (0 or 1).
+** nvfp4_handle_finish_count: how often the finish step ran (0 or 1; 0 for
+** NULL).
 ** nvfp4_handle_destroy frees the result wait lent out (not one taken).
 ** Errors: those of nvfp4_all_gather; take: EINVAL for a NULL out (*out is
 ** NULL after any failure of wait or take).  The async_op form of
@@ -682,7 +684,7 @@ typedef struct nvfp4_recipe {
   ** needs no_input_rht) */
   unsigned four_over_six_weights : 1;
   unsigned four_over_six_activations : 1;
-  uint64_t seed;            /* SR: Philox key; each backward uses a new offset */
+  uint64_t seed;            /* SR: Philox key; each backward that succeeds moves the offset on */
 } nvfp4_recipe;
 
 typedef struct nvfp4_linear_config {
@@ -712,7 +714,9 @@ typedef struct nvfp4_linear nvfp4_linear;
 ** (every rank of the group calls it, passing the group): the ranks agree on
 ** the verdict (a rank whose config or memory fails keeps its error, its
 ** peers get EPEER), then on the config (EMISMATCH on every rank "the ranks
-** disagree on <field> (from A to B)" for the first of in_features,
+** disagree on <field>: rank R has <value>, rank 0 has <value>", R the
+** lowest rank that differs from rank 0, enums and switches by name, for
+** the first of in_features,
 ** out_features, bias, parallel, sequence_parallel, params_dtype, the
 ** recipe's kind and switches, gather_rule, frozen_weight that differs; the
 ** seeds and keep_operands are each rank's own).  The layer keeps a
@@ -724,7 +728,7 @@ nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg
 void         nvfp4_linear_destroy (nvfp4_linear *l);    /* NULL: no-op */
 /* Borrowed: the local weight [N_l, K_l] and bias [N_l] or [N] (NULL without
 ** a bias), params dtype; valid until the layer is destroyed or the next
-** set_weight / set_bias, which replace them. */
+** set_weight / set_bias, which replace them.  NULL for a NULL layer. */
 const nvfp4_tensor *nvfp4_linear_weight (const nvfp4_linear *l);
 const nvfp4_tensor *nvfp4_linear_bias   (const nvfp4_linear *l);
 /* Copy in a local weight [N_l, K_l] / bias (F32 or BF16, converted to the

@@ -190,16 +190,7 @@ static int unknown_key (lua_State *L, int idx, const char *const names[]) {
 }
 
 
-/* An option table inside another's option (all_gather's quantize = {..}):
-** its checks run on the inner table's stack index, and their errors name
-** the outer argument and the option as outer.inner.  Set by
-** nvfp4L_checkqopts_at for the time of its checks (a raise other than
-** nvfp4L_opterror's may leave it: the next option table's check clears it). */
-static struct { lua_State *L; int idx, arg; const char *key; } nested;
-
-
 void nvfp4L_checkopts (lua_State *L, int arg, const char *const names[]) {
-  if (nested.L == L && nested.idx != arg) nested.L = NULL;   /* left by a raise */
   if (lua_isnoneornil(L, arg)) return;
   luaL_checktype(L, arg, LUA_TTABLE);
   if (!unknown_key(L, arg, names)) return;
@@ -211,12 +202,6 @@ void nvfp4L_checkopts (lua_State *L, int arg, const char *const names[]) {
 
 
 int nvfp4L_opterror (lua_State *L, int arg, const char *key, const char *msg) {
-  if (nested.L == L && nested.idx == arg) {
-    const int outer = nested.arg;
-    const char *okey = nested.key;
-    nested.L = NULL;                     /* raised: the checks are over */
-    return luaL_argerror(L, outer, lua_pushfstring(L, "option '%s.%s' %s", okey, key, msg));
-  }
   return luaL_argerror(L, arg, lua_pushfstring(L, "option '%s' %s", key, msg));
 }
 
@@ -299,6 +284,14 @@ nvfp4_tensor *nvfp4L_opttensor (lua_State *L, int arg, const char *key) {
 }
 
 
+/* nvfp4L_checkqopts_at's checks: (table, qopts userdata). */
+static int qopts_nested (lua_State *L) {
+  nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 2);
+  *o = nvfp4L_checkqopts(L, 1);
+  return 0;
+}
+
+
 nvfp4_qopts nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key) {
   int top = lua_gettop(L);
   if (lua_type(L, top) != LUA_TTABLE)
@@ -307,14 +300,30 @@ nvfp4_qopts nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key) {
   if (unknown_key(L, top, qopt_names))
     nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "has an unknown option '%s'",
                                                  luaL_tolstring(L, -1, NULL)));
-  nested.L = L;
-  nested.idx = top;
-  nested.arg = arg;
-  nested.key = key;
   {
-    nvfp4_qopts o = nvfp4L_checkqopts(L, top);
-    nested.L = NULL;
-    return o;
+    /* the checks in a function of their own, where the table is argument
+    ** 1: an option's error there ("bad argument #1 to '?' (option 'rowwise'
+    ** ...)") is raised again on argument arg as option key.rowwise */
+    nvfp4_qopts *o = (nvfp4_qopts *)lua_newuserdatauv(L, sizeof *o, 0), r;
+    lua_pushcfunction(L, qopts_nested);
+    lua_pushvalue(L, top);
+    lua_pushvalue(L, -3);
+    if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+      const char *m = lua_tostring(L, -1);
+      static const char head[] = "bad argument #1 to '?' (option '";
+      size_t len = m != NULL ? strlen(m) : 0;
+      if (len > sizeof head && strncmp(m, head, sizeof head - 1) == 0 && m[len - 1] == ')') {
+        const char *inner = m + sizeof head - 1;
+        lua_pushfstring(L, "option '%s.", key);
+        lua_pushlstring(L, inner, (size_t)(m + len - 1 - inner));
+        lua_concat(L, 2);
+        luaL_argerror(L, arg, lua_tostring(L, -1));
+      }
+      lua_error(L);               /* any other error as it was raised */
+    }
+    r = *o;
+    lua_pop(L, 1);
+    return r;
   }
 }
 

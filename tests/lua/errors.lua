@@ -62,9 +62,19 @@ checkerror("bad argument #3 to 'all_gather' (option 'quantize.rht' must be a boo
            function () return world:all_gather(x, 1, {quantize = {rowwise = true, rht = 3}}) end)
 checkerror("bad argument #2 to 'all_gather' (option 'quantize.emax' must be 256 or 448)",
            function () return world:all_gather(x, {quantize = {rowwise = true, four_over_six = true, emax = 3}}) end)
--- and the next error of another call is its own (the nested naming does not outlive the check)
-checkerror("bad argument #2 to 'quantize' (option 'rowwise' must be a boolean, got number)",
-           function () return nvfp4.quantize(x, {rowwise = 1}) end)
+-- and the next error of a call whose options sit where the nested table sat is its own: after a nested
+-- option's error, and after a nested table whose own __index raised (a static kept the nested naming, so
+-- these said "#2 ... (option 'quantize.rule' ...)")
+local strict = setmetatable({rowwise = true}, {__index = function (_, k) error("no default for " .. k, 0) end})
+checkerror("no default for", function () return world:all_gather(x, {quantize = strict}) end)
+checkerror("bad argument #3 to 'all_gather' (option 'rule' must be one of 'flat2d', 'nd'; got '2d')",
+           function () return world:all_gather(x, 1, {rule = "2d"}) end)
+checkerror("bad argument #2 to 'all_gather' (option 'quantize.rowwise' must be a boolean, got string)",
+           function () return world:all_gather(x, {quantize = {rowwise = "yes"}}) end)
+checkerror("bad argument #3 to 'all_gather' (option 'rule' must be one of 'flat2d', 'nd'; got '2d')",
+           function () return world:all_gather(x, 1, {rule = "2d"}) end)
+checkerror("bad argument #5 to 'gemm' (option 'bias' must be an nvfp4.tensor, got number)",
+           function () local q = nvfp4.quantize(x); return nvfp4.gemm(q, "rowwise", q, "rowwise", {bias = 5}) end)
 -- the checks that run in a function of their own (all_gather, quantize, linear) name a call without a
 -- name through its table, self counted, as Lua names any such call (they said #1 to 'all_gather')
 checkerror("bad argument #2 to 'nvfp4.comm.all_gather' (nvfp4.tensor expected, got number)",
