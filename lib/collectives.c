@@ -25,13 +25,15 @@ typedef struct meta {           /* fixed size: all-gathered as bytes */
   float amax[2];
   uint64_t amax_seq;            /* nonzero: instead of amax, the number of the
                                    reduction over the comm it came from */
+  char op[32];                  /* the call ("all_gather"): every rank makes the same */
 } meta;
 
 
-static void meta_make (meta *m, nvfp4_status st, nvfp4_shape s, nvfp4_dtype dt,
-                       int flags) {
+static void meta_make (meta *m, const char *what, nvfp4_status st, nvfp4_shape s,
+                       nvfp4_dtype dt, int flags) {
   int i;
   memset(m, 0, sizeof *m);
+  snprintf(m->op, sizeof m->op, "%s", what);
   m->status = (int32_t)st;
   m->ndim = (s.ndim < 0 || s.ndim > NVFP4_MAX_DIMS) ? 0 : s.ndim;
   for (i = 0; i < m->ndim; i++) m->dim[i] = s.dim[i];
@@ -84,6 +86,21 @@ static int first_failed (const meta *all, int size) {
   for (r = 0; r < size; r++)
     if (all[r].status != NVFP4_OK) return r;
   return -1;
+}
+
+
+/* EMISMATCH when a rank is in another call than rank 0 (a rank that skipped
+** a collective, or called another: it would pair with the wrong one, and
+** wait or exchange the wrong bytes), or OK. */
+static nvfp4_status op_verdict (nvfp4_comm *c, const char *what, const meta *all) {
+  int r;
+  for (r = 1; r < c->size; r++)
+    if (strncmp(all[r].op, all[0].op, sizeof all[r].op) != 0)
+      return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks are in different calls on "
+                         "this comm: rank %d in %.32s, rank 0 in %.32s (every rank of a comm "
+                         "makes the same collective calls in the same order)", what, r,
+                         all[r].op, all[0].op);
+  return NVFP4_OK;
 }
 
 
@@ -154,7 +171,7 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
   nvfp4_status st;
   int r, t = -1;
   local = nvfp4i_comm_usable(c, what, local);
-  meta_make(&mine, local, shape, dt, flags);
+  meta_make(&mine, what, local, shape, dt, flags);
   mine.post = (int32_t)post;
   if (amax != NULL) {
     mine.has_amax = 1;
@@ -174,6 +191,7 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
                        nvfp4_status_string((nvfp4_status)all[r].status));
     goto done;
   }
+  if ((st = op_verdict(c, what, all)) != NVFP4_OK) goto done;
   for (r = 1; r < c->size; r++)
     if (!meta_same(&all[r], &all[0])) {
       st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: ranks disagree: rank %d "
@@ -209,7 +227,7 @@ nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what,
   meta mine, stackbuf[16], *all = stackbuf;
   nvfp4_status st;
   int r;
-  meta_make(&mine, local, nvfp4_shape_make(0, NULL), NVFP4_FP4, 0);
+  meta_make(&mine, what, local, nvfp4_shape_make(0, NULL), NVFP4_FP4, 0);
   if (local == NVFP4_OK) {
     mine.amax[0] = amax[0];
     mine.amax[1] = amax[1];
@@ -219,7 +237,7 @@ nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what,
     st = local != NVFP4_OK ? local
          : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed reading its amax (%s)",
                        what, r, nvfp4_status_string((nvfp4_status)all[r].status));
-  else st = amax_verdict(c, what, all);
+  else if ((st = op_verdict(c, what, all)) == NVFP4_OK) st = amax_verdict(c, what, all);
 done:
   if (all != stackbuf) free(all);
   return st;
@@ -233,23 +251,39 @@ nvfp4_status nvfp4i_comm_usable (nvfp4_comm *c, const char *what, nvfp4_status l
 }
 
 
+/* 31 bits of FNV-1a of s: which call an agreement is in. */
+static int op_hash (const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return (int)(h & 0x7fffffffu);
+}
+
+
 nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
                                 nvfp4_status local) {
   /* two small reductions and no allocation (a rank out of memory must
-  ** still take part): the lowest failing rank, then its status */
-  int v, r;
+  ** still take part): the lowest failing rank and the call's hash (its
+  ** maximum and minimum: they differ when a rank is in another call), then
+  ** the failing rank's status */
+  int v[3], r;
   local = nvfp4i_comm_usable(c, what, local);
-  v = local != NVFP4_OK ? c->size - c->rank : 0;
-  if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
+  v[0] = local != NVFP4_OK ? c->size - c->rank : 0;
+  v[1] = op_hash(what);
+  v[2] = -v[1];
+  if (MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
-  if (v == 0) return NVFP4_OK;
-  r = c->size - v;
-  v = c->rank == r ? (int)local : 0;
-  if (MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
+  if (v[0] == 0 && v[1] != -v[2])
+    return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks are in different calls on this "
+                       "comm (this rank in %s; every rank of a comm makes the same collective "
+                       "calls in the same order)", what, what);
+  if (v[0] == 0) return NVFP4_OK;
+  r = c->size - v[0];
+  v[0] = c->rank == r ? (int)local : 0;
+  if (MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
   if (local != NVFP4_OK) return local;
   return nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed (%s)", what, r,
-                     nvfp4_status_string((nvfp4_status)v));
+                     nvfp4_status_string((nvfp4_status)v[0]));
 }
 
 

@@ -418,6 +418,49 @@ static void test_check_meta (void) {
 }
 
 
+/* Ranks in different calls on one comm (a rank that skipped a collective, or
+** called another) get EMISMATCH on every rank instead of pairing the calls:
+** the max all-reduce of floats against the one of ints (same MPI reduction
+** and count: rank 0 read the float's bits as an int), reduce-scatter against
+** all-reduce (they waited in different MPI calls), the plain gather against
+** the NVFP4 one (the message named two equal shapes); each then works. */
+static void test_different_calls (void) {
+  const int last = mc_size - 1;
+  nvfp4_tensor *x = NULL, *y = NULL;
+  nvfp4_gather_opts go;
+  nvfp4_qopts q;
+  float f = 2.5f;
+  int i = 7;
+  char want[192];
+  nvfp4_status st;
+  st = mc_rank == last ? nvfp4_comm_all_reduce_max_f32(world, &f, 1)
+                       : nvfp4_comm_all_reduce_max_int(world, &i, 1);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "the ranks are in different calls on this comm (this rank in");
+  EXPECT(i == 7 && f == 2.5f);                             /* untouched */
+  EXPECT_OK(nvfp4_tensor_randn(mc_ctx, SHAPE3(16, 1, 64), NVFP4_BF16, 3, &x));
+  st = mc_rank == last ? nvfp4_reduce_scatter(world, x, &y) : nvfp4_all_reduce_sum(world, x, &y);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  snprintf(want, sizeof want, "the ranks are in different calls on this comm: rank %d in reduce_scatter, "
+           "rank 0 in all_reduce_sum", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);     /* after each rank's own call's name */
+  EXPECT(y == NULL);
+  memset(&go, 0, sizeof go);
+  memset(&q, 0, sizeof q);
+  q.rowwise = q.columnwise = 1;
+  go.quant = &q;
+  st = mc_rank == last ? nvfp4_all_gather_plain(world, x, &y) : nvfp4_all_gather(world, x, &go, &y);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  snprintf(want, sizeof want, "rank %d in all_gather_plain, rank 0 in all_gather", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  EXPECT(y == NULL);
+  EXPECT_OK(nvfp4_all_reduce_sum(world, x, &y));          /* the comm still works */
+  EXPECT_OK(nvfp4_comm_all_reduce_max_f32(world, &f, 1));
+  nvfp4_tensor_destroy(y);
+  nvfp4_tensor_destroy(x);
+}
+
+
 static void test_groups (void) {
   nvfp4_comm *g = NULL;
   float v[2], got[4];
@@ -450,6 +493,7 @@ int main (int argc, char **argv) {
   RUN(test_bf16_rounded_once);
   RUN(test_errors);
   RUN(test_check_meta);
+  RUN(test_different_calls);
   RUN(test_groups);
   nvfp4_comm_destroy(world);
   rc = mc_finish();
