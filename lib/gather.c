@@ -523,9 +523,11 @@ static nvfp4_status gather_finish (nvfp4_handle *h) {
 }
 
 
-nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
-                                     const nvfp4_gather_opts *gopts,
-                                     nvfp4_handle **hp) {
+/* nvfp4_all_gather_async; outname: the caller's output pointer's name for
+** its NULL error ("h", or nvfp4_all_gather's "out"). */
+static nvfp4_status gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
+                                  const nvfp4_gather_opts *gopts, nvfp4_handle **hp,
+                                  const char *outname) {
   static const nvfp4_gather_opts defaults;     /* gopts NULL: zero-initialised */
   nvfp4_handle *h;
   nvfp4_status st = NVFP4_OK, lst = NVFP4_OK;
@@ -534,7 +536,7 @@ nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
   if (gopts == NULL) gopts = &defaults;
   h = (nvfp4_handle *)calloc(1, sizeof *h);
   /* A local problem still joins the metadata exchange, so peers fail too. */
-  if (hp == NULL) lst = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "all_gather: handle pointer is NULL");
+  if (hp == NULL) lst = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "all_gather: %s is NULL", outname);
   else if (h == NULL) lst = nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "cannot allocate a gather handle");
   if (h != NULL) {
     h->ctx = c->ctx;
@@ -553,6 +555,12 @@ nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
   }
   *hp = h;
   return NVFP4_OK;
+}
+
+
+nvfp4_status nvfp4_all_gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
+                                     const nvfp4_gather_opts *gopts, nvfp4_handle **hp) {
+  return gather_async(c, x, gopts, hp, "h");
 }
 
 
@@ -611,7 +619,7 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
   nvfp4_status st;
   NVFP4I_CLEAR(out);
   if (c == NULL) return NVFP4_EINVAL;
-  CHECK(nvfp4_all_gather_async(c, x, gopts, out != NULL ? &h : NULL));
+  CHECK(gather_async(c, x, gopts, out != NULL ? &h : NULL, "out"));
   st = nvfp4_handle_take(h, out);
   nvfp4_handle_destroy(h);
   return st;

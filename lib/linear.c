@@ -271,8 +271,9 @@ const nvfp4_tensor *nvfp4_linear_bias (const nvfp4_linear *l) {
 static nvfp4_status set_param (nvfp4_linear *l, nvfp4_tensor **slot,
                                const nvfp4_tensor *src, const char *what) {
   nvfp4_tensor *t = NULL;
-  char a[64], b[64];
-  CHECK(nvfp4i_check_tensor(l->ctx, src, what));
+  char a[64], b[64], nm[64];
+  snprintf(nm, sizeof nm, "linear_set_%s: %s", what, what);
+  CHECK(nvfp4i_check_tensor(l->ctx, src, nm));
   FAIL_IF(l->ctx, !nvfp4_shape_equal(src->shape, (*slot)->shape), NVFP4_EINVAL,
           "linear: %s shape %s does not match the local %s shape %s", what,
           nvfp4_shape_format(src->shape, a, sizeof a), what,
@@ -344,7 +345,9 @@ static nvfp4_status check_activation (nvfp4_linear *l, const nvfp4_tensor *x,
                                       const char *what, int64_t last) {
   nvfp4_ctx *ctx = l->ctx;
   char sb[128];
-  CHECK(nvfp4i_check_tensor(ctx, x, what));
+  char nm[64];
+  snprintf(nm, sizeof nm, "linear_forward: %s", what);
+  CHECK(nvfp4i_check_tensor(ctx, x, nm));
   FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
           "linear: %s dtype %s is not fp32 or bf16", what, nvfp4_dtype_name(x->dtype));
   FAIL_IF(ctx, x->shape.ndim < (l->cfg.sequence_parallel ? 2 : 1), NVFP4_EINVAL,
@@ -584,7 +587,7 @@ static nvfp4_status backward_args (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp
   if (dw) *dw = NULL;
   if (db) *db = NULL;
   FAIL_IF(ctx, !l->have_fwd, NVFP4_EUSAGE, "linear_backward: no forward to differentiate");
-  CHECK(nvfp4i_check_tensor(ctx, dy, "grad_output"));
+  CHECK(nvfp4i_check_tensor(ctx, dy, "linear_backward: grad_output"));
   FAIL_IF(ctx, !nvfp4_shape_equal(dy->shape, l->y_shape) || dy->dtype != l->act_dt,
           NVFP4_EINVAL, "linear: grad_output %s %s does not match the output %s %s",
           nvfp4_dtype_name(dy->dtype), nvfp4_shape_format(dy->shape, a, sizeof a),

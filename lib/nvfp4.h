@@ -384,7 +384,10 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
                                        for 4over6; §3.3) */
   uint64_t sr_seed;                 /* Philox key for SR */
   uint64_t sr_offset;               /* Philox offset (128-bit blocks) */
-  float amax[2];                    /* [rowwise, columnwise] when has_amax */
+  float amax[2];                    /* [rowwise, columnwise] when has_amax: each >= 0
+                                       and not NaN (EINVAL); +Inf as spec §3 takes it
+                                       (S_enc = 1; a dequantize then multiplies by
+                                       Inf: +-Inf, and NaN for zero codes) */
   struct nvfp4_comm *amax_group;    /* MAX-all-reduce both amaxes over this
                                        group before the cast (collective) */
 } nvfp4_qopts;
@@ -460,7 +463,8 @@ const char  *nvfp4_comm_transport (const nvfp4_comm *c);
 void         nvfp4_comm_destroy (nvfp4_comm *c);
 /* Collective: split into tensor-parallel groups of tp consecutive ranks
 ** (world 8, tp 2 -> {0,1},{2,3},..); *out is the caller's (destroy it,
-** collectively, before c).  The ranks agree first: EINVAL when tp < 1 or
+** collectively; it holds its own MPI communicator and nothing of c, so c
+** may be destroyed first).  The ranks agree first: EINVAL when tp < 1 or
 ** does not divide the size, or out is NULL (on that rank; its peers get
 ** EPEER), EMISMATCH when the ranks ask different tp (every rank), EMPI,
 ** ENOMEM (with CUDA, where the new group's set-up is collective, its peers

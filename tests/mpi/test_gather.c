@@ -677,6 +677,18 @@ static void test_mismatch (void) {
     EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == mc_size - 1 ? "rowwise amax -1 must be >= 0"
                                                                    : "failed");
+    /* a NULL output on the last rank: named as the call's own argument
+    ** (the sync gather said "handle pointer", which only _async has) */
+    st = nvfp4_all_gather(world, x, &gb, mc_rank == mc_size - 1 ? NULL : &g);
+    EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == mc_size - 1 ? "all_gather: out is NULL" : "failed");
+    {
+      nvfp4_handle *hh = NULL;
+      st = nvfp4_all_gather_async(world, x, &gb, mc_rank == mc_size - 1 ? NULL : &hh);
+      EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
+      EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == mc_size - 1 ? "all_gather: h is NULL" : "failed");
+      EXPECT(hh == NULL);
+    }
     ob = o;
     if (mc_rank == 0) ob.four_over_six_mse = 1;                 /* without four_over_six */
     st = nvfp4_all_gather(world, x, &gb, &g);

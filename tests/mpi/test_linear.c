@@ -609,9 +609,19 @@ static void test_config_and_usage_errors (void) {
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "sequence_parallel needs");
   c = config(64 * mc_size, 48, NVFP4_PARALLEL_ROW, 1);
   EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  /* a NULL tensor's error names its call, as every other of the layer's */
+  EXPECT_ST(nvfp4_linear_forward(l, NULL, &y), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "linear_forward: input: tensor is NULL");
+  EXPECT_ST(nvfp4_linear_set_weight(l, NULL), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "linear_set_weight: weight: tensor is NULL");
   x = randn(SHAPE3(32 * mc_size, 1, 64), NVFP4_BF16, 1);
   EXPECT_ST(nvfp4_linear_backward(l, x, &dx, NULL, NULL), NVFP4_EUSAGE);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "no forward");
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  EXPECT_ST(nvfp4_linear_backward(l, NULL, &dx, NULL, NULL), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "linear_backward: grad_output: tensor is NULL");
+  nvfp4_tensor_destroy(y);
+  y = NULL;
   nvfp4_tensor_destroy(x);
   x = randn(SHAPE3(32 * mc_size, 1, 48), NVFP4_BF16, 1);      /* wrong K */
   EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
