@@ -504,7 +504,10 @@ static void wd_fire (void) {
     struct timespec ts;
     ts.tv_sec = (time_t)wd.linger;
     ts.tv_nsec = (long)((wd.linger - (double)ts.tv_sec) * 1e9);
-    pthread_mutex_unlock(&wd.mu);
+    /* wd.mu stays locked: should the collective complete meanwhile, the
+    ** main thread stops at its next nvfp4.watchdog call (the framework
+    ** re-arms right after every collective and at the end of every case),
+    ** so a rank that said "timed out" cannot go on to finish with status 0 */
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
   }
   MPI_Query_thread(&level);

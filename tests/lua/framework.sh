@@ -244,6 +244,23 @@ took=$(( $(date +%s) - start ))
 check "a rank waiting in a collective times out at S + G: 'timed out after 1.5 s' for --timeout 1, naming the line it waits at" \
   grep -q "^\[rank 0\] case 'waits' (waiting in comm:barrier at .*grace.lua:7 for the other ranks) timed out after 1.5 s" "$tmp/grace"
 check "... and ends the job" test "$rc" -ne 0 -a "$took" -lt 30
+# a collective that completes while the rank that timed out in it lingers: that rank still ends the job
+# (124), it does not go on to finish the case with status 0 after saying "timed out"
+cat >"$tmp/late.lua" <<'EOS'
+-- np=2
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+local w = nvfp4.world()
+sc.case("late", function ()
+  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 1.8 do end end
+  w:barrier()
+end)
+sc.run()
+EOS
+"$RS" "$tmp/late.lua" --timeout 1 >"$tmp/late" 2>&1; rc=$?
+check "a collective completed during the linger: rank 0 said it timed out" \
+  grep -q "^\[rank 0\] case 'late' (waiting in comm:barrier at .*late.lua:7 for the other ranks) timed out after 1.5 s" "$tmp/late"
+check "... and the job ends with status 124 (not 0)" test "$rc" -eq 124
 # a rank that leaves the case without joining a collective the others wait in: the waiting ranks
 # linger a grace after their message, so that its own line (due at S + 2G) names it too
 cat >"$tmp/skip.lua" <<'EOS'
