@@ -139,6 +139,9 @@ static int tags (const meta *all, int size) {
 ** The ranks agree on that allocation first: a rank out of memory could not
 ** take part in the gather, and its peers would wait in it
 ** (nvfp4i_comm_agree allocates nothing). */
+static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local, int call);
+
+
 static nvfp4_status gather_metas (nvfp4_comm *c, const char *what, const meta *mine,
                                   meta *stackbuf, meta **all) {
   nvfp4_status st;
@@ -148,7 +151,7 @@ static nvfp4_status gather_metas (nvfp4_comm *c, const char *what, const meta *m
     st = *all != NULL ? NVFP4_OK
          : nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the metadata table "
                        "for %d ranks", what, c->size);
-    if ((st = nvfp4i_comm_agree(c, what, st)) != NVFP4_OK) return st;
+    if ((st = agree(c, what, st, 0)) != NVFP4_OK) return st;
   }
   return nvfp4i_comm_all_gather_host(c, mine, sizeof *mine, *all);
 }
@@ -259,8 +262,11 @@ static int op_hash (const char *s) {
 }
 
 
-nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
-                                nvfp4_status local) {
+/* nvfp4i_comm_agree; call: whether the ranks must be in the same call (not
+** for gather_metas' allocation round, where a rank telling its peers of a
+** bad argument may be in another call: the metadata round compares the
+** calls after the failures). */
+static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local, int call) {
   /* two small reductions and no allocation (a rank out of memory must
   ** still take part): the lowest failing rank and the call's hash (its
   ** maximum and minimum: they differ when a rank is in another call), then
@@ -268,7 +274,7 @@ nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
   int v[3], r;
   local = nvfp4i_comm_usable(c, what, local);
   v[0] = local != NVFP4_OK ? c->size - c->rank : 0;
-  v[1] = op_hash(what);
+  v[1] = call ? op_hash(what) : 0;
   v[2] = -v[1];
   if (MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
@@ -284,6 +290,11 @@ nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
   if (local != NVFP4_OK) return local;
   return nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed (%s)", what, r,
                      nvfp4_status_string((nvfp4_status)v[0]));
+}
+
+
+nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what, nvfp4_status local) {
+  return agree(c, what, local, 1);
 }
 
 

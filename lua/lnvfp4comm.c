@@ -533,6 +533,14 @@ static void *wd_main (void *arg) {
 }
 
 
+void nvfp4L_watchdog_settle (void) {
+  pthread_mutex_lock(&wd.mu);         /* held by a watchdog that fired: wait for its end */
+  wd.armed = 0;
+  pthread_cond_signal(&wd.cv);
+  pthread_mutex_unlock(&wd.mu);
+}
+
+
 /* nvfp4.watchdog(seconds, label [, shown [, stdout_prefix [, note [,
 ** linger]]]]): arm (re-arm) the timer; when it runs out this process prints
 ** "[rank r] <label> timed out after S s" on stderr (S = shown, default

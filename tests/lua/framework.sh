@@ -261,6 +261,20 @@ EOS
 check "a collective completed during the linger: rank 0 said it timed out" \
   grep -q "^\[rank 0\] case 'late' (waiting in comm:barrier at .*late.lua:7 for the other ranks) timed out after 1.5 s" "$tmp/late"
 check "... and the job ends with status 124 (not 0)" test "$rc" -eq 124
+# nvfp4.watchdog with a linger that fired, then a script that ends during the linger (a disarm, or no
+# further call): the job still ends with 124 (it exited 0)
+for disarm in 'nvfp4.watchdog(0)' ''; do
+  cat >"$tmp/wdl.lua" <<EOS
+local nvfp4 = require "nvfp4"
+local t0 = nvfp4.clock()
+nvfp4.watchdog(0.3, "step", nil, "", "", 2.0)
+while nvfp4.clock() - t0 < 0.6 do end
+$disarm
+EOS
+  "$RS" "$tmp/wdl.lua" >"$tmp/wdl" 2>&1; rc=$?
+  check "a watchdog that fired and lingers ends the job with 124 when the script ends first (${disarm:-no disarm})" \
+    test "$rc" -eq 124
+done
 # a rank that leaves the case without joining a collective the others wait in: the waiting ranks
 # linger a grace after their message, so that its own line (due at S + 2G) names it too
 cat >"$tmp/skip.lua" <<'EOS'
