@@ -139,20 +139,25 @@ static int tags (const meta *all, int size) {
 ** The ranks agree on that allocation first: a rank out of memory could not
 ** take part in the gather, and its peers would wait in it
 ** (nvfp4i_comm_agree allocates nothing). */
-static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local, int call);
+static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local,
+                           const char *when);
 
 
+/* The round starts as every agreement does (agree: the same first MPI
+** call, so ranks in different calls meet there and learn it, whichever two
+** library collectives they are in), with this rank's failure (when: how
+** its peers' message says it failed) and the table's allocation. */
 static nvfp4_status gather_metas (nvfp4_comm *c, const char *what, const meta *mine,
-                                  meta *stackbuf, meta **all) {
-  nvfp4_status st;
+                                  meta *stackbuf, meta **all, const char *when) {
+  nvfp4_status st = (nvfp4_status)mine->status;
   *all = stackbuf;
   if (c->size > 16) {
     *all = (meta *)malloc(sizeof **all * (size_t)c->size);
-    st = *all != NULL ? NVFP4_OK
-         : nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the metadata table "
+    if (*all == NULL && st == NVFP4_OK)
+      st = nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the metadata table "
                        "for %d ranks", what, c->size);
-    if ((st = agree(c, what, st, 0)) != NVFP4_OK) return st;
   }
+  if ((st = agree(c, what, st, when)) != NVFP4_OK) return st;
   return nvfp4i_comm_all_gather_host(c, mine, sizeof *mine, *all);
 }
 
@@ -186,8 +191,9 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
     mine.amax_seq = amax_seq;
   }
   if (amax_round != NULL) *amax_round = 0;
-  if ((st = gather_metas(c, what, &mine, stackbuf, &all)) != NVFP4_OK) goto done;
-  if ((r = first_failed(all, c->size)) >= 0) {
+  if ((st = gather_metas(c, what, &mine, stackbuf, &all, " before the collective")) != NVFP4_OK)
+    goto done;
+  if ((r = first_failed(all, c->size)) >= 0) {      /* (agreed in gather_metas already) */
     st = local != NVFP4_OK ? local
          : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed before the "
                        "collective (%s)", what, r,
@@ -235,7 +241,8 @@ nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what,
     mine.amax[0] = amax[0];
     mine.amax[1] = amax[1];
   }
-  if ((st = gather_metas(c, what, &mine, stackbuf, &all)) != NVFP4_OK) goto done;
+  if ((st = gather_metas(c, what, &mine, stackbuf, &all, " reading its amax")) != NVFP4_OK)
+    goto done;
   if ((r = first_failed(all, c->size)) >= 0)
     st = local != NVFP4_OK ? local
          : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed reading its amax (%s)",
@@ -262,11 +269,12 @@ static int op_hash (const char *s) {
 }
 
 
-/* nvfp4i_comm_agree; call: whether the ranks must be in the same call (not
-** for gather_metas' allocation round, where a rank telling its peers of a
-** bad argument may be in another call: the metadata round compares the
-** calls after the failures). */
-static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local, int call) {
+/* nvfp4i_comm_agree; when: after "rank r failed" in the peers' message.
+** A failure comes first: a rank telling its peers of its bad argument may
+** be in another call (the Lua binding's plain gather of nothing beside
+** their NVFP4 gather). */
+static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local,
+                           const char *when) {
   /* two small reductions and no allocation (a rank out of memory must
   ** still take part): the lowest failing rank and the call's hash (its
   ** maximum and minimum: they differ when a rank is in another call), then
@@ -274,27 +282,40 @@ static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local, 
   int v[3], r;
   local = nvfp4i_comm_usable(c, what, local);
   v[0] = local != NVFP4_OK ? c->size - c->rank : 0;
-  v[1] = call ? op_hash(what) : 0;
+  v[1] = op_hash(what);
   v[2] = -v[1];
   if (MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
-  if (v[0] == 0 && v[1] != -v[2])
+  if (v[0] == 0 && v[1] != -v[2]) {
+    /* every rank is here (the same values): rank 0's call, the lowest rank
+    ** in another, and that one's, with no allocation */
+    char n0[32], nr[32];
+    snprintf(n0, sizeof n0, "%s", what);
+    r = c->size;
+    if (MPI_Bcast(n0, (int)sizeof n0, MPI_CHAR, 0, c->mpi) != MPI_SUCCESS)
+      return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Bcast failed", what);
+    snprintf(nr, sizeof nr, "%s", what);
+    if (strcmp(nr, n0) != 0) r = c->rank;
+    if (MPI_Allreduce(MPI_IN_PLACE, &r, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS ||
+        MPI_Bcast(nr, (int)sizeof nr, MPI_CHAR, r < c->size ? r : 0, c->mpi) != MPI_SUCCESS)
+      return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
     return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks are in different calls on this "
-                       "comm (this rank in %s; every rank of a comm makes the same collective "
-                       "calls in the same order)", what, what);
+                       "comm: rank %d in %s, rank 0 in %s (every rank of a comm makes the same "
+                       "collective calls in the same order)", what, r < c->size ? r : 0, nr, n0);
+  }
   if (v[0] == 0) return NVFP4_OK;
   r = c->size - v[0];
   v[0] = c->rank == r ? (int)local : 0;
   if (MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
   if (local != NVFP4_OK) return local;
-  return nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed (%s)", what, r,
+  return nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed%s (%s)", what, r, when,
                      nvfp4_status_string((nvfp4_status)v[0]));
 }
 
 
 nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what, nvfp4_status local) {
-  return agree(c, what, local, 1);
+  return agree(c, what, local, "");
 }
 
 

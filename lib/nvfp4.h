@@ -42,11 +42,11 @@
 **    data, so a bad argument on one rank gives the others EPEER and none
 **    waits.  They agree on the call too: ranks in different calls on one
 **    comm (one skipped a collective, or called another) get EMISMATCH
-**    "the ranks are in different calls on this comm" where their
-**    agreements meet, which is most pairs of calls; the others (a quantize
-**    with amax_group against a gather, say) wait as mismatched MPI calls
-**    do.  A rank that passes no comm (NULL) or another one, or makes no
-**    call, cannot tell its peers: they wait.  A device collective that fails on one rank after that (an NCCL
+**    "the ranks are in different calls on this comm: rank r in X, rank 0
+**    in Y" (every agreement starts with the same MPI call, so any two of
+**    the library's collectives meet there; nvfp4_comm_barrier, which does
+**    not agree, does not).  A rank that passes no comm (NULL) or another
+**    one, or makes no call, cannot tell its peers: they wait.  A device collective that fails on one rank after that (an NCCL
 **    call refused, a staged copy failed) is handled too: on the staged
 **    transport the ranks agree again before the MPI call and after the
 **    copy back; over NCCL the

@@ -436,7 +436,9 @@ static void test_different_calls (void) {
   st = mc_rank == last ? nvfp4_comm_all_reduce_max_f32(world, &f, 1)
                        : nvfp4_comm_all_reduce_max_int(world, &i, 1);
   EXPECT_EQ_I(st, NVFP4_EMISMATCH);
-  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "the ranks are in different calls on this comm (this rank in");
+  snprintf(want, sizeof want, "the ranks are in different calls on this comm: rank %d in "
+           "comm_all_reduce_max_f32, rank 0 in comm_all_reduce_max_int", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
   EXPECT(i == 7 && f == 2.5f);                             /* untouched */
   EXPECT_OK(nvfp4_tensor_randn(mc_ctx, SHAPE3(16, 1, 64), NVFP4_BF16, 3, &x));
   st = mc_rank == last ? nvfp4_reduce_scatter(world, x, &y) : nvfp4_all_reduce_sum(world, x, &y);
@@ -452,6 +454,15 @@ static void test_different_calls (void) {
   st = mc_rank == last ? nvfp4_all_gather_plain(world, x, &y) : nvfp4_all_gather(world, x, &go, &y);
   EXPECT_EQ_I(st, NVFP4_EMISMATCH);
   snprintf(want, sizeof want, "rank %d in all_gather_plain, rank 0 in all_gather", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  EXPECT(y == NULL);
+  /* a quantize with amax_group (its agreement) against a plain gather (a
+  ** metadata round): every agreement starts with the same MPI call, so
+  ** these meet too (they waited in two different MPI calls) */
+  q.amax_group = world;
+  st = mc_rank == last ? nvfp4_quantize(mc_ctx, x, &q, &y) : nvfp4_all_gather_plain(world, x, &y);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  snprintf(want, sizeof want, "rank %d in quantize, rank 0 in all_gather_plain", last);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
   EXPECT(y == NULL);
   EXPECT_OK(nvfp4_all_reduce_sum(world, x, &y));          /* the comm still works */
