@@ -227,17 +227,13 @@ check "the timeout's message is followed by the case's replay command (there was
   grep -q "^\[rank [01]\] replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 --seed [0-9]* --filter 'hangs'\$" "$tmp/to"
 # the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
 # own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
-cat >"$tmp/grace.lua" <<'EOS'
--- np=2
-local nvfp4 = require "nvfp4"
-local sc = require "nvfp4.scenario"
-local w = nvfp4.world()
-sc.case("waits", function ()
-  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end end
-  w:barrier()
-end)
-sc.run()
-EOS
+# case2 FILE NAME BODY: a two-rank scenario of one case (its body from line 6)
+case2 () {
+  printf '%s\n' '-- np=2' 'local nvfp4 = require "nvfp4"' 'local sc = require "nvfp4.scenario"' \
+    'local w = nvfp4.world()' "sc.case(\"$2\", function ()" "$3" 'end)' 'sc.run()' >"$1"
+}
+case2 "$tmp/grace.lua" waits '  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end end
+  w:barrier()'
 start=$(date +%s)
 "$RS" "$tmp/grace.lua" --timeout 1 >"$tmp/grace" 2>&1; rc=$?
 took=$(( $(date +%s) - start ))
@@ -246,17 +242,8 @@ check "a rank waiting in a collective times out at S + G: 'timed out after 1.5 s
 check "... and ends the job" test "$rc" -ne 0 -a "$took" -lt 30
 # a collective that completes while the rank that timed out in it lingers: that rank still ends the job
 # (124), it does not go on to finish the case with status 0 after saying "timed out"
-cat >"$tmp/late.lua" <<'EOS'
--- np=2
-local nvfp4 = require "nvfp4"
-local sc = require "nvfp4.scenario"
-local w = nvfp4.world()
-sc.case("late", function ()
-  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 1.8 do end end
-  w:barrier()
-end)
-sc.run()
-EOS
+case2 "$tmp/late.lua" late '  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 1.8 do end end
+  w:barrier()'
 "$RS" "$tmp/late.lua" --timeout 1 >"$tmp/late" 2>&1; rc=$?
 check "a collective completed during the linger: rank 0 said it timed out" \
   grep -q "^\[rank 0\] case 'late' (waiting in comm:barrier at .*late.lua:7 for the other ranks) timed out after 1.5 s" "$tmp/late"
@@ -277,16 +264,7 @@ EOS
 done
 # a rank that leaves the case without joining a collective the others wait in: the waiting ranks
 # linger a grace after their message, so that its own line (due at S + 2G) names it too
-cat >"$tmp/skip.lua" <<'EOS'
--- np=2
-local nvfp4 = require "nvfp4"
-local sc = require "nvfp4.scenario"
-local w = nvfp4.world()
-sc.case("skips", function ()
-  if w.rank == 0 then w:barrier() end
-end)
-sc.run()
-EOS
+case2 "$tmp/skip.lua" skips '  if w.rank == 0 then w:barrier() end'
 start=$(date +%s)
 "$RS" "$tmp/skip.lua" --timeout 1 >"$tmp/skip" 2>&1; rc=$?
 took=$(( $(date +%s) - start ))
