@@ -106,9 +106,9 @@ int nvfp4L_reraise (lua_State *L);
 /* The method table on top of the stack as package.loaded[name], where Lua
 ** finds a name for a method called without one (pcall(t.reshape, t, x)). */
 void nvfp4L_nameable (lua_State *L, const char *name);
-/* Disarm nvfp4.watchdog before the process ends; when it has fired (it is
-** lingering before it ends the job), wait there: a rank that said "timed out"
-** must not end with status 0. */
+/* Before the process ends: when nvfp4.watchdog has fired (it is lingering
+** before it ends the job), wait there, so that a rank that said "timed out"
+** does not end with status 0; one still armed stays armed. */
 void nvfp4L_watchdog_settle (void);
 /* The tensor at idx, or NULL when it is closed or not a tensor (no error). */
 nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx);

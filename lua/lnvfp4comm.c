@@ -492,8 +492,9 @@ static void wd_copy (char *dst, size_t n, const char *src) {
 
 
 static void wd_fire (void) {
-  int rank = 0, level = MPI_THREAD_SINGLE;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rank = 0, level = MPI_THREAD_SINGLE, fin = 0;
+  MPI_Finalized(&fin);                  /* callable after MPI_Finalize, the others not */
+  if (!fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   fprintf(stderr, "[rank %d] %s timed out after %g s\n", rank, wd.label, wd.secs);
   if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", rank, wd.note);
   fflush(stderr);
@@ -510,7 +511,7 @@ static void wd_fire (void) {
     ** so a rank that said "timed out" cannot go on to finish with status 0 */
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
   }
-  MPI_Query_thread(&level);
+  if (!fin) MPI_Query_thread(&level);
   if (level == MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, 124);
   _exit(124);   /* mpirun ends the job when a rank exits non-zero unfinalized */
 }
@@ -534,9 +535,10 @@ static void *wd_main (void *arg) {
 
 
 void nvfp4L_watchdog_settle (void) {
-  pthread_mutex_lock(&wd.mu);         /* held by a watchdog that fired: wait for its end */
-  wd.armed = 0;
-  pthread_cond_signal(&wd.cv);
+  /* held by a watchdog that fired: wait there for its end.  One armed and
+  ** not yet due stays armed: it still ends a job whose peer hangs while
+  ** this rank finalizes (wd_fire after MPI_Finalize: see there) */
+  pthread_mutex_lock(&wd.mu);
   pthread_mutex_unlock(&wd.mu);
 }
 

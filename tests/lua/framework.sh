@@ -262,6 +262,21 @@ EOS
   check "a watchdog that fired and lingers ends the job with 124 when the script ends first (${disarm:-no disarm})" \
     test "$rc" -eq 124
 done
+# ... and one armed, not yet due, when the script ends stays armed through the end: rank 0 ends with it
+# while rank 1 waits in a barrier rank 0 skipped; the job ends with its message (it hung)
+cat >"$tmp/armed.lua" <<'EOS'
+-- np=2
+local nvfp4 = require "nvfp4"
+local w = nvfp4.world()
+nvfp4.watchdog(2, "rank " .. w.rank .. " step")
+if w.rank == 1 then nvfp4.watchdog(0) w:barrier() end
+EOS
+start=$(date +%s)
+"$RS" "$tmp/armed.lua" >"$tmp/armed" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+check "a watchdog armed when the script ends still ends the job (124, its message) while a peer hangs" \
+  test "$rc" -eq 124 -a "$took" -lt 30
+check "... naming it" grep -q "^\[rank 0\] rank 0 step timed out after 2 s" "$tmp/armed"
 # a rank that leaves the case without joining a collective the others wait in: the waiting ranks
 # linger a grace after their message, so that its own line (due at S + 2G) names it too
 case2 "$tmp/skip.lua" skips '  if w.rank == 0 then w:barrier() end'
