@@ -25,15 +25,13 @@ typedef struct meta {           /* fixed size: all-gathered as bytes */
   float amax[2];
   uint64_t amax_seq;            /* nonzero: instead of amax, the number of the
                                    reduction over the comm it came from */
-  char op[32];                  /* the call ("all_gather"): every rank makes the same */
 } meta;
 
 
-static void meta_make (meta *m, const char *what, nvfp4_status st, nvfp4_shape s,
-                       nvfp4_dtype dt, int flags) {
+static void meta_make (meta *m, nvfp4_status st, nvfp4_shape s, nvfp4_dtype dt,
+                       int flags) {
   int i;
   memset(m, 0, sizeof *m);
-  snprintf(m->op, sizeof m->op, "%s", what);
   m->status = (int32_t)st;
   m->ndim = (s.ndim < 0 || s.ndim > NVFP4_MAX_DIMS) ? 0 : s.ndim;
   for (i = 0; i < m->ndim; i++) m->dim[i] = s.dim[i];
@@ -80,30 +78,6 @@ static char *meta_format (const meta *m, char *buf, size_t n) {
 }
 
 
-/* The first rank (lowest) whose status is not OK, or -1. */
-static int first_failed (const meta *all, int size) {
-  int r;
-  for (r = 0; r < size; r++)
-    if (all[r].status != NVFP4_OK) return r;
-  return -1;
-}
-
-
-/* EMISMATCH when a rank is in another call than rank 0 (a rank that skipped
-** a collective, or called another: it would pair with the wrong one, and
-** wait or exchange the wrong bytes), or OK. */
-static nvfp4_status op_verdict (nvfp4_comm *c, const char *what, const meta *all) {
-  int r;
-  for (r = 1; r < c->size; r++)
-    if (strncmp(all[r].op, all[0].op, sizeof all[r].op) != 0)
-      return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks are in different calls on "
-                         "this comm: rank %d in %.32s, rank 0 in %.32s (every rank of a comm "
-                         "makes the same collective calls in the same order)", what, r,
-                         all[r].op, all[0].op);
-  return NVFP4_OK;
-}
-
-
 /* EMISMATCH naming the first rank whose amax pair differs bitwise from rank
 ** 0's, or OK. */
 static nvfp4_status amax_verdict (nvfp4_comm *c, const char *what, const meta *all) {
@@ -143,6 +117,22 @@ static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local,
                            const char *when);
 
 
+/* Collective, where the ranks know their n bytes differ somewhere (every
+** rank calls it): rank 0's bytes into b0, the lowest rank whose bytes
+** differ from them into *r (0 when none does) and its bytes into br.  No
+** allocation.  MPI_SUCCESS or MPI's error. */
+static int first_differing (nvfp4_comm *c, const void *mine, int n, void *b0, void *br, int *r) {
+  int rc;
+  memcpy(b0, mine, (size_t)n);
+  if ((rc = MPI_Bcast(b0, n, MPI_BYTE, 0, c->mpi)) != MPI_SUCCESS) return rc;
+  *r = memcmp(mine, b0, (size_t)n) != 0 ? c->rank : c->size;
+  if ((rc = MPI_Allreduce(MPI_IN_PLACE, r, 1, MPI_INT, MPI_MIN, c->mpi)) != MPI_SUCCESS) return rc;
+  if (*r == c->size) *r = 0;
+  memcpy(br, mine, (size_t)n);
+  return MPI_Bcast(br, n, MPI_BYTE, *r, c->mpi);
+}
+
+
 /* The round starts as every agreement does (agree: the same first MPI
 ** call, so ranks in different calls meet there and learn it, whichever two
 ** library collectives they are in), with this rank's failure (when: how
@@ -179,7 +169,7 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
   nvfp4_status st;
   int r, t = -1;
   local = nvfp4i_comm_usable(c, what, local);
-  meta_make(&mine, what, local, shape, dt, flags);
+  meta_make(&mine, local, shape, dt, flags);
   mine.post = (int32_t)post;
   if (amax != NULL) {
     mine.has_amax = 1;
@@ -191,16 +181,9 @@ nvfp4_status nvfp4i_comm_check_meta (nvfp4_comm *c, const char *what,
     mine.amax_seq = amax_seq;
   }
   if (amax_round != NULL) *amax_round = 0;
+  /* a failure, or a rank in another call, ends it there on every rank */
   if ((st = gather_metas(c, what, &mine, stackbuf, &all, " before the collective")) != NVFP4_OK)
     goto done;
-  if ((r = first_failed(all, c->size)) >= 0) {      /* (agreed in gather_metas already) */
-    st = local != NVFP4_OK ? local
-         : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed before the "
-                       "collective (%s)", what, r,
-                       nvfp4_status_string((nvfp4_status)all[r].status));
-    goto done;
-  }
-  if ((st = op_verdict(c, what, all)) != NVFP4_OK) goto done;
   for (r = 1; r < c->size; r++)
     if (!meta_same(&all[r], &all[0])) {
       st = nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: ranks disagree: rank %d "
@@ -235,20 +218,13 @@ nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what,
                                      nvfp4_status local, const float amax[2]) {
   meta mine, stackbuf[16], *all = stackbuf;
   nvfp4_status st;
-  int r;
-  meta_make(&mine, what, local, nvfp4_shape_make(0, NULL), NVFP4_FP4, 0);
+  meta_make(&mine, local, nvfp4_shape_make(0, NULL), NVFP4_FP4, 0);
   if (local == NVFP4_OK) {
     mine.amax[0] = amax[0];
     mine.amax[1] = amax[1];
   }
-  if ((st = gather_metas(c, what, &mine, stackbuf, &all, " reading its amax")) != NVFP4_OK)
-    goto done;
-  if ((r = first_failed(all, c->size)) >= 0)
-    st = local != NVFP4_OK ? local
-         : nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed reading its amax (%s)",
-                       what, r, nvfp4_status_string((nvfp4_status)all[r].status));
-  else if ((st = op_verdict(c, what, all)) == NVFP4_OK) st = amax_verdict(c, what, all);
-done:
+  if ((st = gather_metas(c, what, &mine, stackbuf, &all, " reading its amax")) == NVFP4_OK)
+    st = amax_verdict(c, what, all);
   if (all != stackbuf) free(all);
   return st;
 }
@@ -288,20 +264,14 @@ static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local,
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
   if (v[0] == 0 && v[1] != -v[2]) {
     /* every rank is here (the same values): rank 0's call, the lowest rank
-    ** in another, and that one's, with no allocation */
-    char n0[32], nr[32];
-    snprintf(n0, sizeof n0, "%s", what);
-    r = c->size;
-    if (MPI_Bcast(n0, (int)sizeof n0, MPI_CHAR, 0, c->mpi) != MPI_SUCCESS)
+    ** in another, and that one's */
+    char mine[32] = "", n0[32], nr[32];
+    snprintf(mine, sizeof mine, "%s", what);
+    if (first_differing(c, mine, (int)sizeof mine, n0, nr, &r) != MPI_SUCCESS)
       return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Bcast failed", what);
-    snprintf(nr, sizeof nr, "%s", what);
-    if (strcmp(nr, n0) != 0) r = c->rank;
-    if (MPI_Allreduce(MPI_IN_PLACE, &r, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS ||
-        MPI_Bcast(nr, (int)sizeof nr, MPI_CHAR, r < c->size ? r : 0, c->mpi) != MPI_SUCCESS)
-      return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
     return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks are in different calls on this "
                        "comm: rank %d in %s, rank 0 in %s (every rank of a comm makes the same "
-                       "collective calls in the same order)", what, r < c->size ? r : 0, nr, n0);
+                       "collective calls in the same order)", what, r, nr, n0);
   }
   if (v[0] == 0) return NVFP4_OK;
   r = c->size - v[0];
@@ -353,15 +323,7 @@ nvfp4_status nvfp4i_comm_same_i64 (nvfp4_comm *c, const char *what,
   if (i == n) return NVFP4_OK;
   /* every rank sees the same hi and lo, so all come here: the lowest rank
   ** whose value differs from rank 0's, and both values */
-  v0 = v[i];
-  r = c->size;
-  if (MPI_Bcast(&v0, 1, MPI_INT64_T, 0, c->mpi) != MPI_SUCCESS)
-    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Bcast failed", what);
-  if (v[i] != v0) r = c->rank;
-  if (MPI_Allreduce(MPI_IN_PLACE, &r, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS)
-    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
-  vr = v[i];
-  if (MPI_Bcast(&vr, 1, MPI_INT64_T, r, c->mpi) != MPI_SUCCESS)
+  if (first_differing(c, &v[i], (int)sizeof v[i], &v0, &vr, &r) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Bcast failed", what);
   field_value(names[i], vr, f, a);
   field_value(names[i], v0, f, b);
