@@ -6,6 +6,7 @@
 ** A strict binding (style.md §3.8): errors are raised, option tables reject
 ** unknown keys, dims are 1-based.
 */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,6 +285,22 @@ nvfp4_tensor *nvfp4L_opttensor (lua_State *L, int arg, const char *key) {
 }
 
 
+/* The error m of an argument check run in a function of its own (under
+** lua_pcall, where Lua has no name for it): "bad argument #n to '?'
+** (inner)".  Pushes inner and returns n; 0 (nothing pushed) for any other
+** error. */
+static int unnamed_argerror (lua_State *L, const char *m) {
+  char *end;
+  long n;
+  size_t len = m != NULL ? strlen(m) : 0;
+  if (len == 0 || strncmp(m, "bad argument #", 14) != 0 || (n = strtol(m + 14, &end, 10)) <= 0 ||
+      n > INT_MAX || strncmp(end, " to '?' (", 9) != 0 || m[len - 1] != ')')
+    return 0;
+  lua_pushlstring(L, end + 9, (size_t)(m + len - 1 - (end + 9)));
+  return (int)n;
+}
+
+
 /* nvfp4L_checkqopts_at's checks: (table, qopts userdata). */
 static int qopts_nested (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 2);
@@ -309,15 +326,11 @@ nvfp4_qopts nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key) {
     lua_pushvalue(L, top);
     lua_pushvalue(L, -3);
     if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
-      const char *m = lua_tostring(L, -1);
-      static const char head[] = "bad argument #1 to '?' (option '";
-      size_t len = m != NULL ? strlen(m) : 0;
-      if (len > sizeof head && strncmp(m, head, sizeof head - 1) == 0 && m[len - 1] == ')') {
-        const char *inner = m + sizeof head - 1;
-        lua_pushfstring(L, "option '%s.", key);
-        lua_pushlstring(L, inner, (size_t)(m + len - 1 - inner));
-        lua_concat(L, 2);
-        luaL_argerror(L, arg, lua_tostring(L, -1));
+      if (unnamed_argerror(L, lua_tostring(L, -1)) == 1) {
+        const char *inner = lua_tostring(L, -1);
+        if (strncmp(inner, "option '", 8) == 0)
+          luaL_argerror(L, arg, lua_pushfstring(L, "option '%s.%s", key, inner + 8));
+        lua_pop(L, 1);
       }
       lua_error(L);               /* any other error as it was raised */
     }
@@ -972,20 +985,12 @@ static int tensor_has_columnwise (lua_State *L) {
 
 int nvfp4L_reraise (lua_State *L) {
   if (lua_type(L, -1) == LUA_TSTRING) {
-    const char *m = lua_tostring(L, -1);
-    char *end;
-    long n;
-    size_t len = strlen(m);
-    if (strncmp(m, "bad argument #", 14) == 0 && (n = strtol(m + 14, &end, 10)) > 0 &&
-        strncmp(end, " to '?' (", 9) == 0 && m[len - 1] == ')') {
-      /* the check ran in a function of its own: raise it again from the
-      ** caller's own frame, which Lua names as it names any call (a method
-      ** call without its self, a call without a name through
-      ** package.loaded: 'nvfp4.comm.all_gather') */
-      const char *inner = end + 9;
-      lua_pushlstring(L, inner, (size_t)(m + len - 1 - inner));
-      return luaL_argerror(L, (int)n, lua_tostring(L, -1));
-    }
+    /* the check ran in a function of its own: raise it again from the
+    ** caller's own frame, which Lua names as it names any call (a method
+    ** call without its self, a call without a name through package.loaded:
+    ** 'nvfp4.comm.all_gather') */
+    const int n = unnamed_argerror(L, lua_tostring(L, -1));
+    if (n > 0) return luaL_argerror(L, n, lua_tostring(L, -1));
     luaL_where(L, 1);
     lua_pushvalue(L, -2);
     lua_concat(L, 2);
