@@ -211,10 +211,21 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
 }
 
 
+/* The agreement's reduction is the barrier (no rank leaves it before every
+** rank has entered), and it meets any other collective on c. */
 nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c) {
   if (c == NULL) return NVFP4_EINVAL;
-  MPI_CHECK(c->ctx, MPI_Barrier(c->mpi));
-  return NVFP4_OK;
+  return nvfp4i_comm_agree(c, "comm_barrier", NVFP4_OK);
+}
+
+
+nvfp4_status nvfp4_comm_agree (nvfp4_comm *c, const char *what, nvfp4_status local) {
+  if (c == NULL) return NVFP4_EINVAL;
+  if (what == NULL) {
+    local = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "comm_agree: what is NULL");
+    what = "comm_agree";
+  }
+  return nvfp4i_comm_agree(c, what, local);
 }
 
 

@@ -44,9 +44,11 @@
 **    comm (one skipped a collective, or called another) get EMISMATCH
 **    "the ranks are in different calls on this comm: rank r in X, rank 0
 **    in Y" (every agreement starts with the same MPI call, so any two of
-**    the library's collectives meet there; nvfp4_comm_barrier, which does
-**    not agree, does not).  A rank that passes no comm (NULL) or another
-**    one, or makes no call, cannot tell its peers: they wait.  A device collective that fails on one rank after that (an NCCL
+**    the library's collectives meet there, nvfp4_comm_barrier included, and
+**    so does a caller's own that starts with nvfp4_comm_agree, nvfp4_mpi.h).
+**    A rank that passes no comm (NULL) or another one, or makes no call,
+**    cannot tell its peers: they wait.  A device collective that fails on
+**    one rank after that (an NCCL
 **    call refused, a staged copy failed) is handled too: on the staged
 **    transport the ranks agree again before the MPI call and after the
 **    copy back; over NCCL the
@@ -59,8 +61,8 @@
 **    peer that never joins is found $NVFP4_NCCL_TIMEOUT seconds (600 by
 **    default) after such a wait first sees that comm's collective started
 **    and unfinished: EPEER; an asynchronous NCCL error: ENCCL.  A rank that aborted a comm
-**    refuses every later collective on it that agrees first (all but
-**    nvfp4_comm_barrier) with EUSAGE ("destroy the comm and make a new
+**    refuses every later collective on it (they all agree first) with
+**    EUSAGE ("destroy the comm and make a new
 **    one"); a peer that has not noticed yet gets EPEER from the agreement.
 **    These waits make MPI calls (MPI_Iprobe, MPI_Recv) from the calling
 **    thread, so with MPI_THREAD_FUNNELED call the library from the thread
@@ -472,7 +474,10 @@ void         nvfp4_comm_destroy (nvfp4_comm *c);
 ** $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9 (its
 ** peers get EPEER).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
-/* Collective: MPI_Barrier on c.  Errors: EINVAL (NULL), EMPI.  No spec
+/* Collective: a barrier on c, made of the agreement (no rank returns before
+** every rank has entered).  Errors: EINVAL (NULL), EMISMATCH on every rank
+** when a rank is in another collective on c (conventions above), EUSAGE
+** (aborted NCCL communicator), EPEER (a peer's comm aborted), EMPI.  No spec
 ** section (nor for the host-value collectives below: the agreements of
 ** sp-linear-and-gather.md §2.2's amax reduction are made of them). */
 nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c);

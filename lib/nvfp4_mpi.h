@@ -44,6 +44,22 @@ nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc,
 /* The MPI communicator a comm runs over (owned by the comm for split ones);
 ** MPI_COMM_NULL for NULL. */
 MPI_Comm     nvfp4_comm_mpi (const nvfp4_comm *c);
+/* Collective over c: the agreement that every collective of the library
+** starts with, for a caller's own collectives over nvfp4_comm_mpi(c) (the
+** nvfp4-lua binding's host-value ones start with it).  what names the call
+** (compared whole, shown to 31 bytes); local is this rank's status so far
+** (its message already in nvfp4_last_error).  Returns NVFP4_OK when every
+** rank of c is in a call of that name and every local is NVFP4_OK.
+** Otherwise, on every rank alike: EMISMATCH "<what>: the ranks are in
+** different calls on this comm: rank r in X, rank 0 in Y" when the names
+** differ (a library collective on c meets this one: every agreement starts
+** with the same MPI call); else, where some local failed, local on a
+** failing rank and EPEER "<what>: rank r failed (<status>)" on the others
+** (r the lowest failing rank); EUSAGE where c's NCCL communicator was
+** aborted (nvfp4.h's conventions).  A NULL what is EINVAL on that rank and
+** EPEER on its peers (it still takes part); a NULL c is EINVAL at once (no
+** communicator to take part in).  EMPI.  Allocates nothing.  No spec section. */
+nvfp4_status nvfp4_comm_agree (nvfp4_comm *c, const char *what, nvfp4_status local);
 
 #ifdef __cplusplus
 }

@@ -155,6 +155,17 @@ static int comm_barrier (lua_State *L) {
 }
 
 
+/* self of a host-value collective named name, after the library's
+** agreement: a rank in another collective on the comm (the library's or one
+** of these) makes both raise "the ranks are in different calls on this
+** comm" instead of meeting in an MPI call of the other's. */
+static nvfp4_comm *agreed (lua_State *L, const char *name) {
+  nvfp4_comm *c = selfcomm(L, name);
+  nvfp4L_checkstatus(L, nvfp4_comm_agree(c, name, NVFP4_OK));
+  return c;
+}
+
+
 /* comm:all_reduce_max(v) where v is a number or a list of numbers: all
 ** integers give an exact 64-bit integer reduction, otherwise doubles, where
 ** a NaN anywhere makes that element NaN everywhere (MPI_MAX alone drops or
@@ -163,7 +174,7 @@ static int comm_barrier (lua_State *L) {
 ** with a bad argument (a non-number, a list of another length) makes every
 ** rank raise the same error instead of leaving them in the reduction. */
 static int comm_all_reduce_max (lua_State *L) {
-  nvfp4_comm *c = selfcomm(L, "all_reduce_max");
+  nvfp4_comm *c = agreed(L, "all_reduce_max");
   MPI_Comm mc = nvfp4_comm_mpi(c);
   int scalar = lua_type(L, 2) == LUA_TNUMBER, i, n;
   /* [0] n, [1] -n, [2] not all integers, [3] 1 + the rank with a bad argument */
@@ -219,7 +230,7 @@ static int comm_all_reduce_max (lua_State *L) {
 ** Each rank sends (not an integer?, v): a rank with a bad v makes every rank
 ** raise the same error, instead of leaving the others in the gather. */
 static int comm_all_gather_int (lua_State *L) {
-  nvfp4_comm *c = selfcomm(L, "all_gather_int");
+  nvfp4_comm *c = agreed(L, "all_gather_int");
   int isint = 0, i, n = nvfp4_comm_size(c);
   long long mine[2];
   long long *out = (long long *)lua_newuserdatauv(L, 2 * sizeof(long long) * (size_t)n, 0);
@@ -242,7 +253,7 @@ static int comm_all_gather_int (lua_State *L) {
 /* comm:all_gather_string(s) -> {s of rank 0, ..}: for reports (the
 ** framework gathers failure messages with it).  Straight MPI on host. */
 static int comm_all_gather_string (lua_State *L) {
-  nvfp4_comm *c = selfcomm(L, "all_gather_string");
+  nvfp4_comm *c = agreed(L, "all_gather_string");
   size_t len = 0;
   const char *s = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
   int i, n = nvfp4_comm_size(c), total = 0, mine;

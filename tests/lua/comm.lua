@@ -36,6 +36,16 @@ assert(w:all_reduce_max(me) == size - 1)
 fails("rank 1 gave something else than an integer", w.all_gather_int, w, me == 1 and 1.5 or 1)
 fails("rank 0 gave something else than a string", w.all_gather_string, w, me == 0 and 5 or "x")
 assert(#w:all_gather_string("ok") == size)
+-- ranks in different collectives (these, the library's, the barrier): every rank raises, none waits (they
+-- met in MPI calls of each other's and hung, or read each other's data)
+fails("the ranks are in different calls on this comm: rank " .. last .. " in all_gather_int, rank 0 in all_reduce_max",
+      me == last and w.all_gather_int or w.all_reduce_max, w, 3)
+fails("rank " .. last .. " in comm_barrier, rank 0 in all_gather_string",
+      me == last and w.barrier or w.all_gather_string, w, "s")
+fails("rank " .. last .. " in all_reduce_max, rank 0 in all_gather_plain",
+      me == last and w.all_reduce_max or w.all_gather, w, me == last and 1 or nvfp4.zeros({1, 16}, "fp32"))
+w:barrier()
+assert(w:all_gather_int(me)[size] == last)
 
 print("testing quantize with amax_group")
 -- options the binding refuses on one rank only: the others learn of it from the library (they waited

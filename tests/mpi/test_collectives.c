@@ -440,6 +440,29 @@ static void test_different_calls (void) {
            "comm_all_reduce_max_f32, rank 0 in comm_all_reduce_max_int", last);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
   EXPECT(i == 7 && f == 2.5f);                             /* untouched */
+  /* the barrier agrees too (it waited in MPI_Barrier while the others sat in
+  ** their reduction), and so does a caller's own collective */
+  st = mc_rank == last ? nvfp4_comm_barrier(world) : nvfp4_comm_all_reduce_max_int(world, &i, 1);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  snprintf(want, sizeof want, "rank %d in comm_barrier, rank 0 in comm_all_reduce_max_int", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  st = mc_rank == last ? nvfp4_comm_agree(world, "my_exchange", NVFP4_OK) : nvfp4_comm_barrier(world);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  snprintf(want, sizeof want, "rank %d in my_exchange, rank 0 in comm_barrier", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  /* a caller's own failure reaches its peers; a NULL name is one */
+  st = nvfp4_comm_agree(world, mc_rank == last ? NULL : "my_exchange", NVFP4_OK);
+  EXPECT_EQ_I(st, mc_rank == last ? NVFP4_EINVAL : NVFP4_EPEER);
+  if (mc_rank == last) EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "comm_agree: what is NULL");
+  else {
+    snprintf(want, sizeof want, "my_exchange: rank %d failed (", last);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  }
+  st = nvfp4_comm_agree(world, "my_exchange", mc_rank == 0 ? NVFP4_ENOMEM : NVFP4_OK);
+  EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_ENOMEM : NVFP4_EPEER);
+  EXPECT_EQ_I(nvfp4_comm_agree(NULL, "my_exchange", NVFP4_OK), NVFP4_EINVAL);
+  EXPECT_OK(nvfp4_comm_barrier(world));
+  EXPECT_OK(nvfp4_comm_agree(world, "my_exchange", NVFP4_OK));
   EXPECT_OK(nvfp4_tensor_randn(mc_ctx, SHAPE3(16, 1, 64), NVFP4_BF16, 3, &x));
   st = mc_rank == last ? nvfp4_reduce_scatter(world, x, &y) : nvfp4_all_reduce_sum(world, x, &y);
   EXPECT_EQ_I(st, NVFP4_EMISMATCH);
