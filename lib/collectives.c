@@ -113,7 +113,7 @@ static int tags (const meta *all, int size) {
 ** The ranks agree on that allocation first: a rank out of memory could not
 ** take part in the gather, and its peers would wait in it
 ** (nvfp4i_comm_agree allocates nothing). */
-static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local,
+static nvfp4_status agree (nvfp4_comm *c, const char *what, int layer, nvfp4_status local,
                            const char *when);
 
 
@@ -147,7 +147,7 @@ static nvfp4_status gather_metas (nvfp4_comm *c, const char *what, const meta *m
       st = nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the metadata table "
                        "for %d ranks", what, c->size);
   }
-  if ((st = agree(c, what, st, when)) != NVFP4_OK) return st;
+  if ((st = agree(c, what, 0, st, when)) != NVFP4_OK) return st;
   return nvfp4i_comm_all_gather_host(c, mine, sizeof *mine, *all);
 }
 
@@ -245,11 +245,11 @@ static int op_hash (const char *s) {
 }
 
 
-/* nvfp4i_comm_agree; when: after "rank r failed" in the peers' message.
-** A failure comes first: a rank telling its peers of its bad argument may
-** be in another call (the Lua binding's plain gather of nothing beside
-** their NVFP4 gather). */
-static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local,
+/* nvfp4i_comm_agree_layer (layer 0: nvfp4i_comm_agree); when: after "rank
+** r failed" in the peers' message.  A failure comes first: a rank telling
+** its peers of its bad argument may be in another call (the Lua binding's
+** plain gather of nothing beside their NVFP4 gather). */
+static nvfp4_status agree (nvfp4_comm *c, const char *what, int layer, nvfp4_status local,
                            const char *when) {
   /* two small reductions and no allocation (a rank out of memory must
   ** still take part): the lowest failing rank and the call's hash (its
@@ -258,15 +258,16 @@ static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local,
   int v[3], r;
   local = nvfp4i_comm_usable(c, what, local);
   v[0] = local != NVFP4_OK ? c->size - c->rank : 0;
-  v[1] = op_hash(what);
+  v[1] = (int)(((uint32_t)op_hash(what) + (uint32_t)layer * 2654435761u) & 0x7fffffffu);
   v[2] = -v[1];
   if (MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
   if (v[0] == 0 && v[1] != -v[2]) {
     /* every rank is here (the same values): rank 0's call, the lowest rank
     ** in another, and that one's */
-    char mine[32] = "", n0[32], nr[32];
-    snprintf(mine, sizeof mine, "%s", what);
+    char mine[48] = "", n0[48], nr[48];
+    if (layer > 0) snprintf(mine, sizeof mine, "%.24s of layer #%d", what, layer);
+    else snprintf(mine, sizeof mine, "%.47s", what);
     if (first_differing(c, mine, (int)sizeof mine, n0, nr, &r) != MPI_SUCCESS)
       return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Bcast failed", what);
     return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks are in different calls on this "
@@ -285,7 +286,13 @@ static nvfp4_status agree (nvfp4_comm *c, const char *what, nvfp4_status local,
 
 
 nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what, nvfp4_status local) {
-  return agree(c, what, local, "");
+  return agree(c, what, 0, local, "");
+}
+
+
+nvfp4_status nvfp4i_comm_agree_layer (nvfp4_comm *c, const char *what, int layer,
+                                      nvfp4_status local) {
+  return agree(c, what, layer, local, "");
 }
 
 

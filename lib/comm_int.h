@@ -37,6 +37,10 @@ struct nvfp4_comm {
   ** used in different orders on different ranks would pair one comm's
   ** reduction with the other's there, and their counts would lie. */
   uint64_t serial, nreduce;
+  /* The Linear layers made over this comm so far (linear_create is
+  ** collective, so the same on every rank): a layer's number, which its
+  ** steps' agreements carry (nvfp4i_comm_agree_layer). */
+  int layers;
   /* A device collective that failed on this rank after the ranks agreed
   ** (kernels/cuda_comm.cu, "A failure after the agreement"): */
   double timeout_s;      /* longest wait on the ctx's stream ($NVFP4_NCCL_TIMEOUT) */
@@ -185,6 +189,12 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what
 ** quantize).  Local failure: returned as is; a peer's: EPEER naming it. */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree (nvfp4_comm *c, const char *what,
                                             nvfp4_status local);
+/* The same for a step of a Linear layer: layer is the layer's number on c
+** (nvfp4_comm.layers when it was made, 1 or more), so that ranks in the same
+** step of two layers that share the group ("linear_forward" of layer #1
+** and of layer #2) are in different calls: EMISMATCH naming both. */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_agree_layer (nvfp4_comm *c, const char *what,
+                                                  int layer, nvfp4_status local);
 /* MPI_MAX of n host floats in place, no agreement (the caller's ranks have
 ** agreed already: quantize with an amax group). */
 NVFP4I_FUNC nvfp4_status nvfp4i_comm_max_f32 (nvfp4_comm *c, float *v, int n);

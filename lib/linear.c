@@ -31,6 +31,7 @@ struct nvfp4_linear {
   nvfp4_linear_config cfg;
   int tp, rank;
   int uses_group;                   /* holds cfg.tp_group (nvfp4i_comm_use; not while created) */
+  int number;                       /* its number on cfg.tp_group (TP > 1): its steps' agreements */
   int64_t K_l, N_l;                 /* local weight [N_l, K_l] */
   nvfp4_tensor *w, *b;              /* parameters (params dtype) */
   /* saved by forward for backward */
@@ -233,7 +234,12 @@ nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg
   }
   else st = check_config(ctx, cfg, tp);
   if (st == NVFP4_OK) st = layer_new(ctx, cfg, tp, &l);
-  if (tp > 1) st = config_agree(cfg, st);
+  if (tp > 1) {
+    st = config_agree(cfg, st);
+    /* every rank of the group counts every create, failed or not */
+    if (l != NULL) l->number = ++cfg->tp_group->layers;
+    else cfg->tp_group->layers++;
+  }
   if (st != NVFP4_OK) {
     nvfp4_linear_destroy(l);
     return st;
@@ -384,7 +390,7 @@ static void drop_rowwise (nvfp4_tensor *t) {
 ** whose arguments fail keeps its error and its peers get NVFP4_EPEER
 ** naming it, instead of waiting in that collective. */
 static nvfp4_status agree_args (nvfp4_linear *l, const char *what, nvfp4_status local) {
-  if (l->tp > 1) return nvfp4i_comm_agree(l->cfg.tp_group, what, local);
+  if (l->tp > 1) return nvfp4i_comm_agree_layer(l->cfg.tp_group, what, l->number, local);
   return local;
 }
 

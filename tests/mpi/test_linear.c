@@ -805,6 +805,55 @@ static void test_one_rank_bad_arguments (void) {
 }
 
 
+/* Two layers over one group, and the last rank in the other's step (it
+** skipped one): its steps' agreements carry the layer's number, so every
+** rank gets EMISMATCH naming both layers.  The same step's name alone let
+** a column layer's forward pair with a row layer's rounds: one rank
+** returned OK, the ranks stayed a round apart and hung in a later call;
+** two layers alike completed with each other's data. */
+static void test_two_layers_one_group (void) {
+  const int64_t F = feat();
+  const int last = mc_size - 1;
+  nvfp4_linear_config ca = config(F, F, NVFP4_PARALLEL_COLUMN, 0);
+  nvfp4_linear_config cb = config(F, F, NVFP4_PARALLEL_ROW, 0);
+  nvfp4_linear *a = NULL, *b = NULL, *a2 = NULL;
+  nvfp4_tensor *x = randn(SHAPE3(32, 1, F), NVFP4_BF16, 1 + mc_rank);
+  nvfp4_tensor *xr = randn(SHAPE3(32, 1, F / mc_size), NVFP4_BF16, 2 + mc_rank);
+  nvfp4_tensor *y = NULL, *dy = NULL, *dx = NULL;
+  nvfp4_status st;
+  char want[192];
+  if (mc_size < 2) return;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &ca, &a));
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &cb, &b));
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &ca, &a2));
+  st = mc_rank == last ? nvfp4_linear_forward(b, xr, &y) : nvfp4_linear_forward(a, x, &y);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  EXPECT(y == NULL);
+  /* the layers' numbers on a group count from its first layer: read them
+  ** from the message's pattern (other tests' layers came before) */
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "the ranks are in different calls on this comm: rank ");
+  snprintf(want, sizeof want, "rank %d in linear_forward of layer #", last);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+  /* two layers alike: the same */
+  st = nvfp4_linear_forward(mc_rank == last ? a2 : a, x, &y);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
+  EXPECT(y == NULL);
+  /* the group still works, in step: forward and backward of each */
+  EXPECT_OK(nvfp4_linear_forward(a, x, &y));
+  if (y != NULL) {
+    dy = randn(nvfp4_tensor_shape(y), NVFP4_BF16, 5 + mc_rank);
+    EXPECT_OK(nvfp4_linear_backward(a, dy, &dx, NULL, NULL));
+    nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(y);
+    y = dx = NULL;
+  }
+  EXPECT_OK(nvfp4_linear_forward(b, xr, &y));
+  EXPECT_OK(nvfp4_all_reduce_sum(world, xr, &dx));
+  nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(y);
+  nvfp4_linear_destroy(a); nvfp4_linear_destroy(b); nvfp4_linear_destroy(a2);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(xr);
+}
+
+
 /* te.Linear's NVFP4 quantizer refuses an input whose M is not a multiple
 ** of 16 for any usage (create_tensor's check), so a frozen weight, whose
 ** input is quantized rowwise only, does not make M = 24 acceptable (the
@@ -873,6 +922,7 @@ int main (int argc, char **argv) {
   RUN(test_config_and_usage_errors);
   RUN(test_one_rank_bad_arguments);
   RUN(test_create_agreement);
+  RUN(test_two_layers_one_group);
   RUN(test_frozen_weight_input_m24_refused);
   RUN(test_frozen_weight_grad_output_usages);
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
