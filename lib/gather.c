@@ -188,8 +188,23 @@ static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
     nvfp4_tensor_destroy(full);
     return st;
   }
-  /* Every rank holds the same gathered tensor: no amax reduction needed. */
-  qo.amax_group = NULL;
+  /* Every rank holds the same gathered tensor, and quantizes it with the
+  ** same options: a given amax (which may differ per rank, as the shards'
+  ** may) is MAX-reduced over c, as the shards' path reduces it, and SR takes
+  ** rank 0's seed and offset.  Each rank's own gave each rank other bytes.
+  ** Every rank is here (the shapes and the SR flag were agreed). */
+  qo.amax_group = c;
+  if (qo.sr) {
+    uint64_t so[2];
+    so[0] = qo.sr_seed;
+    so[1] = qo.sr_offset;
+    if (MPI_Bcast(so, 2, MPI_UINT64_T, 0, c->mpi) != MPI_SUCCESS) {
+      nvfp4_tensor_destroy(full);
+      return nvfp4i_fail(ctx, NVFP4_EMPI, "all_gather: MPI_Bcast of the SR seed failed");
+    }
+    qo.sr_seed = so[0];
+    qo.sr_offset = so[1];
+  }
   st = nvfp4_quantize(ctx, full, &qo, &h->out);
   nvfp4_tensor_destroy(full);
   return st;

@@ -525,8 +525,9 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** A group of one rank ignores the rule: TE's gather_along_first_dim
 ** quantizes and returns at world size 1, before the rule is reached.
 ** A plain shard that is not quantizable locally (M or K % 16 != 0) is
-** gathered in high precision and quantized afterwards (= quantize(full));
-** the gathered tensor must then have M % 16 == 0 and K % 16 == 0 (EINVAL
+** gathered in high precision and quantized afterwards (= quantize(full),
+** the same bytes on every rank: a given amax MAX-reduced over c as on the
+** shards' path, SR with rank 0's sr_seed and sr_offset); the gathered tensor must then have M % 16 == 0 and K % 16 == 0 (EINVAL
 ** "not quantizable either" on every rank otherwise).
 ** Details (lib/gather.c): x needs ndim >= 2; only dim 0 is gathered (a
 ** batch-first [B, S, H] sharded on S must be transposed first: BH-28).  The

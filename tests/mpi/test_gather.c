@@ -557,6 +557,28 @@ static void test_fallback (void) {
   EXPECT_EQ_I(nvfp4_handle_finish_count(h), 1);
   nvfp4_handle_destroy(h);
   nvfp4_tensor_destroy(ref);
+  /* options that differ per rank: a given amax (the group's MAX, as the
+  ** shards' path reduces it) and the SR seed and offset (rank 0's): every
+  ** rank holds the same bytes (each quantized with its own before) */
+  {
+    nvfp4_qopts oa = qopts(1, 1, 0, NULL), ea;
+    nvfp4_gather_opts ga;
+    oa.has_amax = 1;
+    oa.amax[0] = oa.amax[1] = 10.0f + (float)mc_rank;
+    oa.sr = 1;
+    oa.sr_seed = 100 + (uint64_t)mc_rank;
+    oa.sr_offset = 7 * (uint64_t)mc_rank;
+    ea = oa;
+    ea.amax[0] = ea.amax[1] = 10.0f + (float)(P - 1);
+    ea.sr_seed = 100;
+    ea.sr_offset = 0;
+    ga = gopts_plain(&oa, NVFP4_CW_FLAT2D);
+    ref = quant(full, &ea);
+    EXPECT_OK(nvfp4_all_gather(world, x, &ga, &g));
+    expect_same_fp4(g, ref, "fallback with a given amax and an SR seed per rank");
+    nvfp4_tensor_destroy(g);
+    nvfp4_tensor_destroy(ref);
+  }
 
   /* variant: the shard was quantized rowwise-only; columnwise is wanted */
   q = quant(x, &orow);
