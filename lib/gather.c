@@ -135,8 +135,11 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
       p->q.four_over_six = x->four_over_six;
       p->q.four_over_six_emax448 = x->four_over_six && !x->emax256;
     }
-    p->flags |= (x->has_row ? NVFP4I_META_HAVE_ROW : 0) |
-                (x->has_col ? NVFP4I_META_HAVE_COL : 0) |
+    /* the presence of the wanted usages only (whether this rank
+    ** requantizes): a copy not gathered may differ per rank (a layer's
+    ** keep_operands keeps the saved input's rowwise copy on that rank) */
+    p->flags |= (p->row && x->has_row ? NVFP4I_META_HAVE_ROW : 0) |
+                (p->col && x->has_col ? NVFP4I_META_HAVE_COL : 0) |
                 (x->four_over_six ? NVFP4I_META_FO6 : 0) |
                 (x->emax256 ? NVFP4I_META_EMAX256 : 0);
     /* shards used as they are must have been made alike: the gathered

@@ -854,6 +854,39 @@ static void test_two_layers_one_group (void) {
 }
 
 
+/* keep_operands is each rank's own (nvfp4.h): a column+SP layer keeping
+** its operands on rank 0 only still runs backward, with the same results
+** as with keep_operands nowhere.  The saved input then had a rowwise copy
+** on rank 0 only, and the wgrad re-gather of its columnwise copy refused
+** the difference (EMISMATCH over "has rowwise" on every rank). */
+static void test_keep_operands_per_rank (void) {
+  const int64_t F = feat();
+  nvfp4_linear_config c = config(F, F, NVFP4_PARALLEL_COLUMN, 1);
+  nvfp4_linear *l = NULL, *l0 = NULL;
+  nvfp4_tensor *x = randn(SHAPE3(32, 1, F), NVFP4_BF16, 1 + mc_rank), *dy = NULL;
+  nvfp4_tensor *y = NULL, *dx = NULL, *dw = NULL, *y0 = NULL, *dx0 = NULL, *dw0 = NULL;
+  if (mc_size < 2) return;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l0));
+  c.keep_operands = mc_rank == 0;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  EXPECT_OK(nvfp4_linear_forward(l0, x, &y0));
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  if (y != NULL && y0 != NULL) {
+    dy = randn(nvfp4_tensor_shape(y), NVFP4_BF16, 9 + mc_rank);
+    EXPECT_OK(nvfp4_linear_backward(l0, dy, &dx0, &dw0, NULL));
+    EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
+    if (dx != NULL && dx0 != NULL && dw != NULL && dw0 != NULL) {
+      EXPECT(relerr(world, dx, dx0) == 0.0);
+      EXPECT(relerr(world, dw, dw0) == 0.0);
+    }
+  }
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy);
+  nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dw);
+  nvfp4_tensor_destroy(y0); nvfp4_tensor_destroy(dx0); nvfp4_tensor_destroy(dw0);
+  nvfp4_linear_destroy(l); nvfp4_linear_destroy(l0);
+}
+
+
 /* te.Linear's NVFP4 quantizer refuses an input whose M is not a multiple
 ** of 16 for any usage (create_tensor's check), so a frozen weight, whose
 ** input is quantized rowwise only, does not make M = 24 acceptable (the
@@ -923,6 +956,7 @@ int main (int argc, char **argv) {
   RUN(test_one_rank_bad_arguments);
   RUN(test_create_agreement);
   RUN(test_two_layers_one_group);
+  RUN(test_keep_operands_per_rank);
   RUN(test_frozen_weight_input_m24_refused);
   RUN(test_frozen_weight_grad_output_usages);
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
