@@ -388,8 +388,7 @@ nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
   nvfp4_status st;
   CHECK(plain_begin(c, x, out, "all_gather_plain", 0));
   ctx = c->ctx;
-  g = x->shape;
-  g.dim[0] *= c->size;
+  CHECK(nvfp4i_gathered_shape(ctx, "all_gather_plain", x->shape, c->size, &g));  /* agreed shapes */
   st = nvfp4i_tensor_alloc_plain_uninit(ctx, g, x->dtype, &t);  /* the gather writes every byte */
   CHECK(nvfp4i_comm_agree(c, "all_gather_plain", st));
   st = nvfp4i_comm_all_gather_bytes(c, "all_gather_plain", x->data.p, x->data.nbytes,
@@ -494,8 +493,7 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
   CHECK(plain_begin(c, x, out, "all_reduce_sum", 1));
   ctx = c->ctx;
   n = (size_t)nvfp4_shape_numel(x->shape);
-  g = x->shape;
-  g.dim[0] *= c->size;
+  CHECK(nvfp4i_gathered_shape(ctx, "all_reduce_sum", x->shape, c->size, &g));
   memset(&recv, 0, sizeof recv);
   st = nvfp4i_tensor_alloc_plain(ctx, x->shape, x->dtype, &t);
   if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, g, nvfp4_dtype_size(x->dtype));

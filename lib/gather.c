@@ -347,6 +347,10 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   memset(&p, 0, sizeof p);
   memset(&s, 0, sizeof s);
   if (lst == NVFP4_OK) lst = make_plan(ctx, x, g, &p);
+  if (lst == NVFP4_OK) {
+    nvfp4_shape gs;                   /* prepare's, checked here (before the rounds) */
+    lst = nvfp4i_gathered_shape(ctx, "all_gather", x->shape, c->size, &gs);
+  }
   /* An FP4 input used as it is: set up before the metadata round, so that
   ** the round also agrees on the set-up and (TE aliases the amaxes, see
   ** below) on the amaxes of the usages gathered. */

@@ -281,6 +281,11 @@ NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_plain_uninit (nvfp4_ctx *ctx,
 NVFP4I_FUNC nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx,
                                               const nvfp4_tensor *t,
                                               const char *what);
+/* The shape of x's gather over n ranks ([n*d0, d1, ..]) into *g; EINVAL
+** when n*d0 passes 2^63 - 1 (a shard with a zero dim may have any d0).
+** Local: ranks whose shapes agree reach the same verdict. */
+NVFP4I_FUNC nvfp4_status nvfp4i_gathered_shape (nvfp4_ctx *ctx, const char *what,
+                                                nvfp4_shape x, int n, nvfp4_shape *g);
 /* t->amax[] up to date: an amax still in backend memory (amax_pending) is
 ** read back (this waits for the work queued before it on t's context) and
 ** kept.  Every host reader of an FP4 tensor's amax calls it first.  Errors:

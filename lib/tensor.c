@@ -102,6 +102,18 @@ nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx, const nvfp4_tensor *t,
 }
 
 
+nvfp4_status nvfp4i_gathered_shape (nvfp4_ctx *ctx, const char *what, nvfp4_shape x, int n,
+                                    nvfp4_shape *g) {
+  char sb[128];
+  FAIL_IF(ctx, n > 0 && x.dim[0] > INT64_MAX / n, NVFP4_EINVAL,
+          "%s: x %s: the gathered dim 0 (%lld x %d ranks) is past 2^63 - 1", what,
+          nvfp4_shape_format(x, sb, sizeof sb), (long long)x.dim[0], n);
+  *g = x;
+  g->dim[0] *= n;
+  return NVFP4_OK;
+}
+
+
 static nvfp4_status alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype dt,
                                  int zero, nvfp4_tensor **out) {
   nvfp4_tensor *t;

@@ -1120,6 +1120,31 @@ static void test_empty_shards (void) {
     nvfp4_tensor_destroy(g);
   }
   nvfp4_tensor_destroy(x);
+  /* an empty shard may have any dim 0, but the gathered one must fit int64:
+  ** 2^62 on 2 ranks or more is refused on every rank, the gathers and the
+  ** sum alike (it overflowed: [0, 0, 16] at 4 ranks, a negative dim 0 at 2) */
+  g = NULL;
+  EXPECT_OK(nvfp4_tensor_create(mc_ctx, SHAPE3(INT64_C(1) << 62, 0, 16), NVFP4_F32, &x));
+  if (x != NULL && mc_size > 1) {
+    char want[128];
+    snprintf(want, sizeof want, "x [4611686018427387904, 0, 16]: the gathered dim 0 "
+             "(4611686018427387904 x %d ranks) is past 2^63 - 1", mc_size);
+    EXPECT_ST(nvfp4_all_gather(world, x, &gf, &g), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+    EXPECT(g == NULL);
+    EXPECT_ST(nvfp4_all_gather_plain(world, x, &g), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+    EXPECT_ST(nvfp4_all_reduce_sum(world, x, &g), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "all_reduce_sum: x [4611686018427387904, 0, 16]");
+    EXPECT(g == NULL);
+  }
+  nvfp4_tensor_destroy(x);
+  /* 2^62 / size fits: gathered, empty */
+  EXPECT_OK(nvfp4_tensor_create(mc_ctx, SHAPE3((INT64_C(1) << 62) / mc_size, 0, 16), NVFP4_F32, &x));
+  EXPECT_OK(nvfp4_all_gather_plain(world, x, &g));
+  if (g != NULL) EXPECT(nvfp4_tensor_shape(g).dim[0] == (INT64_C(1) << 62) / mc_size * mc_size);
+  nvfp4_tensor_destroy(g);
+  nvfp4_tensor_destroy(x);
 }
 
 
