@@ -499,8 +499,12 @@ static nvfp4_status rel_error_sums (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   CHECK_ARG(ctx, x, "rel_error");
   CHECK_ARG(ctx, ref, "rel_error");
   CHECK_ARG(ctx, err, "rel_error");
+  FAIL_IF(ctx, x->ctx != ctx, NVFP4_EUSAGE, "rel_error: x belongs to another context than "
+          "the group (its ctx %p, %s backend; the group's %p, %s)", (void *)x->ctx,
+          x->ctx->ops->name, (void *)ctx, ctx->ops->name);
   FAIL_IF(ctx, ref->ctx != ctx, NVFP4_EUSAGE, "rel_error: ref belongs to another context "
-          "than x (%s backend, x's %s)", ref->ctx->ops->name, ctx->ops->name);
+          "than %s (its ctx %p, %s backend; %p, %s)", x->ctx == ctx ? "x" : "the group",
+          (void *)ref->ctx, ref->ctx->ops->name, (void *)ctx, ctx->ops->name);
   FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
           "rel_error: x has dtype %s (fp32 or bf16 expected)", nvfp4_dtype_name(x->dtype));
   FAIL_IF(ctx, ref->dtype != NVFP4_F32 && ref->dtype != NVFP4_BF16, NVFP4_EINVAL,
@@ -528,14 +532,13 @@ done:
 
 nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
                               const nvfp4_tensor *ref, double *err) {
-  nvfp4_ctx *ctx = x != NULL ? x->ctx : c != NULL ? c->ctx : NULL;
+  /* the group's context when there is a group (the failure's message is
+  ** kept there, where its peers' EPEER is), else x's */
+  nvfp4_ctx *ctx = c != NULL ? c->ctx : x != NULL ? x->ctx : NULL;
   double sums[2] = {0, 0};
   nvfp4_status st;
   if (ctx == NULL) return NVFP4_EINVAL;
   st = rel_error_sums(ctx, x, ref, err, sums);
-  if (st == NVFP4_OK && c != NULL && c->ctx != ctx)
-    st = nvfp4i_fail(ctx, NVFP4_EUSAGE, "rel_error: x belongs to another context than the "
-                     "group (%s backend, the group's %s)", ctx->ops->name, c->ctx->ops->name);
   if (c != NULL && c->size > 1) {
     /* every rank's verdict first: a rank that failed here must not leave
     ** the others in the sum */

@@ -322,6 +322,24 @@ static void test_errors (void) {
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 0 ? "rel_error: ref is NULL" : "rank 0 failed");
     EXPECT_OK(nvfp4_rel_error(world, a, b, &e));
     EXPECT(e == 0.0);
+    /* x of another context on the last rank: the message is in the group's
+    ** context (where the peers' EPEER is), naming x (it went to x's
+    ** context and named ref, the one of the group's) */
+    {
+      nvfp4_ctx *other = NULL;
+      nvfp4_tensor *xo = NULL;
+      const int last = mc_size - 1;
+      EXPECT_OK(nvfp4_ctx_create(NVFP4_BACKEND_CPU, &other, NULL));
+      if (other != NULL)
+        EXPECT_OK(nvfp4_tensor_from_host(other, SHAPE2(2, 16), NVFP4_F32, (float[32]){0},
+                                         32 * sizeof(float), &xo));
+      st = nvfp4_rel_error(world, mc_rank == last ? xo : a, b, &e);
+      EXPECT_EQ_I(st, mc_rank == last ? NVFP4_EUSAGE : NVFP4_EPEER);
+      EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == last ? "rel_error: x belongs to another "
+                    "context than the group" : "failed");
+      nvfp4_tensor_destroy(xo);
+      nvfp4_ctx_destroy(other);
+    }
     nvfp4_tensor_destroy(a);
     nvfp4_tensor_destroy(b);
   }
