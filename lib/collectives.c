@@ -231,6 +231,9 @@ nvfp4_status nvfp4i_comm_check_amax (nvfp4_comm *c, const char *what,
 
 
 nvfp4_status nvfp4i_comm_usable (nvfp4_comm *c, const char *what, nvfp4_status local) {
+  if (local == NVFP4_OK && c->closing && c->in_layer == 0)
+    return nvfp4i_fail(c->ctx, NVFP4_EUSAGE, "%s: this comm was destroyed (nvfp4_comm_destroy): "
+                       "only the layers made with it before may still use it", what);
   if (local != NVFP4_OK || !c->aborted) return local;
   return nvfp4i_fail(c->ctx, NVFP4_EUSAGE, "%s: this comm's NCCL communicator was aborted "
                      "(%s): destroy the comm and make a new one", what, c->aborted_why);

@@ -27,6 +27,7 @@ struct nvfp4_comm {
   void *nccl;            /* ncclComm_t when transport == NVFP4I_NCCL */
   int users;             /* layers borrowing it (nvfp4i_comm_use) */
   int closing;           /* nvfp4_comm_destroy came while users > 0 */
+  int in_layer;          /* a layer's step runs on it: it may use c when closing */
   /* This process's number for the comm (never reused), and the count of
   ** the amax reductions done over it (a quantize with amax_group; the
   ** same on every rank: each is collective): a tensor whose amax came from

@@ -110,6 +110,9 @@ static nvfp4_status add_bias (nvfp4_ctx *ctx, nvfp4_tensor *y, const nvfp4_tenso
 
 static nvfp4_status check_config (nvfp4_ctx *ctx, const nvfp4_linear_config *c, int tp) {
   const nvfp4_recipe *r = &c->recipe;
+  FAIL_IF(ctx, c->tp_group != NULL && c->tp_group->closing, NVFP4_EUSAGE,
+          "linear: tp_group was destroyed (nvfp4_comm_destroy): only the layers made with it "
+          "before may still use it");
   FAIL_IF(ctx, c->in_features <= 0 || c->in_features % NVFP4_BLOCK != 0, NVFP4_EINVAL,
           "linear: in_features %lld is not a positive multiple of 16",
           (long long)c->in_features);
@@ -441,8 +444,37 @@ static nvfp4_status check_input_m (nvfp4_linear *l, const nvfp4_tensor *x) {
 }
 
 
+/* A step of l, with its group marked as in use by a layer (a group
+** destroyed while the layer holds it stays usable by the layer alone). */
+#define LAYER_STEP(l, call) do {                                           \
+    nvfp4_comm *g_ = (l) != NULL && (l)->uses_group ? (l)->cfg.tp_group : NULL; \
+    nvfp4_status s_;                                                       \
+    if (g_ != NULL) g_->in_layer++;                                        \
+    s_ = (call);                                                           \
+    if (g_ != NULL) g_->in_layer--;                                        \
+    return s_;                                                             \
+  } while (0)
+
+
+static nvfp4_status forward (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tensor **y);
+static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_tensor **dx,
+                              nvfp4_tensor **dw, nvfp4_tensor **db);
+
+
 nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
                                    nvfp4_tensor **y) {
+  LAYER_STEP(l, forward(l, x, y));
+}
+
+
+nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
+                                    nvfp4_tensor **dx, nvfp4_tensor **dw,
+                                    nvfp4_tensor **db) {
+  LAYER_STEP(l, backward(l, dy, dx, dw, db));
+}
+
+
+static nvfp4_status forward (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tensor **y) {
   const nvfp4_linear_config *c;
   nvfp4_ctx *ctx;
   nvfp4_tensor *qx = NULL, *gx = NULL, *out = NULL, *red = NULL;
@@ -602,9 +634,8 @@ static nvfp4_status backward_args (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp
 }
 
 
-nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
-                                    nvfp4_tensor **dx, nvfp4_tensor **dw,
-                                    nvfp4_tensor **db) {
+static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_tensor **dx,
+                              nvfp4_tensor **dw, nvfp4_tensor **db) {
   const nvfp4_linear_config *c;
   nvfp4_ctx *ctx;
   nvfp4_tensor *gdy = NULL, *dxf = NULL, *dxo = NULL, *xw = NULL, *dwo = NULL,

@@ -459,8 +459,9 @@ const char  *nvfp4_comm_transport (const nvfp4_comm *c);
 ** $NVFP4_NCCL_TIMEOUT, and a failure found then is left in
 ** nvfp4_last_error).  Destroy it after the layers that
 ** use it: a comm destroyed while a layer still has it stays usable by that
-** layer and is freed with the last such layer (no further call may use it
-** otherwise; a layer destroyed after MPI_Finalize frees the comm's memory
+** layer and is freed with the last such layer (any other call on it, a
+** new layer over it included, gets EUSAGE "this comm was destroyed", its
+** peers EPEER; a layer destroyed after MPI_Finalize frees the comm's memory
 ** and leaves its MPI communicator to MPI's teardown). */
 void         nvfp4_comm_destroy (nvfp4_comm *c);
 /* Collective: split into tensor-parallel groups of tp consecutive ranks

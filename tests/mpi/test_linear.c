@@ -729,6 +729,25 @@ static void test_create_agreement (void) {
     x = randn(SHAPE3(32 * mc_size, 1, 64), NVFP4_BF16, 1 + mc_rank);
     EXPECT_OK(nvfp4_linear_forward(l, x, &y));
     if (y) EXPECT_SHAPE(nvfp4_tensor_shape(y), SHAPE3(32, 1, 64));
+    /* but only that layer: a collective, a split or a new layer on the
+    ** destroyed group is refused on every rank (they ran) */
+    {
+      nvfp4_tensor *o = NULL;
+      nvfp4_comm *s2 = NULL;
+      nvfp4_linear *l2 = NULL;
+      EXPECT_ST(nvfp4_all_gather_plain(g, x, &o), NVFP4_EUSAGE);
+      EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "all_gather_plain: this comm was destroyed");
+      EXPECT(o == NULL);
+      EXPECT_ST(nvfp4_comm_split(g, 1, &s2), NVFP4_EUSAGE);
+      EXPECT(s2 == NULL);
+      EXPECT_ST(nvfp4_comm_barrier(g), NVFP4_EUSAGE);
+      EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l2), NVFP4_EUSAGE);
+      EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "linear: tp_group was destroyed");
+      EXPECT(l2 == NULL);
+    }
+    nvfp4_tensor_destroy(y);
+    y = NULL;
+    EXPECT_OK(nvfp4_linear_forward(l, x, &y));       /* the layer still can */
     nvfp4_tensor_destroy(x);
     nvfp4_tensor_destroy(y);
     nvfp4_linear_destroy(l);
