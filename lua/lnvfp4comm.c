@@ -502,6 +502,54 @@ static void wd_copy (char *dst, size_t n, const char *src) {
 }
 
 
+/* Failure notes: a rank whose case failed tells the others (nvfp4.
+** tell_failure), and a rank waiting in a collective over it in that case
+** (nvfp4.watchdog_case, nvfp4.watchdog_wait) ends the job half a second
+** later, naming it, instead of waiting out the case's timeout.  The
+** watchdog's thread receives the notes (MPI_THREAD_MULTIPLE; without it
+** nothing is received and the timeout stays the only end), on a
+** communicator of their own made at start-up (nvfp4L_notes_init).  All
+** under wd.mu. */
+#define NOTE_TAG 77
+#define NOTE_CONFIRM 0.5           /* s the rank must still wait after the note */
+typedef struct fnote { long long kase; char text[1016]; } fnote;
+static struct {
+  MPI_Comm comm;                   /* MPI_COMM_NULL: notes off */
+  int size, rank;
+  long long kase;                  /* the case under way on this rank, 0: none */
+  int waiting;                     /* in a collective over the ranks marked in member */
+  unsigned serial;                 /* of that wait */
+  unsigned char *member;           /* [size] */
+  fnote *got;                      /* [size]: each rank's latest note */
+  int noted;                       /* a note matched wait `noted_serial` at noted_at */
+  unsigned noted_serial;
+  struct timespec noted_at;
+  struct { fnote n; MPI_Request rq[64]; int nrq; } out[8];   /* notes sent, in flight */
+  int nout;
+} fn = {MPI_COMM_NULL, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, {0, 0}, {{{0, ""}, {0}, 0}}, 0};
+
+
+static double ts_diff (const struct timespec *a, const struct timespec *b) {
+  return (double)(a->tv_sec - b->tv_sec) + 1e-9 * (double)(a->tv_nsec - b->tv_nsec);
+}
+
+
+void nvfp4L_notes_init (void) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  MPI_Comm_size(MPI_COMM_WORLD, &fn.size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &fn.rank);
+  fn.member = (unsigned char *)calloc((size_t)fn.size, 1);
+  fn.got = (fnote *)calloc((size_t)fn.size, sizeof *fn.got);
+  /* collective, on every rank alike: the verdict must be too */
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &fn.comm) != MPI_SUCCESS) fn.comm = MPI_COMM_NULL;
+  if (level != MPI_THREAD_MULTIPLE || fn.member == NULL || fn.got == NULL || fn.size < 2) {
+    if (fn.comm != MPI_COMM_NULL) MPI_Comm_free(&fn.comm);
+    fn.comm = MPI_COMM_NULL;
+  }
+}
+
+
 static void wd_fire (void) {
   int rank = 0, level = MPI_THREAD_SINGLE, fin = 0;
   MPI_Finalized(&fin);                  /* callable after MPI_Finalize, the others not */
@@ -528,28 +576,189 @@ static void wd_fire (void) {
 }
 
 
+/* A note from rank `from`, a member of the collective this rank waits in,
+** about the case under way: the job ends (status 1, a case failed). */
+static void fn_fire (int from) {
+  int r = fn.rank;
+  fprintf(stderr, "[rank %d] %s: rank %d failed in this case and will not join it: %s\n", r,
+          wd.label, from, fn.got[from].text);
+  if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", r, wd.note);
+  fflush(stderr);
+  if (wd.stdout_prefix[0] != '\0')
+    printf("%s [rank %d] %s: rank %d failed in this case and will not join it\n", wd.stdout_prefix,
+           r, wd.label, from);
+  fflush(stdout);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  _exit(1);
+}
+
+
+static int fn_polling (void) {
+  return fn.comm != MPI_COMM_NULL && fn.waiting && fn.kase > 0;
+}
+
+
+/* The notes that have arrived, kept per sender; then a member's note
+** about this case ends the job once this rank has waited NOTE_CONFIRM more
+** in the same collective (a collective the failed rank had just left, and
+** this one was leaving too, does not). */
+static void fn_poll (const struct timespec *now) {
+  int flag = 1, s;
+  while (flag) {
+    MPI_Message m;
+    MPI_Status st;
+    fnote n;
+    if (MPI_Improbe(MPI_ANY_SOURCE, NOTE_TAG, fn.comm, &flag, &m, &st) != MPI_SUCCESS || !flag) break;
+    memset(&n, 0, sizeof n);
+    if (MPI_Mrecv(&n, (int)sizeof n, MPI_BYTE, &m, &st) != MPI_SUCCESS) break;
+    n.text[sizeof n.text - 1] = '\0';
+    if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < fn.size) fn.got[st.MPI_SOURCE] = n;
+  }
+  for (s = 0; s < fn.size; s++) {
+    if (s == fn.rank || !fn.member[s] || fn.got[s].kase != fn.kase) continue;
+    if (!fn.noted || fn.noted_serial != fn.serial) {
+      fn.noted = 1;
+      fn.noted_serial = fn.serial;
+      fn.noted_at = *now;
+    }
+    else if (ts_diff(now, &fn.noted_at) >= NOTE_CONFIRM) fn_fire(s);
+    return;
+  }
+}
+
+
 static void *wd_main (void *arg) {
   pthread_mutex_lock(&wd.mu);
   for (;;) {
-    if (!wd.armed)
-      pthread_cond_wait(&wd.cv, &wd.mu);
-    else if (pthread_cond_timedwait(&wd.cv, &wd.mu, &wd.deadline) == ETIMEDOUT && wd.armed) {
-      struct timespec now;
-      clock_gettime(CLOCK_REALTIME, &now);
-      if (now.tv_sec > wd.deadline.tv_sec ||
-          (now.tv_sec == wd.deadline.tv_sec && now.tv_nsec >= wd.deadline.tv_nsec))
-        wd_fire();
+    struct timespec until, now;
+    int timed = wd.armed;
+    if (timed) until = wd.deadline;
+    if (fn_polling()) {                /* every 20 ms while waiting in a collective */
+      struct timespec p;
+      clock_gettime(CLOCK_REALTIME, &p);
+      p.tv_nsec += 20000000L;
+      if (p.tv_nsec >= 1000000000L) { p.tv_sec++; p.tv_nsec -= 1000000000L; }
+      if (!timed || ts_diff(&p, &until) < 0) until = p;
+      timed = 1;
     }
+    if (!timed) {
+      pthread_cond_wait(&wd.cv, &wd.mu);
+      continue;
+    }
+    if (pthread_cond_timedwait(&wd.cv, &wd.mu, &until) != ETIMEDOUT) continue;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (wd.armed && ts_diff(&now, &wd.deadline) >= 0) wd_fire();
+    if (fn_polling()) fn_poll(&now);
   }
   return NULL;
 }
 
 
+/* nvfp4.watchdog_case(k): case k (an integer > 0) is under way on this rank,
+** or none (nil, 0): notes about case k from the ranks of a collective this
+** rank waits in end the job (see nvfp4.watchdog_wait). */
+static int mod_watchdog_case (lua_State *L) {
+  lua_Integer k = luaL_optinteger(L, 1, 0);
+  luaL_argcheck(L, k >= 0, 1, "case number must be >= 0");
+  pthread_mutex_lock(&wd.mu);
+  fn.kase = (long long)k;
+  fn.waiting = 0;
+  pthread_mutex_unlock(&wd.mu);
+  return 0;
+}
+
+
+/* nvfp4.watchdog_wait(comm): this rank is about to wait in a collective over
+** comm (its ranks are the ones whose notes count); nvfp4.watchdog_wait()
+** after it.  Wakes the watchdog's thread, which starts to poll. */
+static int mod_watchdog_wait (lua_State *L) {
+  nvfp4_comm *c = lua_isnoneornil(L, 1) ? NULL : nvfp4L_tocomm(L, 1);
+  int n = 0, i;
+  int *in = NULL, *w = NULL;
+  if (c != NULL && fn.comm != MPI_COMM_NULL) {
+    MPI_Group g, wg;
+    n = nvfp4_comm_size(c);
+    in = (int *)lua_newuserdatauv(L, 2 * sizeof(int) * (size_t)n, 0);
+    w = in + n;
+    for (i = 0; i < n; i++) in[i] = i;
+    if (MPI_Comm_group(nvfp4_comm_mpi(c), &g) != MPI_SUCCESS) n = 0;
+    else {
+      if (MPI_Comm_group(MPI_COMM_WORLD, &wg) != MPI_SUCCESS ||
+          MPI_Group_translate_ranks(g, n, in, wg, w) != MPI_SUCCESS) n = 0;
+      MPI_Group_free(&wg);
+      MPI_Group_free(&g);
+    }
+  }
+  pthread_mutex_lock(&wd.mu);
+  fn.waiting = c != NULL && n > 0;
+  if (fn.waiting) {
+    fn.serial++;
+    memset(fn.member, 0, (size_t)fn.size);
+    for (i = 0; i < n; i++)
+      if (w[i] >= 0 && w[i] < fn.size) fn.member[w[i]] = 1;
+    pthread_cond_signal(&wd.cv);
+  }
+  pthread_mutex_unlock(&wd.mu);
+  return 0;
+}
+
+
+/* nvfp4.tell_failure(k, message): case k failed on this rank; every other
+** rank gets a note (the message cut to 1015 bytes).  Returns nothing; does
+** nothing where notes are off (one rank, no MPI_THREAD_MULTIPLE). */
+static int mod_tell_failure (lua_State *L) {
+  lua_Integer k = luaL_checkinteger(L, 1);
+  const char *msg = luaL_checkstring(L, 2);
+  int i, r, slot = -1;
+  luaL_argcheck(L, k > 0, 1, "case number must be > 0");
+  if (fn.comm == MPI_COMM_NULL) return 0;
+  /* notes still in flight from earlier failures: those done free their slot */
+  for (i = 0; i < fn.nout; i++) {
+    int done = 0;
+    MPI_Testall(fn.out[i].nrq, fn.out[i].rq, &done, MPI_STATUSES_IGNORE);
+    if (done) fn.out[i].nrq = 0;
+    if (fn.out[i].nrq == 0 && slot < 0) slot = i;
+  }
+  if (slot < 0 && fn.nout < (int)(sizeof fn.out / sizeof fn.out[0])) slot = fn.nout++;
+  if (slot < 0) return 0;          /* eight failures' notes unreceived: the timeout remains */
+  memset(&fn.out[slot].n, 0, sizeof fn.out[slot].n);
+  fn.out[slot].n.kase = (long long)k;
+  snprintf(fn.out[slot].n.text, sizeof fn.out[slot].n.text, "%s", msg);
+  for (r = 0; r < fn.size && fn.out[slot].nrq < 64; r++) {
+    if (r == fn.rank) continue;
+    if (MPI_Isend(&fn.out[slot].n, (int)sizeof fn.out[slot].n, MPI_BYTE, r, NOTE_TAG, fn.comm,
+                  &fn.out[slot].rq[fn.out[slot].nrq]) == MPI_SUCCESS)
+      fn.out[slot].nrq++;
+  }
+  return 0;
+}
+
+
 void nvfp4L_watchdog_settle (void) {
+  int i, flag = 1;
   /* held by a watchdog that fired: wait there for its end.  One armed and
   ** not yet due stays armed: it still ends a job whose peer hangs while
   ** this rank finalizes (wd_fire after MPI_Finalize: see there) */
   pthread_mutex_lock(&wd.mu);
+  fn.kase = 0;                     /* no more notes taken */
+  fn.waiting = 0;
+  if (fn.comm != MPI_COMM_NULL) {
+    /* notes nobody will read: received (the ones here) or let go */
+    while (flag) {
+      MPI_Message m;
+      fnote n;
+      if (MPI_Improbe(MPI_ANY_SOURCE, NOTE_TAG, fn.comm, &flag, &m, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+          !flag)
+        break;
+      MPI_Mrecv(&n, (int)sizeof n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+    }
+    for (i = 0; i < fn.nout; i++) {
+      int k;
+      for (k = 0; k < fn.out[i].nrq; k++)
+        if (fn.out[i].rq[k] != MPI_REQUEST_NULL) MPI_Request_free(&fn.out[i].rq[k]);
+      fn.out[i].nrq = 0;
+    }
+  }
   pthread_mutex_unlock(&wd.mu);
 }
 
@@ -661,4 +870,10 @@ void nvfp4L_open_comm (lua_State *L, int modidx) {
   lua_setfield(L, modidx, "world");
   lua_pushcfunction(L, mod_watchdog);
   lua_setfield(L, modidx, "watchdog");
+  lua_pushcfunction(L, mod_watchdog_case);
+  lua_setfield(L, modidx, "watchdog_case");
+  lua_pushcfunction(L, mod_watchdog_wait);
+  lua_setfield(L, modidx, "watchdog_wait");
+  lua_pushcfunction(L, mod_tell_failure);
+  lua_setfield(L, modidx, "tell_failure");
 }

@@ -353,6 +353,7 @@ int main (int argc, char **argv) {
   nvfp4_blas_select_core();        /* before any thread exists: it sets an env var */
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  /* the watchdog may abort */
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  nvfp4L_notes_init();
   L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "[rank %d] nvfp4-lua: cannot create a Lua state\n", rank);

@@ -751,8 +751,9 @@ local function guardcollectives (world)
   if type(methods) ~= "table" then return end     -- not the C closure we know
   -- f wrapped: inside a case the later deadline, and a label naming `what`
   -- (shown as "<what>"); `waits(...)` says whether this call can wait for
-  -- other ranks (nil: always)
-  local function guard (f, name, what, waits, plainfn)
+  -- other ranks (nil: always); `over(...)` gives the comm it waits over (nil:
+  -- its first argument), whose ranks' failure notes end the job
+  local function guard (f, name, what, waits, plainfn, over)
     return function (...)
       local label = deadline and current and current.label
       if label and waits and not waits(...) then label = nil end
@@ -760,8 +761,12 @@ local function guardcollectives (world)
         local at = debug.getinfo(2, "Sl")           -- the scenario's line, where two collectives could be
         at = at and at.currentline and at.currentline > 0 and (" at " .. at.short_src .. ":" .. at.currentline) or ""
         arm(1, label .. " (waiting in " .. what .. at .. " for the other ranks)")
+        local c
+        if over then c = over(...) else c = ... end
+        if type(c) == "userdata" and pcall(function () return c.size end) then nvfp4.watchdog_wait(c) end
       end
       local r = table.pack(pcall(f, ...))
+      if label then nvfp4.watchdog_wait() end
       if label and deadline then arm(0, label) end
       if not r[1] then error(relocate(r[2], name, 2, plainfn), 0) end
       return table.unpack(r, 2, r.n)
@@ -782,6 +787,9 @@ local function guardcollectives (world)
         lmt.__index[name] = guard(f, name, "linear:" .. name, function (l)
           local ok, cfg = pcall(l.config, l)
           return ok and cfg.tp > 1
+        end, nil, function (l)
+          local ok, cfg = pcall(l.config, l)
+          return ok and cfg.group or nil
         end)
       end
     end
@@ -792,7 +800,7 @@ local function guardcollectives (world)
   end
   nvfp4.quantize = guard(nvfp4.quantize, "quantize", "nvfp4.quantize (amax_group)", function (_, o)
     return type(o) == "table" and o.amax_group ~= nil
-  end, true)
+  end, true, function (_, o) return o.amax_group end)
 end
 
 --- sc.run(): run the selected cases on every rank, agree on each verdict,
@@ -968,8 +976,9 @@ function M.run ()
                            squote(replay_filter(c.name)))
     if out and o.junit then   -- provisional: what stays if the job ends inside this case
       results[#results + 1] = {name = c.name, case = c, verdict = FAIL, ranks = {}, seed = p.seed, time = 0,
-                               message = "the job ended during this case (a timeout, an os.exit or a "
-                                         .. "crash on some rank: see the job's output); replay: " .. replay,
+                               message = "the job ended during this case (a timeout, a rank's failure while "
+                                         .. "another waited for it in a collective, an os.exit or a crash "
+                                         .. "on some rank: see the job's output); replay: " .. replay,
                                detail = ""}
       writejunit(o.junit, script, results, seed, clock() - t_all)
       results[#results] = nil
@@ -980,8 +989,10 @@ function M.run ()
     deadline = {at = nvfp4.clock() + o.timeout, grace = math.max(0.5, 0.05 * o.timeout),
                 timeout = o.timeout, replay = replay}
     arm(0, label)
+    nvfp4.watchdog_case(i)              -- notes of a rank that fails it end a wait for that rank at once
     local t0 = clock()
     local ok, e = xpcall(c.fn, handler, p)
+    nvfp4.watchdog_case(0)
     local status, msg, detail = PASS, "", ""
     if not ok and getmetatable(e) == SKIPMARK then
       status, msg = SKIP, e.reason
@@ -997,6 +1008,8 @@ function M.run ()
                .. "that line: Lua keeps no line for such a call)"):format(info.short_src, info.linedefined, msg)
       end
       arm(0, label .. " (it failed on this rank: " .. msg .. "; the other ranks did not finish it)")
+      -- a rank waiting for this one in a collective of the case ends the job, naming it
+      nvfp4.tell_failure(i, msg)
     end
     if status ~= FAIL then
       arm(2, label .. " (it ended on this rank; the other ranks did not finish it)")

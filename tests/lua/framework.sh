@@ -205,33 +205,65 @@ for v in abc 0 -1 inf nan; do
     test "$rc" -eq 2 -a "$(count "timeout must be a positive, finite number of seconds, got '$v'$" "$tmp/badto")" -eq 1
 done
 
+# rank 1 fails before a barrier that rank 0 enters: its failure note ends the job at once (status 1), from
+# rank 0, naming the case, the collective and its line, the failed rank and its error (the job waited for
+# the case's timeout, 60 s by default)
 start=$(date +%s)
-"$RS" "$srcdir/fw_timeout.lua" --timeout 1 --junit "$tmp/jt.xml" >"$tmp/to" 2>&1; rc=$?
+"$RS" "$srcdir/fw_timeout.lua" --timeout 30 --junit "$tmp/jt.xml" >"$tmp/to" 2>&1; rc=$?
 took=$(( $(date +%s) - start ))
 cat "$tmp/to"
-check "a hung case ends the job non-zero" test "$rc" -ne 0
-check "the timeout message names the case" grep -q "case 'hangs'.* timed out after 1 s" "$tmp/to"
-check "the failed rank says why it waited" grep -q "it failed on this rank: .*rank 1 gives up" "$tmp/to"
-check "the job ends soon after the timeout" test "$took" -lt 30
+check "a rank failing before a collective the other waits in ends the job with status 1" test "$rc" -eq 1
+check "... at once, not at the case's timeout (30 s)" test "$took" -lt 15
+check "... the waiting rank names the case, where it waits, the failed rank and its error" \
+  grep -q "^\[rank 0\] case 'hangs' (waiting in comm:barrier at .*fw_timeout.lua:11 for the other ranks): rank 1 failed in this case and will not join it: .*fw_timeout.lua:10: rank 1 gives up" "$tmp/to"
 check "no later case ran" test "$(count 'NEVER REACHED' "$tmp/to")" -eq 0
 check "JUnit after a timeout: the cases so far, the hung one failed" \
   grep -q 'tests="2" failures="1"' "$tmp/jt.xml"
 check "... saying the job ended in it" grep -q "the job ended during this case" "$tmp/jt.xml"
 check "... with the command that replays it (there was none)" \
-  grep -q "replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 --seed [0-9]* --filter &apos;hangs&apos;" "$tmp/jt.xml"
+  grep -q "replay: mpirun -np 2 .*fw_timeout.lua --timeout 30 --seed [0-9]* --filter &apos;hangs&apos;" "$tmp/jt.xml"
 long=$(printf 'y%.0s' $(seq 1 9000))
-"$RS" "$srcdir/fw_timeout.lua" --timeout 1 "long=$long" >"$tmp/tolong" 2>&1
+"$RS" "$srcdir/fw_timeout.lua" --timeout 30 "long=$long" >"$tmp/tolong" 2>&1
 check "... a replay command too long for the watchdog's line ends in ' ...' (it was cut silently)" \
-  grep -q "^\[rank [01]\] replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 long=yyy*y \.\.\.\$" "$tmp/tolong"
-check "the timeout's message is followed by the case's replay command (there was none)" \
-  grep -q "^\[rank [01]\] replay: mpirun -np 2 .*fw_timeout.lua --timeout 1 --seed [0-9]* --filter 'hangs'\$" "$tmp/to"
-# the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
-# own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
-# case2 FILE NAME BODY: a two-rank scenario of one case (its body from line 6)
+  grep -q "^\[rank [01]\] replay: mpirun -np 2 .*fw_timeout.lua --timeout 30 long=yyy*y \.\.\.\$" "$tmp/tolong"
+check "the message is followed by the case's replay command (there was none)" \
+  grep -q "^\[rank 0\] replay: mpirun -np 2 .*fw_timeout.lua --timeout 30 --seed [0-9]* --filter 'hangs'\$" "$tmp/to"
+# a failed rank whose peer stays in its own code (no collective to end): the timeout ends the case, the
+# failed rank first, saying why it waited
 case2 () {
   printf '%s\n' '-- np=2' 'local nvfp4 = require "nvfp4"' 'local sc = require "nvfp4.scenario"' \
     'local w = nvfp4.world()' "sc.case(\"$2\", function ()" "$3" 'end)' 'sc.run()' >"$1"
 }
+case2 "$tmp/failspin.lua" spins '  if w.rank == 1 then error("rank 1 gives up") end
+  nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end'
+start=$(date +%s)
+"$RS" "$tmp/failspin.lua" --timeout 1 >"$tmp/failspin" 2>&1; rc=$?
+took=$(( $(date +%s) - start ))
+check "a failed rank whose peer does not finish the case times out at S, saying why it waited" \
+  grep -q "^\[rank 1\] case 'spins' (it failed on this rank: .*rank 1 gives up; the other ranks did not finish it) timed out after 1 s" "$tmp/failspin"
+check "... and ends the job (124) soon after" test "$rc" -eq 124 -a "$took" -lt 30
+# a failed rank and its peer's collective over other ranks (TP groups {0, 1} and {2, 3}): rank 3's note does
+# not end the wait of ranks 0 and 1, whose group completes; the case fails, the next runs
+cat >"$tmp/othergroup.lua" <<'EOS'
+-- np=4
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+local w = nvfp4.world()
+sc.case("other group", function ()
+  local g = sc.group(2)
+  if w.rank == 3 then error("rank 3 gives up") end
+  if w.rank == 0 then local t = nvfp4.clock(); while nvfp4.clock() - t < 1.5 do end end
+  if w.rank < 2 then g:barrier() end
+end)
+sc.case("next", function () print("NEXT RAN") end)
+sc.run()
+EOS
+"$RS" "$tmp/othergroup.lua" --timeout 20 >"$tmp/othergroup" 2>&1; rc=$?
+check "a note from a rank outside the collective's group ends nothing: the case fails, the next runs" \
+  test "$rc" -eq 1 -a "$(count 'NEXT RAN' "$tmp/othergroup")" -ge 1
+check "... the failure reported as usual" grep -q "rank 3 gives up" "$tmp/othergroup"
+# the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
+# own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
 case2 "$tmp/grace.lua" waits '  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end end
   w:barrier()'
 start=$(date +%s)
@@ -288,9 +320,12 @@ check "a collective skipped by rank 1: rank 0 says where it waits" \
 check "... and rank 1 that it left the case (the rank that skipped it is named)" \
   grep -q "^\[rank 1\] case 'skips' (it ended on this rank; the other ranks did not finish it) timed out after 2 s" "$tmp/skip"
 check "... and the job ends" test "$rc" -ne 0 -a "$took" -lt 30
-"$RS" "$srcdir/fw_timeout.lua" --timeout 1 --tap >"$tmp/totap" 2>/dev/null
+"$RS" "$srcdir/fw_timeout.lua" --timeout 30 --tap >"$tmp/totap" 2>/dev/null
+check "TAP after a failure note: a Bail out! line naming the rank, the case and the failed rank" \
+  grep -q "^Bail out! \[rank 0\] case 'hangs' (waiting in comm:barrier .*): rank 1 failed in this case" "$tmp/totap"
+"$RS" "$tmp/failspin.lua" --timeout 1 --tap >"$tmp/spintap" 2>/dev/null
 check "TAP after a timeout: a Bail out! line naming the rank and the case" \
-  grep -q "^Bail out! \[rank 1\] case 'hangs'.* timed out after 1 s" "$tmp/totap"
+  grep -q "^Bail out! \[rank 1\] case 'spins'.* timed out after 1 s" "$tmp/spintap"
 # a failed case whose name is part of another's: its replay command runs it alone
 cat >"$tmp/shape.lua" <<'EOS'
 local sc = require "nvfp4.scenario"
