@@ -169,6 +169,11 @@ checkerror("calling 'shape' on bad self (tensor is closed)", c.shape, c)
 checkerror("calling 'reshape' on bad self (tensor is closed)", c.reshape, c, {256})
 checkerror("calling 'columnwise_shape' on bad self (tensor is closed)", c.columnwise_shape, c)
 checkerror("bad argument #1 to 'nvfp4.dequantize' (tensor is closed)", nvfp4.dequantize, c)
+-- dequantize's dtype: the message lists the two it takes (it listed u8, which it then refused)
+checkerror("bad argument #2 to 'nvfp4.dequantize' (dtype must be one of 'fp32', 'bf16'; got 'fp4')",
+           nvfp4.dequantize, nvfp4.quantize(nvfp4.zeros({16, 16})), "fp4")
+checkerror("bad argument #2 to 'nvfp4.dequantize' (dtype must be one of 'fp32', 'bf16'; got 'u8')",
+           nvfp4.dequantize, nvfp4.quantize(nvfp4.zeros({16, 16})), "u8")
 do   -- a closed handle names the method, also when Lua has no name for it (pcall(h.wait, h))
   local h = world:all_gather(x, {quantize = {rowwise = true}, async = true})
   h:close()

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Failure injection at 2 and 4 ranks: an error raised on one rank in the middle of a case, after one collective and before the next.
 # The whole job must end within the timeout + a margin, with a non-zero
-# exit status, and the first rank to speak must name itself and the case.
+# exit status, and the first rank to speak must name the failed rank and the case (a rank waiting for it
+# in the next collective, which its failure note ends at once).
 . "$(dirname "$0")/lib.sh"
 inject none 2 1
 inject none 4 3

@@ -61,12 +61,16 @@ inject () {
       return ;;
   esac
   test $rc -ne 0 || bad "$mode np=$np: exit 0 after a failure on rank $rank"
-  # the first rank that speaks must be the one with the failure, naming the case
+  # the first rank that speaks must name the rank with the failure and the case: the failed one itself,
+  # or (an error) a rank that waited for it in a collective, ended by its failure note
   first=$(grep -m1 '^\[rank [0-9]*\]' "$log")
   case $mode in
-    error) want="[rank $rank] case 'injected error' (it failed on this rank: "
+    error) want="[rank r] case 'injected error' (waiting in comm:all_gather at ..): rank $rank failed in this case and will not join it: ..injected failure on rank $rank"
            grep -qF "injected failure on rank $rank" "$log" ||
-             bad "error np=$np: the error message is not reported" ;;
+             bad "error np=$np: the error message is not reported"
+           # (a pattern: the waiting rank may be any)
+           printf '%s\n' "$first" | grep -q "^\[rank [0-9]*\] case 'injected error' (waiting in comm:all_gather at .*): rank $rank failed in this case and will not join it: .*injected failure on rank $rank\$" &&
+             want=$first ;;
     exit)  want="[rank $rank] case 'injected exit' called os.exit(0)" ;;
     hang)  want="[rank $rank] case 'injected hang' timed out after $T s" ;;
   esac
