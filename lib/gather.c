@@ -144,8 +144,10 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                 (x->emax256 ? NVFP4I_META_EMAX256 : 0);
     /* shards used as they are must have been made alike: the gathered
     ** bytes are theirs (a shard with the RHT next to one without would
-    ** decode silently wrong) */
-    if (!p->requant) p->flags |= made_flags(x->rht, x->rht_no_signs, x->sr, x->two_d);
+    ** decode silently wrong); the RHT only where the columnwise copy, the
+    ** one it rotates, is gathered (a rowwise copy is never rotated) */
+    if (!p->requant)
+      p->flags |= made_flags(x->rht && p->col, x->rht_no_signs, x->sr, x->two_d);
   }
   p->q.rowwise = (unsigned)p->row;
   p->q.columnwise = (unsigned)p->col;

@@ -678,6 +678,22 @@ static void test_mismatch (void) {
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [16, 2, 64] fp4 (rowwise+columnwise, has rowwise, "
                                             "has columnwise, rht)");
     EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+    {   /* ... but their rowwise copies alone, which the RHT does not touch, gather
+        ** (refused over "rht" and "has columnwise" before), as quantize(full) rowwise */
+      nvfp4_gather_opts gr1 = gopts_fp4(1, 0);
+      nvfp4_qopts orow = qopts(1, 0, 0, NULL);
+      nvfp4_tensor *fullb = NULL, *ref = NULL;
+      orow.has_amax = 1;
+      orow.amax[0] = orow.amax[1] = 8.0f;
+      EXPECT_OK(nvfp4_all_gather_plain(world, xb, &fullb));     /* the shards' input, gathered */
+      if (fullb != NULL) ref = quant(fullb, &orow);
+      EXPECT_OK(nvfp4_all_gather(world, qb, &gr1, &g));
+      expect_same_fp4(g, ref, "a rowwise gather of shards with the RHT on rank 1 only");
+      nvfp4_tensor_destroy(g);
+      g = NULL;
+      nvfp4_tensor_destroy(ref);
+      nvfp4_tensor_destroy(fullb);
+    }
     nvfp4_tensor_destroy(qb);
     oa = qopts(1, 1, mc_rank == mc_size - 1 ? M_2D : 0, NULL);
     oa.has_amax = 1;
