@@ -423,6 +423,18 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 ** ENOMEM. */
 nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
                                nvfp4_dtype dt, nvfp4_tensor **out);
+/* The columnwise copy of q (logical [.., K], M leading rows) dequantized
+** to dt (F32 or BF16) as the matrix it holds, [K, M] (the transpose), by
+** §10's arithmetic with the columnwise amax: the values a columnwise GEMM
+** operand (dgrad's weight, wgrad's operands) stands for.  With the RHT they
+** are the rotated values (H applied along M in blocks of 16, not undone).
+** An extension of §10 (which dequantizes the rowwise copy only), for
+** checking that copy's numerics.  Reads q's amax back first when a
+** quantize left it on the device (waits for q's work).  *out is new, the
+** caller's.  Errors: EUSAGE when q has no columnwise copy or is of another
+** context, EINVAL on dtype or a plain q, ENOMEM. */
+nvfp4_status nvfp4_dequantize_columnwise (nvfp4_ctx *ctx, const nvfp4_tensor *q,
+                                          nvfp4_dtype dt, nvfp4_tensor **out);
 
 /* swap_first_dims (spec §13): in [A, B, rest..] -> out [B, A, rest..], the
 ** trailing dims copied as opaque bytes; any plain dtype.  Fails with EINVAL

@@ -1046,11 +1046,14 @@ static int mod_quantize (lua_State *L) {
 static int mod_dequantize (lua_State *L) {
   /* fp32 or bf16 only: the message lists those (checkdtype's listed u8) */
   static const char *const out_names[] = {"fp32", "bf16", NULL};
+  static const char *const usages[] = {"rowwise", "columnwise", NULL};
   nvfp4_tensor *q = nvfp4L_totensor(L, 1);
   nvfp4_dtype dt = (nvfp4_dtype)nvfp4L_checkname(L, 2, "fp32", out_names, "dtype");
+  int col = nvfp4L_checkname(L, 3, "rowwise", usages, "usage");
   LTensor *p;
   p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_dequantize(nvfp4L_getctx(L), q, dt, &p->t));
+  nvfp4L_checkstatus(L, col ? nvfp4_dequantize_columnwise(nvfp4L_getctx(L), q, dt, &p->t)
+                            : nvfp4_dequantize(nvfp4L_getctx(L), q, dt, &p->t));
   return 1;
 }
 

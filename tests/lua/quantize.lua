@@ -66,6 +66,19 @@ local d = nvfp4.dequantize(q, "fp32")
 assert(d:shape() == x:shape() and d:dtype() == "fp32")
 local err = nvfp4.rel_error(d, x)
 assert(err > 0 and err < 0.2, "NVFP4 round trip error " .. err)
+-- the columnwise copy, dequantized: [K, M], the transposed values, with its own round-trip error
+do
+  local dc = nvfp4.dequantize(q, "bf16", "columnwise")
+  local M = x:shape()[1] * x:shape()[2]
+  assert(dc:shape() == nvfp4.shape{x:shape()[3], M} and dc:dtype() == "bf16", tostring(dc:shape()))
+  local xt = nvfp4.swap_first_dims(x:reshape({M, x:shape()[3]}))
+  local ec = nvfp4.rel_error(dc, xt)
+  assert(ec > 0 and ec < 0.2 and ec ~= err, "columnwise round trip error " .. ec)
+  local ok2, e2 = pcall(nvfp4.dequantize, r, "fp32", "columnwise")
+  assert(not ok2 and tostring(e2):find("no columnwise copy", 1, true), tostring(e2))
+  ok2, e2 = pcall(nvfp4.dequantize, q, "fp32", "cols")
+  assert(not ok2 and tostring(e2):find("usage must be one of 'rowwise', 'columnwise'; got 'cols'", 1, true), tostring(e2))
+end
 assert(nvfp4.equal(nvfp4.quantize(x, {rowwise = true, columnwise = true}), q))
 local ok, msg = nvfp4.equal(r, q)
 assert(not ok and msg == "columnwise usage: absent vs present", msg)

@@ -174,15 +174,22 @@ static void compare_q (const nvfp4_tensor *qc, const nvfp4_tensor *qg, const cha
 
 
 static void compare_dequant (const nvfp4_tensor *qc, const nvfp4_tensor *qg,
-                             nvfp4_dtype dt, const char *desc) {
+                             nvfp4_dtype dt, int col, const char *desc) {
   nvfp4_tensor *dc = NULL, *dg = NULL;
   size_t n = (size_t)nvfp4_shape_numel(nvfp4_tensor_shape(qc)) * nvfp4_dtype_size(dt);
   void *hc = malloc(n + 1), *hg = malloc(n + 1);
-  OK(nvfp4_dequantize(cpu, qc, dt, &dc));
-  OK(nvfp4_dequantize(gpu, qg, dt, &dg));
+  if (col) {
+    OK(nvfp4_dequantize_columnwise(cpu, qc, dt, &dc));
+    OK(nvfp4_dequantize_columnwise(gpu, qg, dt, &dg));
+  }
+  else {
+    OK(nvfp4_dequantize(cpu, qc, dt, &dc));
+    OK(nvfp4_dequantize(gpu, qg, dt, &dg));
+  }
   OK(nvfp4_tensor_to_host(dc, hc, n));
   OK(nvfp4_tensor_to_host(dg, hg, n));
-  same(dt == NVFP4_F32 ? "dequantized fp32" : "dequantized bf16", hc, hg, n, desc);
+  same(col ? (dt == NVFP4_F32 ? "dequantized columnwise fp32" : "dequantized columnwise bf16")
+           : (dt == NVFP4_F32 ? "dequantized fp32" : "dequantized bf16"), hc, hg, n, desc);
 done:
   nvfp4_tensor_destroy(dc);
   nvfp4_tensor_destroy(dg);
@@ -258,9 +265,10 @@ static void one_case (nvfp4_shape s, nvfp4_dtype dt, int fill, const opt *op) {
   ** anything reads the amax back, the kernels (and the GEMM's alpha) take
   ** it from where the quantize left it */
   if (nvfp4_tensor_has_rowwise(qc) && n > 0) {
-    compare_dequant(qc, qg, NVFP4_F32, desc);
-    compare_dequant(qc, qg, NVFP4_BF16, desc);
+    compare_dequant(qc, qg, NVFP4_F32, 0, desc);
+    compare_dequant(qc, qg, NVFP4_BF16, 0, desc);
   }
+  if (nvfp4_tensor_has_columnwise(qc) && n > 0) compare_dequant(qc, qg, NVFP4_BF16, 1, desc);
   if (n > 0 && n <= 256 * 512 && K % 16 == 0 && !o.has_amax) {
     if (nvfp4_tensor_has_rowwise(qc)) expand_case(qc, qg, NVFP4_ROWWISE, desc);
     if (nvfp4_tensor_has_columnwise(qc)) expand_case(qc, qg, NVFP4_COLUMNWISE, desc);

@@ -1360,6 +1360,93 @@ static void test_dequantize_bad_inputs (void **state) {
 }
 
 
+/* The columnwise copy dequantized ([K, M], the transpose) equals the
+** rowwise copy of the transposed input quantized with the same amax: the
+** layout is the same, the blocks run along M.  3-D input (M = 2 * 48), RNE
+** and 2D blocks; with the RHT the values are the rotated ones, whose
+** squared norm per 16-block is the input's (H/4 is orthogonal) up to the
+** quantization's error.  Errors: no columnwise copy, a plain tensor. */
+static void test_dequantize_columnwise (void **state) {
+  nvfp4_tensor *x = NULL, *x2 = NULL, *xt = NULL, *q = NULL, *qt = NULL, *y = NULL, *yt = NULL;
+  nvfp4_qopts o, ot;
+  int twod;
+  (void)state;
+  assert_int_equal(nvfp4_tensor_randn(ctx, S3(2, 48, 64), NVFP4_BF16, 5, &x), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_reshape(x, S2(96, 64), &x2), NVFP4_OK);
+  assert_int_equal(nvfp4_swap_first_dims(ctx, x2, &xt), NVFP4_OK);         /* [64, 96] */
+  for (twod = 0; twod < 2; twod++) {
+    size_t n = 64 * 96 * sizeof(float);
+    float *a = malloc(n), *b = malloc(n);
+    memset(&o, 0, sizeof o);
+    o.columnwise = 1;
+    o.two_d = (unsigned)twod;
+    o.has_amax = 1;
+    o.amax[0] = o.amax[1] = 4.5f;
+    ot = o;
+    ot.columnwise = 0;
+    ot.rowwise = 1;
+    assert_int_equal(nvfp4_quantize(ctx, x, &o, &q), NVFP4_OK);
+    assert_int_equal(nvfp4_quantize(ctx, xt, &ot, &qt), NVFP4_OK);
+    assert_int_equal(nvfp4_dequantize_columnwise(ctx, q, NVFP4_F32, &y), NVFP4_OK);
+    assert_int_equal(nvfp4_dequantize(ctx, qt, NVFP4_F32, &yt), NVFP4_OK);
+    assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(y), S2(64, 96)));
+    assert_int_equal(nvfp4_tensor_to_host(y, a, n), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(yt, b, n), NVFP4_OK);
+    assert_memory_equal(a, b, n);
+    free(a); free(b);
+    nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(qt);
+    nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(yt);
+    q = qt = y = yt = NULL;
+  }
+  {   /* RHT: per 16-block along M, ||dequantized||^2 is the input's within 20% */
+    size_t n = 64 * 96;
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    nvfp4_tensor *xf = NULL;
+    int k, blk, i, bad = 0;
+    memset(&o, 0, sizeof o);
+    o.columnwise = 1;
+    o.rht = 1;
+    assert_int_equal(nvfp4_quantize(ctx, x, &o, &q), NVFP4_OK);
+    assert_int_equal(nvfp4_dequantize_columnwise(ctx, q, NVFP4_F32, &y), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_convert(xt, NVFP4_F32, &xf), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(y, a, n * sizeof(float)), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(xf, b, n * sizeof(float)), NVFP4_OK);
+    for (k = 0; k < 64; k++)
+      for (blk = 0; blk < 6; blk++) {
+        double sa = 0, sb = 0;
+        for (i = 0; i < 16; i++) {
+          sa += (double)a[k * 96 + blk * 16 + i] * a[k * 96 + blk * 16 + i];
+          sb += (double)b[k * 96 + blk * 16 + i] * b[k * 96 + blk * 16 + i];
+        }
+        bad += fabs(sa - sb) > 0.2 * sb;
+      }
+    assert_int_equal(bad, 0);
+    {   /* and they are not the unrotated values (the RHT is not undone) */
+      double d = 0;
+      for (i = 0; i < (int)n; i++) d += fabs((double)a[i] - b[i]);
+      assert_true(d > 0.5 * (double)n * 0.1);
+    }
+    free(a); free(b);
+    nvfp4_tensor_destroy(xf); nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(y);
+    q = y = NULL;
+  }
+  /* errors */
+  assert_int_equal(nvfp4_quantize(ctx, x, NULL, &q), NVFP4_OK);           /* rowwise only */
+  assert_err(nvfp4_dequantize_columnwise(ctx, q, NVFP4_F32, &y), NVFP4_EUSAGE,
+             "dequantize_columnwise: the tensor has no columnwise copy");
+  assert_err(nvfp4_dequantize_columnwise(ctx, x, NVFP4_F32, &y), NVFP4_EINVAL, "not fp4");
+  nvfp4_tensor_destroy(q);
+  memset(&o, 0, sizeof o);
+  o.columnwise = 1;
+  assert_int_equal(nvfp4_quantize(ctx, x, &o, &q), NVFP4_OK);
+  assert_err(nvfp4_dequantize_columnwise(ctx, q, NVFP4_U8, &y), NVFP4_EINVAL,
+             "dequantize_columnwise: output dtype u8 is not fp32 or bf16");
+  assert_null(y);
+  nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(x2); nvfp4_tensor_destroy(xt);
+}
+
+
 /* ---- swap_first_dims (spec §13) ----------------------------------------- */
 
 static void test_swap_first_dims_shapes (void **state) {
@@ -1513,6 +1600,7 @@ int main (void) {
     cmocka_unit_test(test_bh27_rht_amax),
     cmocka_unit_test(test_quantize_bad_inputs),
     cmocka_unit_test(test_dequantize_bad_inputs),
+    cmocka_unit_test(test_dequantize_columnwise),
     cmocka_unit_test(test_swap_first_dims_shapes),
     cmocka_unit_test(test_swap_first_dims_bad),
     cmocka_unit_test(test_random_tensors),
