@@ -190,24 +190,44 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 }
 
 
-nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
-                               nvfp4_dtype dt, nvfp4_tensor **out) {
-  nvfp4_tensor *y;
+/* nvfp4_dequantize (col 0) and nvfp4_dequantize_columnwise (col 1): the
+** checks, then the backend's dequantize of q, or of a view of q that reads
+** its columnwise copy as the rowwise copy of [K, M] (data [K, M/2], scale
+** [ru(K,128), ru(M/16,4)]: the same layout) with the columnwise amax. */
+static nvfp4_status dequant (nvfp4_ctx *ctx, const nvfp4_tensor *q, int col, nvfp4_dtype dt,
+                             nvfp4_tensor **out) {
+  const char *what = col ? "dequantize_columnwise" : "dequantize";
+  nvfp4_tensor v, *y;
   nvfp4_status st;
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
-  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "dequantize: out is NULL");
-  CHECK(nvfp4i_check_tensor(ctx, q, "dequantize"));
+  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "%s: out is NULL", what);
+  CHECK(nvfp4i_check_tensor(ctx, q, what));
   FAIL_IF(ctx, q->dtype != NVFP4_FP4, NVFP4_EINVAL,
-          "dequantize: input is a %s tensor, not fp4", nvfp4_dtype_name(q->dtype));
-  FAIL_IF(ctx, !q->has_row, NVFP4_EUSAGE,
-          "dequantize: the tensor has no rowwise copy (only the rowwise copy "
-          "can be dequantized, spec §10)");
+          "%s: input is a %s tensor, not fp4", what, nvfp4_dtype_name(q->dtype));
+  FAIL_IF(ctx, !(col ? q->has_col : q->has_row), NVFP4_EUSAGE, "%s: the tensor has no %s copy%s",
+          what, col ? "columnwise" : "rowwise",
+          col ? "" : " (spec §10 dequantizes the rowwise copy; nvfp4_dequantize_columnwise "
+                     "reads the columnwise one)");
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
-          "dequantize: output dtype %s is not fp32 or bf16", NVFP4I_DTYPE(dt));
-  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, q->shape, dt, &y));
-  if (nvfp4_shape_numel(q->shape) > 0 &&
-      (st = ctx->ops->dequantize(ctx, q, y)) != NVFP4_OK) {
+          "%s: output dtype %s is not fp32 or bf16", what, NVFP4I_DTYPE(dt));
+  v = *q;
+  if (col) {
+    int64_t d[2];
+    CHECK(nvfp4i_amax_values(q, v.amax));
+    v.amax[0] = v.amax[1];
+    v.amax_pending = 0;
+    v.has_row = 1;
+    v.has_col = 0;
+    v.row_data = q->col_data;
+    v.row_scale = q->col_scale;
+    d[0] = nvfp4_shape_K(q->shape);
+    d[1] = nvfp4_shape_M(q->shape);
+    v.shape = nvfp4_shape_make(2, d);
+  }
+  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, v.shape, dt, &y));
+  if (nvfp4_shape_numel(v.shape) > 0 &&
+      (st = ctx->ops->dequantize(ctx, col ? &v : q, y)) != NVFP4_OK) {
     nvfp4_tensor_destroy(y);
     return st;
   }
@@ -216,42 +236,15 @@ nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
 }
 
 
+nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
+                               nvfp4_dtype dt, nvfp4_tensor **out) {
+  return dequant(ctx, q, 0, dt, out);
+}
+
+
 nvfp4_status nvfp4_dequantize_columnwise (nvfp4_ctx *ctx, const nvfp4_tensor *q,
                                           nvfp4_dtype dt, nvfp4_tensor **out) {
-  nvfp4_tensor v, *y;
-  nvfp4_status st;
-  int64_t d[2];
-  NVFP4I_CLEAR(out);
-  if (ctx == NULL) return NVFP4_EINVAL;
-  FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "dequantize_columnwise: out is NULL");
-  CHECK(nvfp4i_check_tensor(ctx, q, "dequantize_columnwise"));
-  FAIL_IF(ctx, q->dtype != NVFP4_FP4, NVFP4_EINVAL,
-          "dequantize_columnwise: input is a %s tensor, not fp4", nvfp4_dtype_name(q->dtype));
-  FAIL_IF(ctx, !q->has_col, NVFP4_EUSAGE,
-          "dequantize_columnwise: the tensor has no columnwise copy");
-  FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
-          "dequantize_columnwise: output dtype %s is not fp32 or bf16", NVFP4I_DTYPE(dt));
-  /* the columnwise copy of [M, K] is laid out as the rowwise copy of
-  ** [K, M] (data [K, M/2], scale [ru(K,128), ru(M/16,4)]): dequantize a
-  ** view that reads it as one, with the columnwise amax (on the host) */
-  v = *q;
-  CHECK(nvfp4i_amax_values(q, v.amax));
-  v.amax[0] = v.amax[1];
-  v.amax_pending = 0;
-  v.has_row = 1;
-  v.has_col = 0;
-  v.row_data = q->col_data;
-  v.row_scale = q->col_scale;
-  d[0] = nvfp4_shape_K(q->shape);
-  d[1] = nvfp4_shape_M(q->shape);
-  v.shape = nvfp4_shape_make(2, d);
-  CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, v.shape, dt, &y));
-  if (nvfp4_shape_numel(v.shape) > 0 && (st = ctx->ops->dequantize(ctx, &v, y)) != NVFP4_OK) {
-    nvfp4_tensor_destroy(y);
-    return st;
-  }
-  *out = y;
-  return NVFP4_OK;
+  return dequant(ctx, q, 1, dt, out);
 }
 
 

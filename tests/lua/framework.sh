@@ -205,12 +205,17 @@ for v in abc 0 -1 inf nan; do
     test "$rc" -eq 2 -a "$(count "timeout must be a positive, finite number of seconds, got '$v'$" "$tmp/badto")" -eq 1
 done
 
+# timed OUT ARGS..: run-scenario ARGS, its output into OUT; sets rc and took (whole seconds)
+timed () {
+  out=$1; shift
+  start=$(date +%s)
+  "$RS" "$@" >"$out" 2>&1; rc=$?
+  took=$(( $(date +%s) - start ))
+}
 # rank 1 fails before a barrier that rank 0 enters: its failure note ends the job at once (status 1), from
 # rank 0, naming the case, the collective and its line, the failed rank and its error (the job waited for
 # the case's timeout, 60 s by default)
-start=$(date +%s)
-"$RS" "$srcdir/fw_timeout.lua" --timeout 30 --junit "$tmp/jt.xml" >"$tmp/to" 2>&1; rc=$?
-took=$(( $(date +%s) - start ))
+timed "$tmp/to" "$srcdir/fw_timeout.lua" --timeout 30 --junit "$tmp/jt.xml"
 cat "$tmp/to"
 check "a rank failing before a collective the other waits in ends the job with status 1" test "$rc" -eq 1
 check "... at once, not at the case's timeout (30 s)" test "$took" -lt 15
@@ -236,9 +241,7 @@ case2 () {
 }
 case2 "$tmp/failspin.lua" spins '  if w.rank == 1 then error("rank 1 gives up") end
   nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end'
-start=$(date +%s)
-"$RS" "$tmp/failspin.lua" --timeout 1 >"$tmp/failspin" 2>&1; rc=$?
-took=$(( $(date +%s) - start ))
+timed "$tmp/failspin" "$tmp/failspin.lua" --timeout 1
 check "a failed rank whose peer does not finish the case times out at S, saying why it waited" \
   grep -q "^\[rank 1\] case 'spins' (it failed on this rank: .*rank 1 gives up; the other ranks did not finish it) timed out after 1 s" "$tmp/failspin"
 check "... and ends the job (124) soon after" test "$rc" -eq 124 -a "$took" -lt 30
@@ -266,9 +269,7 @@ check "... the failure reported as usual" grep -q "rank 3 gives up" "$tmp/otherg
 # own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
 case2 "$tmp/grace.lua" waits '  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end end
   w:barrier()'
-start=$(date +%s)
-"$RS" "$tmp/grace.lua" --timeout 1 >"$tmp/grace" 2>&1; rc=$?
-took=$(( $(date +%s) - start ))
+timed "$tmp/grace" "$tmp/grace.lua" --timeout 1
 check "a rank waiting in a collective times out at S + G: 'timed out after 1.5 s' for --timeout 1, naming the line it waits at" \
   grep -q "^\[rank 0\] case 'waits' (waiting in comm:barrier at .*grace.lua:7 for the other ranks) timed out after 1.5 s" "$tmp/grace"
 check "... and ends the job" test "$rc" -ne 0 -a "$took" -lt 30
@@ -303,18 +304,14 @@ local w = nvfp4.world()
 nvfp4.watchdog(2, "rank " .. w.rank .. " step")
 if w.rank == 1 then nvfp4.watchdog(0) w:barrier() end
 EOS
-start=$(date +%s)
-"$RS" "$tmp/armed.lua" >"$tmp/armed" 2>&1; rc=$?
-took=$(( $(date +%s) - start ))
+timed "$tmp/armed" "$tmp/armed.lua"
 check "a watchdog armed when the script ends still ends the job (124, its message) while a peer hangs" \
   test "$rc" -eq 124 -a "$took" -lt 30
 check "... naming it" grep -q "^\[rank 0\] rank 0 step timed out after 2 s" "$tmp/armed"
 # a rank that leaves the case without joining a collective the others wait in: the waiting ranks
 # linger a grace after their message, so that its own line (due at S + 2G) names it too
 case2 "$tmp/skip.lua" skips '  if w.rank == 0 then w:barrier() end'
-start=$(date +%s)
-"$RS" "$tmp/skip.lua" --timeout 1 >"$tmp/skip" 2>&1; rc=$?
-took=$(( $(date +%s) - start ))
+timed "$tmp/skip" "$tmp/skip.lua" --timeout 1
 check "a collective skipped by rank 1: rank 0 says where it waits" \
   grep -q "^\[rank 0\] case 'skips' (waiting in comm:barrier at .*skip.lua:6 for the other ranks) timed out after 1.5 s" "$tmp/skip"
 check "... and rank 1 that it left the case (the rank that skipped it is named)" \
