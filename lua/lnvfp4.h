@@ -111,7 +111,7 @@ void nvfp4L_nameable (lua_State *L, const char *name);
 ** does not end with status 0; one still armed stays armed. */
 void nvfp4L_watchdog_settle (void);
 /* After MPI_Init, on every rank (collective): the failure notes' own
-** communicator (nvfp4.tell_failure; lnvfp4comm.c). */
+** communicator (nvfp4.watchdog_tell; lnvfp4comm.c). */
 void nvfp4L_notes_init (void);
 /* The tensor at idx, or NULL when it is closed or not a tensor (no error). */
 nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx);

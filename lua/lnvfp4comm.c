@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -502,8 +503,8 @@ static void wd_copy (char *dst, size_t n, const char *src) {
 }
 
 
-/* Failure notes: a rank whose case failed tells the others (nvfp4.
-** tell_failure), and a rank waiting in a collective over it in that case
+/* Case notes: a rank whose case ended (failed, skipped or passed) tells the
+** others (nvfp4.watchdog_tell), and a rank waiting in a collective over it in that case
 ** (nvfp4.watchdog_case, nvfp4.watchdog_wait) ends the job half a second
 ** later, naming it, instead of waiting out the case's timeout.  The
 ** watchdog's thread receives the notes (MPI_THREAD_MULTIPLE; without it
@@ -543,7 +544,8 @@ void nvfp4L_notes_init (void) {
   fn.got = (fnote *)calloc((size_t)fn.size, sizeof *fn.got);
   /* collective, on every rank alike: the verdict must be too */
   if (MPI_Comm_dup(MPI_COMM_WORLD, &fn.comm) != MPI_SUCCESS) fn.comm = MPI_COMM_NULL;
-  if (level != MPI_THREAD_MULTIPLE || fn.member == NULL || fn.got == NULL || fn.size < 2) {
+  if (level != MPI_THREAD_MULTIPLE || fn.member == NULL || fn.got == NULL || fn.size < 2 ||
+      (getenv("NVFP4_CASE_NOTES") != NULL && strcmp(getenv("NVFP4_CASE_NOTES"), "0") == 0)) {
     if (fn.comm != MPI_COMM_NULL) MPI_Comm_free(&fn.comm);
     fn.comm = MPI_COMM_NULL;
   }
@@ -580,13 +582,11 @@ static void wd_fire (void) {
 ** about the case under way: the job ends (status 1, a case failed). */
 static void fn_fire (int from) {
   int r = fn.rank;
-  fprintf(stderr, "[rank %d] %s: rank %d failed in this case and will not join it: %s\n", r,
-          wd.label, from, fn.got[from].text);
+  fprintf(stderr, "[rank %d] %s: rank %d %s\n", r, wd.label, from, fn.got[from].text);
   if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", r, wd.note);
   fflush(stderr);
   if (wd.stdout_prefix[0] != '\0')
-    printf("%s [rank %d] %s: rank %d failed in this case and will not join it\n", wd.stdout_prefix,
-           r, wd.label, from);
+    printf("%s [rank %d] %s: rank %d %s\n", wd.stdout_prefix, r, wd.label, from, fn.got[from].text);
   fflush(stdout);
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);
@@ -602,18 +602,11 @@ static int fn_polling (void) {
 ** about this case ends the job once this rank has waited NOTE_CONFIRM more
 ** in the same collective (a collective the failed rank had just left, and
 ** this one was leaving too, does not). */
+static void fn_drain (void);
+
 static void fn_poll (const struct timespec *now) {
-  int flag = 1, s;
-  while (flag) {
-    MPI_Message m;
-    MPI_Status st;
-    fnote n;
-    if (MPI_Improbe(MPI_ANY_SOURCE, NOTE_TAG, fn.comm, &flag, &m, &st) != MPI_SUCCESS || !flag) break;
-    memset(&n, 0, sizeof n);
-    if (MPI_Mrecv(&n, (int)sizeof n, MPI_BYTE, &m, &st) != MPI_SUCCESS) break;
-    n.text[sizeof n.text - 1] = '\0';
-    if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < fn.size) fn.got[st.MPI_SOURCE] = n;
-  }
+  int s;
+  fn_drain();
   for (s = 0; s < fn.size; s++) {
     if (s == fn.rank || !fn.member[s] || fn.got[s].kase != fn.kase) continue;
     if (!fn.noted || fn.noted_serial != fn.serial) {
@@ -663,6 +656,7 @@ static int mod_watchdog_case (lua_State *L) {
   pthread_mutex_lock(&wd.mu);
   fn.kase = (long long)k;
   fn.waiting = 0;
+  if (fn.comm != MPI_COMM_NULL) fn_drain();
   pthread_mutex_unlock(&wd.mu);
   return 0;
 }
@@ -703,30 +697,50 @@ static int mod_watchdog_wait (lua_State *L) {
 }
 
 
-/* nvfp4.tell_failure(k, message): case k failed on this rank; every other
-** rank gets a note (the message cut to 1015 bytes).  Returns nothing; does
-** nothing where notes are off (one rank, no MPI_THREAD_MULTIPLE). */
-static int mod_tell_failure (lua_State *L) {
+/* The notes that have arrived, each kept as its sender's latest (MPI's
+** queue of unreceived messages stays short: every case start drains it). */
+static void fn_drain (void) {
+  int flag = 1;
+  while (flag) {
+    MPI_Message m;
+    MPI_Status st;
+    fnote n;
+    if (MPI_Improbe(MPI_ANY_SOURCE, NOTE_TAG, fn.comm, &flag, &m, &st) != MPI_SUCCESS || !flag) break;
+    memset(&n, 0, sizeof n);
+    if (MPI_Mrecv(&n, (int)sizeof n, MPI_BYTE, &m, &st) != MPI_SUCCESS) break;
+    n.text[sizeof n.text - 1] = '\0';
+    if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < fn.size) fn.got[st.MPI_SOURCE] = n;
+  }
+}
+
+
+/* nvfp4.watchdog_tell(k, text): case k ended on this rank without it
+** joining any more of the case's collectives: every other rank gets a
+** note, and one waiting in a collective over this rank during case k says
+** "rank r <text>" and ends the job (text cut to 1015 bytes).  Does nothing
+** where notes are off (one rank, no MPI_THREAD_MULTIPLE). */
+static int mod_watchdog_tell (lua_State *L) {
   lua_Integer k = luaL_checkinteger(L, 1);
   const char *msg = luaL_checkstring(L, 2);
-  int i, r, slot = -1;
+  int i, r, slot = -1, len;
   luaL_argcheck(L, k > 0, 1, "case number must be > 0");
   if (fn.comm == MPI_COMM_NULL) return 0;
-  /* notes still in flight from earlier failures: those done free their slot */
+  /* notes still in flight from earlier cases: those done free their slot */
   for (i = 0; i < fn.nout; i++) {
     int done = 0;
-    MPI_Testall(fn.out[i].nrq, fn.out[i].rq, &done, MPI_STATUSES_IGNORE);
+    if (fn.out[i].nrq > 0) MPI_Testall(fn.out[i].nrq, fn.out[i].rq, &done, MPI_STATUSES_IGNORE);
     if (done) fn.out[i].nrq = 0;
     if (fn.out[i].nrq == 0 && slot < 0) slot = i;
   }
   if (slot < 0 && fn.nout < (int)(sizeof fn.out / sizeof fn.out[0])) slot = fn.nout++;
-  if (slot < 0) return 0;          /* eight failures' notes unreceived: the timeout remains */
+  if (slot < 0) return 0;          /* eight cases' notes unreceived: the timeout remains */
   memset(&fn.out[slot].n, 0, sizeof fn.out[slot].n);
   fn.out[slot].n.kase = (long long)k;
   snprintf(fn.out[slot].n.text, sizeof fn.out[slot].n.text, "%s", msg);
+  len = (int)(offsetof(fnote, text) + strlen(fn.out[slot].n.text) + 1);
   for (r = 0; r < fn.size && fn.out[slot].nrq < 64; r++) {
     if (r == fn.rank) continue;
-    if (MPI_Isend(&fn.out[slot].n, (int)sizeof fn.out[slot].n, MPI_BYTE, r, NOTE_TAG, fn.comm,
+    if (MPI_Isend(&fn.out[slot].n, len, MPI_BYTE, r, NOTE_TAG, fn.comm,
                   &fn.out[slot].rq[fn.out[slot].nrq]) == MPI_SUCCESS)
       fn.out[slot].nrq++;
   }
@@ -735,7 +749,7 @@ static int mod_tell_failure (lua_State *L) {
 
 
 void nvfp4L_watchdog_settle (void) {
-  int i, flag = 1;
+  int i;
   /* held by a watchdog that fired: wait there for its end.  One armed and
   ** not yet due stays armed: it still ends a job whose peer hangs while
   ** this rank finalizes (wd_fire after MPI_Finalize: see there) */
@@ -744,14 +758,7 @@ void nvfp4L_watchdog_settle (void) {
   fn.waiting = 0;
   if (fn.comm != MPI_COMM_NULL) {
     /* notes nobody will read: received (the ones here) or let go */
-    while (flag) {
-      MPI_Message m;
-      fnote n;
-      if (MPI_Improbe(MPI_ANY_SOURCE, NOTE_TAG, fn.comm, &flag, &m, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-          !flag)
-        break;
-      MPI_Mrecv(&n, (int)sizeof n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
-    }
+    fn_drain();
     for (i = 0; i < fn.nout; i++) {
       int k;
       for (k = 0; k < fn.out[i].nrq; k++)
@@ -874,6 +881,6 @@ void nvfp4L_open_comm (lua_State *L, int modidx) {
   lua_setfield(L, modidx, "watchdog_case");
   lua_pushcfunction(L, mod_watchdog_wait);
   lua_setfield(L, modidx, "watchdog_wait");
-  lua_pushcfunction(L, mod_tell_failure);
-  lua_setfield(L, modidx, "tell_failure");
+  lua_pushcfunction(L, mod_watchdog_tell);
+  lua_setfield(L, modidx, "watchdog_tell");
 }

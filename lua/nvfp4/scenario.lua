@@ -1008,12 +1008,15 @@ function M.run ()
                .. "that line: Lua keeps no line for such a call)"):format(info.short_src, info.linedefined, msg)
       end
       arm(0, label .. " (it failed on this rank: " .. msg .. "; the other ranks did not finish it)")
-      -- a rank waiting for this one in a collective of the case ends the job, naming it
-      nvfp4.tell_failure(i, msg)
     end
     if status ~= FAIL then
       arm(2, label .. " (it ended on this rank; the other ranks did not finish it)")
     end
+    -- this rank joins no more of the case's collectives: a rank waiting for it in one ends the job,
+    -- naming it (rather than at the case's timeout)
+    nvfp4.watchdog_tell(i, status == FAIL and "failed in this case and will not join it: " .. msg
+                           or status == SKIP and "skipped this case (" .. msg .. ") without joining it"
+                           or "ended this case without joining it")
     deadline = nil
     local log = current.log
     current = nil

@@ -308,11 +308,23 @@ timed "$tmp/armed" "$tmp/armed.lua"
 check "a watchdog armed when the script ends still ends the job (124, its message) while a peer hangs" \
   test "$rc" -eq 124 -a "$took" -lt 30
 check "... naming it" grep -q "^\[rank 0\] rank 0 step timed out after 2 s" "$tmp/armed"
-# a rank that leaves the case without joining a collective the others wait in: the waiting ranks
-# linger a grace after their message, so that its own line (due at S + 2G) names it too
+# a rank that leaves the case without joining a collective the others wait in: its note ends the job at
+# once, from the waiting rank, naming it; so does a rank that skips the case (sc.skip) before it
 case2 "$tmp/skip.lua" skips '  if w.rank == 0 then w:barrier() end'
-timed "$tmp/skip" "$tmp/skip.lua" --timeout 1
-check "a collective skipped by rank 1: rank 0 says where it waits" \
+timed "$tmp/skip" "$tmp/skip.lua" --timeout 30
+check "a collective skipped by rank 1: rank 0 says where it waits and that rank 1 ended the case" \
+  grep -q "^\[rank 0\] case 'skips' (waiting in comm:barrier at .*skip.lua:6 for the other ranks): rank 1 ended this case without joining it\$" "$tmp/skip"
+check "... and the job ends at once (status 1)" test "$rc" -eq 1 -a "$took" -lt 15
+case2 "$tmp/skip2.lua" skipped '  if w.rank == 1 then sc.skip("no GPU here") end
+  w:barrier()'
+timed "$tmp/skip2" "$tmp/skip2.lua" --timeout 30
+check "a rank that skipped the case before a collective: named with its reason" \
+  grep -q "^\[rank 0\] case 'skipped' (waiting in comm:barrier at .*skip2.lua:7 for the other ranks): rank 1 skipped this case (no GPU here) without joining it\$" "$tmp/skip2"
+check "... and the job ends at once (status 1)" test "$rc" -eq 1 -a "$took" -lt 15
+# without the notes (NVFP4_CASE_NOTES=0, or no MPI_THREAD_MULTIPLE) the timeout ends it: the waiting ranks
+# linger a grace after their message, so that its own line (due at S + 2G) names the rank too
+NVFP4_CASE_NOTES=0 timed "$tmp/skip" "$tmp/skip.lua" --timeout 1
+check "notes off, a collective skipped by rank 1: rank 0 says where it waits" \
   grep -q "^\[rank 0\] case 'skips' (waiting in comm:barrier at .*skip.lua:6 for the other ranks) timed out after 1.5 s" "$tmp/skip"
 check "... and rank 1 that it left the case (the rank that skipped it is named)" \
   grep -q "^\[rank 1\] case 'skips' (it ended on this rank; the other ranks did not finish it) timed out after 2 s" "$tmp/skip"
