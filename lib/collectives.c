@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "nvfp4_mpi.h"
 #include "comm_int.h"
 
 
@@ -248,6 +249,16 @@ static int op_hash (const char *s) {
 }
 
 
+/* nvfp4_set_wait_callback's: called around the agreement's first reduction */
+static nvfp4_wait_fn wait_fn;
+static void *wait_ud;
+
+void nvfp4_set_wait_callback (nvfp4_wait_fn fn, void *ud) {
+  wait_fn = fn;
+  wait_ud = ud;
+}
+
+
 /* nvfp4i_comm_agree_layer (layer 0: nvfp4i_comm_agree); when: after "rank
 ** r failed" in the peers' message.  A failure comes first: a rank telling
 ** its peers of its bad argument may be in another call (the Lua binding's
@@ -258,24 +269,31 @@ static nvfp4_status agree (nvfp4_comm *c, const char *what, int layer, nvfp4_sta
   ** still take part): the lowest failing rank and the call's hash (its
   ** maximum and minimum: they differ when a rank is in another call), then
   ** the failing rank's status */
-  int v[3], r;
+  const int h = (int)(((uint32_t)op_hash(what) + (uint32_t)layer * 2654435761u) & 0x7fffffffu);
+  int v[3], r, rc;
   local = nvfp4i_comm_usable(c, what, local);
   v[0] = local != NVFP4_OK ? c->size - c->rank : 0;
-  v[1] = (int)(((uint32_t)op_hash(what) + (uint32_t)layer * 2654435761u) & 0x7fffffffu);
-  v[2] = -v[1];
-  if (MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
-    return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
+  v[1] = h;
+  v[2] = -h;
+  if (wait_fn != NULL) wait_fn(c, 1, wait_ud);
+  rc = MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, c->mpi);
+  if (wait_fn != NULL) wait_fn(c, 0, wait_ud);
+  if (rc != MPI_SUCCESS) return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
   if (v[0] == 0 && v[1] != -v[2]) {
     /* every rank is here (the same values): rank 0's call, the lowest rank
-    ** in another, and that one's */
-    char mine[48] = "", n0[48], nr[48];
-    if (layer > 0) snprintf(mine, sizeof mine, "%.24s of layer #%d", what, layer);
-    else snprintf(mine, sizeof mine, "%.47s", what);
-    if (first_differing(c, mine, (int)sizeof mine, n0, nr, &r) != MPI_SUCCESS)
+    ** in another, and that one's (told apart by the hash where the names
+    ** shown, cut to 47 bytes, are the same) */
+    struct { int hash; char name[48]; } mine, n0, nr;
+    memset(&mine, 0, sizeof mine);
+    mine.hash = h;
+    if (layer > 0) snprintf(mine.name, sizeof mine.name, "%.24s of layer #%d", what, layer);
+    else snprintf(mine.name, sizeof mine.name, "%.47s", what);
+    if (first_differing(c, &mine, (int)sizeof mine, &n0, &nr, &r) != MPI_SUCCESS)
       return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Bcast failed", what);
     return nvfp4i_fail(c->ctx, NVFP4_EMISMATCH, "%s: the ranks are in different calls on this "
-                       "comm: rank %d in %s, rank 0 in %s (every rank of a comm makes the same "
-                       "collective calls in the same order)", what, r, nr, n0);
+                       "comm: rank %d in %s, rank 0 in %s%s (every rank of a comm makes the same "
+                       "collective calls in the same order)", what, r, nr.name, n0.name,
+                       strcmp(nr.name, n0.name) == 0 ? " (names that differ past 47 bytes)" : "");
   }
   if (v[0] == 0) return NVFP4_OK;
   r = c->size - v[0];

@@ -403,8 +403,10 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   gst = nvfp4i_comm_group_end(c);
   if (st == NVFP4_OK) st = gst;
   if (st != NVFP4_OK) goto done;
-  s.out->rht = qx->rht;
-  s.out->rht_no_signs = qx->rht_no_signs;
+  /* the RHT flag only with the copy it rotates: a rowwise-only result is
+  ** the same tensor on every rank (the shards' flags may differ there) */
+  s.out->rht = qx->rht && p.col;
+  s.out->rht_no_signs = qx->rht_no_signs && p.col;
   s.out->sr = qx->sr;
   s.out->two_d = qx->two_d;
   s.out->four_over_six = qx->four_over_six;

@@ -490,7 +490,8 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
 /* Collective: a barrier on c, made of the agreement (no rank returns before
 ** every rank has entered).  Errors: EINVAL (NULL), EMISMATCH on every rank
 ** when a rank is in another collective on c (conventions above), EUSAGE
-** (aborted NCCL communicator), EPEER (a peer's comm aborted), EMPI.  No spec
+** (aborted NCCL communicator; c destroyed while a layer holds it), EPEER
+** (a peer's), EMPI.  No spec
 ** section (nor for the host-value collectives below: the agreements of
 ** sp-linear-and-gather.md §2.2's amax reduction are made of them). */
 nvfp4_status nvfp4_comm_barrier (nvfp4_comm *c);

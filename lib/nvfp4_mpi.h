@@ -47,7 +47,7 @@ MPI_Comm     nvfp4_comm_mpi (const nvfp4_comm *c);
 /* Collective over c: the agreement that every collective of the library
 ** starts with, for a caller's own collectives over nvfp4_comm_mpi(c) (the
 ** nvfp4-lua binding's host-value ones start with it).  what names the call
-** (compared whole, shown to 31 bytes); local is this rank's status so far
+** (compared whole, shown to 47 bytes); local is this rank's status so far
 ** (its message already in nvfp4_last_error).  Returns NVFP4_OK when every
 ** rank of c is in a call of that name and every local is NVFP4_OK.
 ** Otherwise, on every rank alike: EMISMATCH "<what>: the ranks are in
@@ -56,10 +56,20 @@ MPI_Comm     nvfp4_comm_mpi (const nvfp4_comm *c);
 ** with the same MPI call); else, where some local failed, local on a
 ** failing rank and EPEER "<what>: rank r failed (<status>)" on the others
 ** (r the lowest failing rank); EUSAGE where c's NCCL communicator was
-** aborted (nvfp4.h's conventions).  A NULL what is EINVAL on that rank and
+** aborted (nvfp4.h's conventions) or c was destroyed while a layer holds
+** it (nvfp4_comm_destroy).  A NULL what is EINVAL on that rank and
 ** EPEER on its peers (it still takes part); a NULL c is EINVAL at once (no
 ** communicator to take part in).  EMPI.  Allocates nothing.  No spec section. */
 nvfp4_status nvfp4_comm_agree (nvfp4_comm *c, const char *what, nvfp4_status local);
+/* Process-wide: fn(c, 1, ud) right before this rank waits for its peers
+** in the agreement that every collective on c starts with (the library's
+** and nvfp4_comm_agree: where a rank waits for a peer that never comes),
+** fn(c, 0, ud) right after, on the calling thread.  fn may make MPI calls
+** (not on c), must not call the library, and may end the process (nvfp4-lua
+** ends the job there when a peer that left the case is a rank of c).
+** NULL: none.  Set it before any collective runs (not thread-safe). */
+typedef void (*nvfp4_wait_fn) (nvfp4_comm *c, int entering, void *ud);
+void nvfp4_set_wait_callback (nvfp4_wait_fn fn, void *ud);
 
 #ifdef __cplusplus
 }

@@ -504,9 +504,10 @@ static void wd_copy (char *dst, size_t n, const char *src) {
 
 
 /* Case notes: a rank whose case ended (failed, skipped or passed) tells the
-** others (nvfp4.watchdog_tell), and a rank waiting in a collective over it in that case
-** (nvfp4.watchdog_case, nvfp4.watchdog_wait) ends the job half a second
-** later, naming it, instead of waiting out the case's timeout.  The
+** others (nvfp4.watchdog_tell), and a rank that waits in the agreement of a
+** collective over it during that case (nvfp4.watchdog_case; on_wait, the
+** library's wait callback) ends the job half a second later, naming it,
+** instead of waiting out the case's timeout.  The
 ** watchdog's thread receives the notes (MPI_THREAD_MULTIPLE; without it
 ** nothing is received and the timeout stays the only end), on a
 ** communicator of their own made at start-up (nvfp4L_notes_init).  All
@@ -525,14 +526,18 @@ static struct {
   int noted;                       /* a note matched wait `noted_serial` at noted_at */
   unsigned noted_serial;
   struct timespec noted_at;
-  struct { fnote n; MPI_Request rq[64]; int nrq; } out[8];   /* notes sent, in flight */
+  int *in;                         /* [2 * size]: on_wait's rank translation */
+  struct { fnote n; MPI_Request *rq; int nrq; } out[8];   /* notes sent, in flight; rq [size] */
   int nout;
-} fn = {MPI_COMM_NULL, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, {0, 0}, {{{0, ""}, {0}, 0}}, 0};
+} fn = {MPI_COMM_NULL, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, {0, 0}, NULL, {{{0, ""}, NULL, 0}}, 0};
 
 
 static double ts_diff (const struct timespec *a, const struct timespec *b) {
   return (double)(a->tv_sec - b->tv_sec) + 1e-9 * (double)(a->tv_nsec - b->tv_nsec);
 }
+
+
+static void on_wait (nvfp4_comm *c, int entering, void *ud);
 
 
 void nvfp4L_notes_init (void) {
@@ -542,13 +547,17 @@ void nvfp4L_notes_init (void) {
   MPI_Comm_rank(MPI_COMM_WORLD, &fn.rank);
   fn.member = (unsigned char *)calloc((size_t)fn.size, 1);
   fn.got = (fnote *)calloc((size_t)fn.size, sizeof *fn.got);
+  fn.in = (int *)calloc(2 * (size_t)fn.size, sizeof *fn.in);
   /* collective, on every rank alike: the verdict must be too */
   if (MPI_Comm_dup(MPI_COMM_WORLD, &fn.comm) != MPI_SUCCESS) fn.comm = MPI_COMM_NULL;
-  if (level != MPI_THREAD_MULTIPLE || fn.member == NULL || fn.got == NULL || fn.size < 2 ||
+  if (level != MPI_THREAD_MULTIPLE || fn.member == NULL || fn.got == NULL || fn.in == NULL ||
+      fn.size < 2 ||
       (getenv("NVFP4_CASE_NOTES") != NULL && strcmp(getenv("NVFP4_CASE_NOTES"), "0") == 0)) {
     if (fn.comm != MPI_COMM_NULL) MPI_Comm_free(&fn.comm);
     fn.comm = MPI_COMM_NULL;
+    return;
   }
+  nvfp4_set_wait_callback(on_wait, NULL);
 }
 
 
@@ -647,9 +656,10 @@ static void *wd_main (void *arg) {
 }
 
 
-/* nvfp4.watchdog_case(k): case k (an integer > 0) is under way on this rank,
-** or none (nil, 0): notes about case k from the ranks of a collective this
-** rank waits in end the job (see nvfp4.watchdog_wait). */
+/* nvfp4.watchdog_case(k): case k (an integer > 0, unique in the process) is
+** under way on this rank, or none (nil, 0): notes about case k from the
+** ranks of a collective whose agreement this rank waits in end the job
+** (on_wait). */
 static int mod_watchdog_case (lua_State *L) {
   lua_Integer k = luaL_optinteger(L, 1, 0);
   luaL_argcheck(L, k >= 0, 1, "case number must be >= 0");
@@ -662,38 +672,45 @@ static int mod_watchdog_case (lua_State *L) {
 }
 
 
-/* nvfp4.watchdog_wait(comm): this rank is about to wait in a collective over
-** comm (its ranks are the ones whose notes count); nvfp4.watchdog_wait()
-** after it.  Wakes the watchdog's thread, which starts to poll. */
-static int mod_watchdog_wait (lua_State *L) {
-  nvfp4_comm *c = lua_isnoneornil(L, 1) ? NULL : nvfp4L_tocomm(L, 1);
+/* nvfp4_set_wait_callback's callback: this rank enters (entering 1) or
+** leaves the agreement of a collective over c, the one place where it
+** waits for a peer that may never come.  During a case, the ranks of c are
+** the ones whose notes count, and the watchdog's thread starts to poll.
+** Main thread: MPI calls on other communicators than c are allowed. */
+static void on_wait (nvfp4_comm *c, int entering, void *ud) {
   int n = 0, i;
-  int *in = NULL, *w = NULL;
-  if (c != NULL && fn.comm != MPI_COMM_NULL) {
+  (void)ud;
+  if (fn.comm == MPI_COMM_NULL || fn.kase == 0) return;   /* kase: the main thread's own */
+  if (!entering) {
+    pthread_mutex_lock(&wd.mu);
+    fn.waiting = 0;
+    pthread_mutex_unlock(&wd.mu);
+    return;
+  }
+  {
     MPI_Group g, wg;
     n = nvfp4_comm_size(c);
-    in = (int *)lua_newuserdatauv(L, 2 * sizeof(int) * (size_t)n, 0);
-    w = in + n;
-    for (i = 0; i < n; i++) in[i] = i;
-    if (MPI_Comm_group(nvfp4_comm_mpi(c), &g) != MPI_SUCCESS) n = 0;
+    if (n > fn.size || MPI_Comm_group(nvfp4_comm_mpi(c), &g) != MPI_SUCCESS) n = 0;
     else {
-      if (MPI_Comm_group(MPI_COMM_WORLD, &wg) != MPI_SUCCESS ||
-          MPI_Group_translate_ranks(g, n, in, wg, w) != MPI_SUCCESS) n = 0;
-      MPI_Group_free(&wg);
+      for (i = 0; i < n; i++) fn.in[i] = i;
+      if (MPI_Comm_group(MPI_COMM_WORLD, &wg) != MPI_SUCCESS) n = 0;
+      else {
+        if (MPI_Group_translate_ranks(g, n, fn.in, wg, fn.in + fn.size) != MPI_SUCCESS) n = 0;
+        MPI_Group_free(&wg);
+      }
       MPI_Group_free(&g);
     }
   }
   pthread_mutex_lock(&wd.mu);
-  fn.waiting = c != NULL && n > 0;
+  fn.waiting = n > 0;
   if (fn.waiting) {
     fn.serial++;
     memset(fn.member, 0, (size_t)fn.size);
     for (i = 0; i < n; i++)
-      if (w[i] >= 0 && w[i] < fn.size) fn.member[w[i]] = 1;
+      if (fn.in[fn.size + i] >= 0 && fn.in[fn.size + i] < fn.size) fn.member[fn.in[fn.size + i]] = 1;
     pthread_cond_signal(&wd.cv);
   }
   pthread_mutex_unlock(&wd.mu);
-  return 0;
 }
 
 
@@ -732,13 +749,19 @@ static int mod_watchdog_tell (lua_State *L) {
     if (done) fn.out[i].nrq = 0;
     if (fn.out[i].nrq == 0 && slot < 0) slot = i;
   }
-  if (slot < 0 && fn.nout < (int)(sizeof fn.out / sizeof fn.out[0])) slot = fn.nout++;
+  if (slot < 0 && fn.nout < (int)(sizeof fn.out / sizeof fn.out[0])) {
+    MPI_Request *rq = (MPI_Request *)calloc((size_t)fn.size, sizeof *rq);
+    if (rq != NULL) {
+      fn.out[fn.nout].rq = rq;
+      slot = fn.nout++;
+    }
+  }
   if (slot < 0) return 0;          /* eight cases' notes unreceived: the timeout remains */
   memset(&fn.out[slot].n, 0, sizeof fn.out[slot].n);
   fn.out[slot].n.kase = (long long)k;
   snprintf(fn.out[slot].n.text, sizeof fn.out[slot].n.text, "%s", msg);
   len = (int)(offsetof(fnote, text) + strlen(fn.out[slot].n.text) + 1);
-  for (r = 0; r < fn.size && fn.out[slot].nrq < 64; r++) {
+  for (r = 0; r < fn.size; r++) {
     if (r == fn.rank) continue;
     if (MPI_Isend(&fn.out[slot].n, len, MPI_BYTE, r, NOTE_TAG, fn.comm,
                   &fn.out[slot].rq[fn.out[slot].nrq]) == MPI_SUCCESS)
@@ -879,8 +902,6 @@ void nvfp4L_open_comm (lua_State *L, int modidx) {
   lua_setfield(L, modidx, "watchdog");
   lua_pushcfunction(L, mod_watchdog_case);
   lua_setfield(L, modidx, "watchdog_case");
-  lua_pushcfunction(L, mod_watchdog_wait);
-  lua_setfield(L, modidx, "watchdog_wait");
   lua_pushcfunction(L, mod_watchdog_tell);
   lua_setfield(L, modidx, "watchdog_tell");
 }

@@ -706,6 +706,7 @@ end
 -- on it.  So the first "[rank r] ... timed out" names the rank that hung
 -- or failed, and the job still ends within timeout + 2 grace.
 local deadline = nil
+local caseserial = 0             -- cases started in this process (every sc.run): their notes' number
 local bailout = nil              -- "Bail out!" under --tap: a hang ends the TAP stream properly
 
 -- A rank waiting in a collective lingers a grace (and a quarter second) after
@@ -751,9 +752,8 @@ local function guardcollectives (world)
   if type(methods) ~= "table" then return end     -- not the C closure we know
   -- f wrapped: inside a case the later deadline, and a label naming `what`
   -- (shown as "<what>"); `waits(...)` says whether this call can wait for
-  -- other ranks (nil: always); `over(...)` gives the comm it waits over (nil:
-  -- its first argument), whose ranks' failure notes end the job
-  local function guard (f, name, what, waits, plainfn, over)
+  -- other ranks (nil: always)
+  local function guard (f, name, what, waits, plainfn)
     return function (...)
       local label = deadline and current and current.label
       if label and waits and not waits(...) then label = nil end
@@ -761,12 +761,8 @@ local function guardcollectives (world)
         local at = debug.getinfo(2, "Sl")           -- the scenario's line, where two collectives could be
         at = at and at.currentline and at.currentline > 0 and (" at " .. at.short_src .. ":" .. at.currentline) or ""
         arm(1, label .. " (waiting in " .. what .. at .. " for the other ranks)")
-        local c
-        if over then c = over(...) else c = ... end
-        if type(c) == "userdata" and pcall(function () return c.size end) then nvfp4.watchdog_wait(c) end
       end
       local r = table.pack(pcall(f, ...))
-      if label then nvfp4.watchdog_wait() end
       if label and deadline then arm(0, label) end
       if not r[1] then error(relocate(r[2], name, 2, plainfn), 0) end
       return table.unpack(r, 2, r.n)
@@ -787,9 +783,6 @@ local function guardcollectives (world)
         lmt.__index[name] = guard(f, name, "linear:" .. name, function (l)
           local ok, cfg = pcall(l.config, l)
           return ok and cfg.tp > 1
-        end, nil, function (l)
-          local ok, cfg = pcall(l.config, l)
-          return ok and cfg.group or nil
         end)
       end
     end
@@ -800,7 +793,7 @@ local function guardcollectives (world)
   end
   nvfp4.quantize = guard(nvfp4.quantize, "quantize", "nvfp4.quantize (amax_group)", function (_, o)
     return type(o) == "table" and o.amax_group ~= nil
-  end, true, function (_, o) return o.amax_group end)
+  end, true)
 end
 
 --- sc.run(): run the selected cases on every rank, agree on each verdict,
@@ -989,7 +982,8 @@ function M.run ()
     deadline = {at = nvfp4.clock() + o.timeout, grace = math.max(0.5, 0.05 * o.timeout),
                 timeout = o.timeout, replay = replay}
     arm(0, label)
-    nvfp4.watchdog_case(i)              -- notes of a rank that fails it end a wait for that rank at once
+    caseserial = caseserial + 1         -- the same on every rank; never reused in the process
+    nvfp4.watchdog_case(caseserial)     -- a peer's note that it left this case ends a wait for it at once
     local t0 = clock()
     local ok, e = xpcall(c.fn, handler, p)
     nvfp4.watchdog_case(0)
@@ -1014,7 +1008,7 @@ function M.run ()
     end
     -- this rank joins no more of the case's collectives: a rank waiting for it in one ends the job,
     -- naming it (rather than at the case's timeout)
-    nvfp4.watchdog_tell(i, status == FAIL and "failed in this case and will not join it: " .. msg
+    nvfp4.watchdog_tell(caseserial, status == FAIL and "failed in this case and will not join it: " .. msg
                            or status == SKIP and "skipped this case (" .. msg .. ") without joining it"
                            or "ended this case without joining it")
     deadline = nil

@@ -265,6 +265,31 @@ EOS
 check "a note from a rank outside the collective's group ends nothing: the case fails, the next runs" \
   test "$rc" -eq 1 -a "$(count 'NEXT RAN' "$tmp/othergroup")" -ge 1
 check "... the failure reported as usual" grep -q "rank 3 gives up" "$tmp/othergroup"
+# only a wait in a collective's agreement counts: rank 0 quantizing its large shard after the amax_group
+# reduction that rank 1 joined is not waiting for rank 1, whose case then fails (it was ended as if rank 1
+# would not join); a layer's creation is such a wait (it was not counted, and waited for the timeout)
+cat >"$tmp/localwork.lua" <<'EOS'
+-- np=2
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+local w = nvfp4.world()
+sc.case("local work", function ()
+  local x = nvfp4.randn({w.rank == 0 and 8192 or 16, 4096}, "bf16")
+  nvfp4.quantize(x, {rowwise = true, columnwise = true, rht = true, amax_group = w})
+  sc.ok(w.rank ~= 1, "rank 1's own check")
+end)
+sc.case("layer", function ()
+  if w.rank == 1 then error("rank 1 gives up") end
+  nvfp4.linear{in_features = 32, out_features = 32, parallel = "column", group = w}
+end)
+sc.run()
+EOS
+timed "$tmp/localwork" "$tmp/localwork.lua" --timeout 30 --filter "local work"
+check "a rank's local work after a collective its failed peer joined: the case fails as usual, the run ends" \
+  grep -q "^0 passed, 1 failed" "$tmp/localwork"
+timed "$tmp/layerwait" "$tmp/localwork.lua" --timeout 30 --filter "layer"
+check "a layer's creation waiting for a failed rank: ended at once, naming it" \
+  test "$rc" -eq 1 -a "$took" -lt 15 -a "$(count "^\[rank 0\] case 'layer': rank 1 failed in this case and will not join it: .*rank 1 gives up" "$tmp/layerwait")" -eq 1
 # the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
 # own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
 case2 "$tmp/grace.lua" waits '  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end end

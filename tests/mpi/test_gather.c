@@ -689,6 +689,12 @@ static void test_mismatch (void) {
       if (fullb != NULL) ref = quant(fullb, &orow);
       EXPECT_OK(nvfp4_all_gather(world, qb, &gr1, &g));
       expect_same_fp4(g, ref, "a rowwise gather of shards with the RHT on rank 1 only");
+      if (g != NULL) {   /* the same tensor on every rank: gathered again, with a columnwise copy made */
+        nvfp4_tensor *g2 = NULL;
+        nvfp4_gather_opts gb = gopts_fp4(1, 1);
+        EXPECT_OK(nvfp4_all_gather(world, g, &gb, &g2));
+        nvfp4_tensor_destroy(g2);
+      }
       nvfp4_tensor_destroy(g);
       g = NULL;
       nvfp4_tensor_destroy(ref);
