@@ -241,11 +241,12 @@ nvfp4_status nvfp4i_comm_usable (nvfp4_comm *c, const char *what, nvfp4_status l
 }
 
 
-/* 31 bits of FNV-1a of s: which call an agreement is in. */
-static int op_hash (const char *s) {
-  uint32_t h = 2166136261u;
-  for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-  return (int)(h & 0x7fffffffu);
+/* 64-bit FNV-1a of s, of which an agreement compares 62 bits: which call
+** it is in. */
+static uint64_t op_hash (const char *s) {
+  uint64_t h = 14695981039346656037ull;
+  for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
 }
 
 
@@ -269,23 +270,27 @@ static nvfp4_status agree (nvfp4_comm *c, const char *what, int layer, nvfp4_sta
   ** still take part): the lowest failing rank and the call's hash (its
   ** maximum and minimum: they differ when a rank is in another call), then
   ** the failing rank's status */
-  const int h = (int)(((uint32_t)op_hash(what) + (uint32_t)layer * 2654435761u) & 0x7fffffffu);
-  int v[3], r, rc;
+  const uint64_t hh = op_hash(what) + (uint64_t)(uint32_t)layer * 0x9E3779B97F4A7C15ull;
+  const int h = (int)(hh & 0x7fffffffu), h2 = (int)((hh >> 32) & 0x7fffffffu);
+  int v[5], r, rc;
   local = nvfp4i_comm_usable(c, what, local);
   v[0] = local != NVFP4_OK ? c->size - c->rank : 0;
   v[1] = h;
   v[2] = -h;
+  v[3] = h2;
+  v[4] = -h2;
   if (wait_fn != NULL) wait_fn(c, 1, wait_ud);
-  rc = MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_INT, MPI_MAX, c->mpi);
+  rc = MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_INT, MPI_MAX, c->mpi);
   if (wait_fn != NULL) wait_fn(c, 0, wait_ud);
   if (rc != MPI_SUCCESS) return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
-  if (v[0] == 0 && v[1] != -v[2]) {
+  if (v[0] == 0 && (v[1] != -v[2] || v[3] != -v[4])) {
     /* every rank is here (the same values): rank 0's call, the lowest rank
     ** in another, and that one's (told apart by the hash where the names
     ** shown, cut to 47 bytes, are the same) */
-    struct { int hash; char name[48]; } mine, n0, nr;
+    struct { int hash[2]; char name[48]; } mine, n0, nr;
     memset(&mine, 0, sizeof mine);
-    mine.hash = h;
+    mine.hash[0] = h;
+    mine.hash[1] = h2;
     if (layer > 0) snprintf(mine.name, sizeof mine.name, "%.24s of layer #%d", what, layer);
     else snprintf(mine.name, sizeof mine.name, "%.47s", what);
     if (first_differing(c, &mine, (int)sizeof mine, &n0, &nr, &r) != MPI_SUCCESS)
@@ -297,8 +302,8 @@ static nvfp4_status agree (nvfp4_comm *c, const char *what, int layer, nvfp4_sta
   }
   if (v[0] == 0) return NVFP4_OK;
   r = c->size - v[0];
-  v[0] = c->rank == r ? (int)local : 0;
-  if (MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
+  v[0] = c->rank == r ? (int)local : 0;         /* a sum: any status value arrives as it is */
+  if (MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_SUM, c->mpi) != MPI_SUCCESS)
     return nvfp4i_fail(c->ctx, NVFP4_EMPI, "%s: MPI_Allreduce failed", what);
   if (local != NVFP4_OK) return local;
   return nvfp4i_fail(c->ctx, NVFP4_EPEER, "%s: rank %d failed%s (%s)", what, r, when,

@@ -55,13 +55,10 @@ static const char *pair (nvfp4_shape s, char *buf, size_t n) {
 }
 
 
-/* Check one NVFP4 buffer pair against the shape rules of spec §6, the way
-** TE's CheckScaleTensorShape does before a GEMM: a gathered scale of the
-** wrong width (the `nd` rule with odd B) must not be read silently. */
-static nvfp4_status check_buffers (nvfp4_ctx *ctx, const char *what,
-                                   const char *dir, const nvfp4i_buf *data,
-                                   nvfp4_shape want_data, const nvfp4i_buf *scale,
-                                   nvfp4_shape want_scale) {
+nvfp4_status nvfp4i_check_fp4_buffers (nvfp4_ctx *ctx, const char *what,
+                                       const char *dir, const nvfp4i_buf *data,
+                                       nvfp4_shape want_data, const nvfp4i_buf *scale,
+                                       nvfp4_shape want_scale) {
   char a[64], b[64];
   FAIL_IF(ctx, nvfp4_shape_numel(data->shape) != nvfp4_shape_numel(want_data) ||
           data->nbytes != (size_t)nvfp4_shape_numel(want_data),
@@ -105,9 +102,9 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
     if (u == NVFP4_ROWWISE) {
       FAIL_IF(ctx, !t->has_row, NVFP4_EUSAGE,
               "%s has no rowwise data (usage missing)", what);
-      CHECK(check_buffers(ctx, what, "rowwise", &t->row_data,
-                          nvfp4_rowwise_data_shape(s), &t->row_scale,
-                          nvfp4_rowwise_scale_shape(s)));
+      CHECK(nvfp4i_check_fp4_buffers(ctx, what, "rowwise", &t->row_data,
+                                     nvfp4_rowwise_data_shape(s), &t->row_scale,
+                                     nvfp4_rowwise_scale_shape(s)));
       op->data = t->row_data.p;
       op->scale = (const uint8_t *)t->row_scale.p;
       op->scale_ld = t->row_scale.shape.dim[1];
@@ -118,9 +115,9 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
     else {
       FAIL_IF(ctx, !t->has_col, NVFP4_EUSAGE,
               "%s has no columnwise data (usage missing)", what);
-      CHECK(check_buffers(ctx, what, "columnwise", &t->col_data,
-                          nvfp4_columnwise_data_shape(s), &t->col_scale,
-                          nvfp4_columnwise_scale_shape(s)));
+      CHECK(nvfp4i_check_fp4_buffers(ctx, what, "columnwise", &t->col_data,
+                                     nvfp4_columnwise_data_shape(s), &t->col_scale,
+                                     nvfp4_columnwise_scale_shape(s)));
       op->data = t->col_data.p;
       op->scale = (const uint8_t *)t->col_scale.p;
       op->scale_ld = t->col_scale.shape.dim[1];

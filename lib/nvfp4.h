@@ -419,8 +419,8 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 ** out = OType_rn(value(code) * fl(fl(sf * amax) * fl(1/(6 * EMAX)))),
 ** EMAX = q's E4M3 maximum (448, or 256 for 4over6 without
 ** four_over_six_emax448: fl(1/2688), fl(1/1536)).
-** Errors: EUSAGE when q has no rowwise copy, EINVAL on dtype or a plain q,
-** ENOMEM. */
+** Errors: EUSAGE when q has no rowwise copy, EINVAL on dtype, a plain q or
+** rowwise buffers of other shapes than §6's, ENOMEM. */
 nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
                                nvfp4_dtype dt, nvfp4_tensor **out);
 /* The columnwise copy of q (logical [.., K], M leading rows) dequantized
@@ -432,7 +432,10 @@ nvfp4_status nvfp4_dequantize (nvfp4_ctx *ctx, const nvfp4_tensor *q,
 ** checking that copy's numerics.  Reads q's amax back first when a
 ** quantize left it on the device (waits for q's work).  *out is new, the
 ** caller's.  Errors: EUSAGE when q has no columnwise copy or is of another
-** context, EINVAL on dtype or a plain q, ENOMEM. */
+** context, EINVAL on dtype, a plain q, or a columnwise copy whose buffers
+** are not [K, M/2] and [ru(K,128), ru(M/16,4)] (the `nd` rule's gather with
+** odd B: "invalid columnwise_scale_inv shape (expected (128,8), got
+** (128,4))", as the GEMM says), ENOMEM. */
 nvfp4_status nvfp4_dequantize_columnwise (nvfp4_ctx *ctx, const nvfp4_tensor *q,
                                           nvfp4_dtype dt, nvfp4_tensor **out);
 

@@ -278,6 +278,16 @@ NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_plain_uninit (nvfp4_ctx *ctx,
                                                            nvfp4_shape shape,
                                                            nvfp4_dtype dt,
                                                            nvfp4_tensor **out);
+/* Check one NVFP4 buffer pair against the shape rules of spec §6, the way
+** TE's CheckScaleTensorShape does before a GEMM: a gathered scale of the
+** wrong width (the `nd` rule with odd B) must not be read silently.  EINVAL
+** "<what>: invalid <dir>_scale_inv shape (expected (128,8), got (128,4))"
+** (or _data).  lib/gemm.c; dequantize checks the copy it reads too. */
+NVFP4I_FUNC nvfp4_status nvfp4i_check_fp4_buffers (nvfp4_ctx *ctx, const char *what,
+                                                   const char *dir, const nvfp4i_buf *data,
+                                                   nvfp4_shape want_data,
+                                                   const nvfp4i_buf *scale,
+                                                   nvfp4_shape want_scale);
 NVFP4I_FUNC nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx,
                                               const nvfp4_tensor *t,
                                               const char *what);

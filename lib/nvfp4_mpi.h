@@ -47,7 +47,12 @@ MPI_Comm     nvfp4_comm_mpi (const nvfp4_comm *c);
 /* Collective over c: the agreement that every collective of the library
 ** starts with, for a caller's own collectives over nvfp4_comm_mpi(c) (the
 ** nvfp4-lua binding's host-value ones start with it).  what names the call
-** (compared whole, shown to 47 bytes); local is this rank's status so far
+** (compared by 62 bits of a 64-bit hash of the whole name, so two names
+** collide with a chance of about 2^-62; shown to 47 bytes; the library's own
+** collectives use theirs, "comm_barrier", "all_gather", "all_gather_plain",
+** "reduce_scatter", "all_reduce_sum", "split", "quantize", "linear_create",
+** "rel_error", "comm_all_reduce_max_f32" and the like: a caller's call of
+** the same name pairs with them); local is this rank's status so far
 ** (its message already in nvfp4_last_error).  Returns NVFP4_OK when every
 ** rank of c is in a call of that name and every local is NVFP4_OK.
 ** Otherwise, on every rank alike: EMISMATCH "<what>: the ranks are in

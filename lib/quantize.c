@@ -207,10 +207,20 @@ static nvfp4_status dequant (nvfp4_ctx *ctx, const nvfp4_tensor *q, int col, nvf
           "%s: input is a %s tensor, not fp4", what, nvfp4_dtype_name(q->dtype));
   FAIL_IF(ctx, !(col ? q->has_col : q->has_row), NVFP4_EUSAGE, "%s: the tensor has no %s copy%s",
           what, col ? "columnwise" : "rowwise",
-          col ? "" : " (spec §10 dequantizes the rowwise copy; nvfp4_dequantize_columnwise "
-                     "reads the columnwise one)");
+          col ? "" : " (spec §10 dequantizes the rowwise copy; the columnwise one: "
+                     "nvfp4_dequantize_columnwise, in Lua nvfp4.dequantize(q, dtype, 'columnwise'))");
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
           "%s: output dtype %s is not fp32 or bf16", what, NVFP4I_DTYPE(dt));
+  /* the copy read must have its shapes (a columnwise scale that the `nd`
+  ** rule gathered too narrow, odd B, was read past its end) */
+  if (col)
+    CHECK(nvfp4i_check_fp4_buffers(ctx, what, "columnwise", &q->col_data,
+                                   nvfp4_columnwise_data_shape(q->shape), &q->col_scale,
+                                   nvfp4_columnwise_scale_shape(q->shape)));
+  else
+    CHECK(nvfp4i_check_fp4_buffers(ctx, what, "rowwise", &q->row_data,
+                                   nvfp4_rowwise_data_shape(q->shape), &q->row_scale,
+                                   nvfp4_rowwise_scale_shape(q->shape)));
   v = *q;
   if (col) {
     int64_t d[2];

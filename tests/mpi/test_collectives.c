@@ -478,6 +478,15 @@ static void test_different_calls (void) {
   }
   st = nvfp4_comm_agree(world, "my_exchange", mc_rank == 0 ? NVFP4_ENOMEM : NVFP4_OK);
   EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_ENOMEM : NVFP4_EPEER);
+  if (mc_rank != 0) EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "my_exchange: rank 0 failed (out of memory)");
+  /* a status outside the enum reaches the peers as it is (a negative one
+  ** lost to the others' 0 in a MAX: "rank r failed (ok)") */
+  st = nvfp4_comm_agree(world, "my_exchange", mc_rank == last ? (nvfp4_status)-3 : NVFP4_OK);
+  EXPECT_EQ_I(st, mc_rank == last ? (nvfp4_status)-3 : NVFP4_EPEER);
+  if (mc_rank != last) EXPECT(strstr(nvfp4_last_error(mc_ctx), "failed (ok)") == NULL);
+  /* two names whose 31-bit FNV-1a hashes collide are still different calls */
+  st = nvfp4_comm_agree(world, mc_rank == last ? "step_558220" : "step_188904", NVFP4_OK);
+  EXPECT_EQ_I(st, NVFP4_EMISMATCH);
   EXPECT_EQ_I(nvfp4_comm_agree(NULL, "my_exchange", NVFP4_OK), NVFP4_EINVAL);
   EXPECT_OK(nvfp4_comm_barrier(world));
   EXPECT_OK(nvfp4_comm_agree(world, "my_exchange", NVFP4_OK));

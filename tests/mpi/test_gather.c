@@ -1189,6 +1189,28 @@ static void test_nd_rule_other_ranks (void) {
   EXPECT_ST(nvfp4_all_gather(world, x, &gn, &g), NVFP4_EINVAL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "Input is not allocated");
   nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
+  /* odd B = 3: the gathered columnwise scale is too narrow; its dequantize
+  ** refuses it as the GEMM does (it read past the scale's end, silently
+  ** wrong values), the rowwise copy still dequantizes */
+  {
+    char want[128];
+    int64_t M = 16 * P * 3;
+    nvfp4_tensor *d = NULL;
+    full = full_randn(SHAPE3(16 * P, 3, 128), NVFP4_BF16, 97);
+    x = slice(full, 0, mc_rank, P);
+    g = NULL;
+    EXPECT_OK(nvfp4_all_gather(world, x, &gn, &g));
+    if (g != NULL) {
+      snprintf(want, sizeof want, "dequantize_columnwise: invalid columnwise_scale_inv shape "
+               "(expected (128,%lld), got (128,", (long long)((M / 16 + 3) / 4 * 4));
+      EXPECT_ST(nvfp4_dequantize_columnwise(mc_ctx, g, NVFP4_F32, &d), NVFP4_EINVAL);
+      EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
+      EXPECT(d == NULL);
+      EXPECT_OK(nvfp4_dequantize(mc_ctx, g, NVFP4_F32, &d));
+      nvfp4_tensor_destroy(d);
+    }
+    nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(g);
+  }
 }
 
 
