@@ -245,13 +245,14 @@ timed "$tmp/failspin" "$tmp/failspin.lua" --timeout 1
 check "a failed rank whose peer does not finish the case times out at S, saying why it waited" \
   grep -q "^\[rank 1\] case 'spins' (it failed on this rank: .*rank 1 gives up; the other ranks did not finish it) timed out after 1 s" "$tmp/failspin"
 check "... and ends the job (124) soon after" test "$rc" -eq 124 -a "$took" -lt 30
+# scen FILE NP: a scenario of NP ranks, the usual header (nvfp4, sc, w = the world), then standard input
+scen () {
+  { printf '%s\n' "-- np=$2" 'local nvfp4 = require "nvfp4"' 'local sc = require "nvfp4.scenario"' \
+      'local w = nvfp4.world()'; cat; } >"$1"
+}
 # a failed rank and its peer's collective over other ranks (TP groups {0, 1} and {2, 3}): rank 3's note does
 # not end the wait of ranks 0 and 1, whose group completes; the case fails, the next runs
-cat >"$tmp/othergroup.lua" <<'EOS'
--- np=4
-local nvfp4 = require "nvfp4"
-local sc = require "nvfp4.scenario"
-local w = nvfp4.world()
+scen "$tmp/othergroup.lua" 4 <<'EOS'
 sc.case("other group", function ()
   local g = sc.group(2)
   if w.rank == 3 then error("rank 3 gives up") end
@@ -268,11 +269,7 @@ check "... the failure reported as usual" grep -q "rank 3 gives up" "$tmp/otherg
 # only a wait in a collective's agreement counts: rank 0 quantizing its large shard after the amax_group
 # reduction that rank 1 joined is not waiting for rank 1, whose case then fails (it was ended as if rank 1
 # would not join); a layer's creation is such a wait (it was not counted, and waited for the timeout)
-cat >"$tmp/localwork.lua" <<'EOS'
--- np=2
-local nvfp4 = require "nvfp4"
-local sc = require "nvfp4.scenario"
-local w = nvfp4.world()
+scen "$tmp/localwork.lua" 2 <<'EOS'
 sc.case("local work", function ()
   local x = nvfp4.randn({w.rank == 0 and 8192 or 16, 4096}, "bf16")
   nvfp4.quantize(x, {rowwise = true, columnwise = true, rht = true, amax_group = w})
