@@ -591,11 +591,13 @@ static void wd_fire (void) {
 ** about the case under way: the job ends (status 1, a case failed). */
 static void fn_fire (int from) {
   int r = fn.rank;
-  fprintf(stderr, "[rank %d] %s: rank %d %s\n", r, wd.label, from, fn.got[from].text);
+  fprintf(stderr, "[rank %d] %s%srank %d %s\n", r, wd.label, wd.label[0] ? ": " : "", from,
+          fn.got[from].text);
   if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", r, wd.note);
   fflush(stderr);
   if (wd.stdout_prefix[0] != '\0')
-    printf("%s [rank %d] %s: rank %d %s\n", wd.stdout_prefix, r, wd.label, from, fn.got[from].text);
+    printf("%s [rank %d] %s%srank %d %s\n", wd.stdout_prefix, r, wd.label, wd.label[0] ? ": " : "",
+           from, fn.got[from].text);
   fflush(stdout);
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);
@@ -656,6 +658,18 @@ static void *wd_main (void *arg) {
 }
 
 
+/* The watchdog's thread, started once (under wd.mu): 0, or -1 when it
+** cannot be. */
+static int wd_start (void) {
+  pthread_t t;
+  if (wd.started) return 0;
+  if (pthread_create(&t, NULL, wd_main, NULL) != 0) return -1;
+  pthread_detach(t);
+  wd.started = 1;
+  return 0;
+}
+
+
 /* nvfp4.watchdog_case(k): case k (an integer > 0, unique in the process) is
 ** under way on this rank, or none (nil, 0): notes about case k from the
 ** ranks of a collective whose agreement this rank waits in end the job
@@ -666,7 +680,14 @@ static int mod_watchdog_case (lua_State *L) {
   pthread_mutex_lock(&wd.mu);
   fn.kase = (long long)k;
   fn.waiting = 0;
-  if (fn.comm != MPI_COMM_NULL) fn_drain();
+  if (fn.comm != MPI_COMM_NULL) {
+    fn_drain();
+    /* the thread that reads the notes, also where no deadline was armed */
+    if (k > 0 && wd_start() != 0) {
+      pthread_mutex_unlock(&wd.mu);
+      return luaL_error(L, "watchdog_case: cannot start the watchdog's thread");
+    }
+  }
   pthread_mutex_unlock(&wd.mu);
   return 0;
 }
@@ -817,14 +838,9 @@ static int mod_watchdog (lua_State *L) {
   if (s > 1e9) s = 1e9;
   if (!(shown < 1e9)) shown = 1e9;
   pthread_mutex_lock(&wd.mu);
-  if (!wd.started && s > 0) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, wd_main, NULL) != 0) {
-      pthread_mutex_unlock(&wd.mu);
-      return luaL_error(L, "watchdog: cannot start a thread");
-    }
-    pthread_detach(t);
-    wd.started = 1;
+  if (s > 0 && wd_start() != 0) {
+    pthread_mutex_unlock(&wd.mu);
+    return luaL_error(L, "watchdog: cannot start a thread");
   }
   wd.armed = s > 0;
   if (wd.armed) {

@@ -787,6 +787,10 @@ local function guardcollectives (world)
       end
     end
   end
+  -- a layer's creation over a group is collective too (its options agreed)
+  nvfp4.linear = guard(nvfp4.linear, "linear", "nvfp4.linear", function (o)
+    return type(o) == "table" and o.group ~= nil
+  end, true)
   if nvfp4.rel_error_group then
     nvfp4.rel_error_group = guard(nvfp4.rel_error_group, "rel_error_group", "nvfp4.rel_error_group",
                                   nil, true)

@@ -286,7 +286,7 @@ check "a rank's local work after a collective its failed peer joined: the case f
   grep -q "^0 passed, 1 failed" "$tmp/localwork"
 timed "$tmp/layerwait" "$tmp/localwork.lua" --timeout 30 --filter "layer"
 check "a layer's creation waiting for a failed rank: ended at once, naming it" \
-  test "$rc" -eq 1 -a "$took" -lt 15 -a "$(count "^\[rank 0\] case 'layer': rank 1 failed in this case and will not join it: .*rank 1 gives up" "$tmp/layerwait")" -eq 1
+  test "$rc" -eq 1 -a "$took" -lt 15 -a "$(count "^\[rank 0\] case 'layer' (waiting in nvfp4.linear at .*localwork.lua:[0-9]* for the other ranks): rank 1 failed in this case and will not join it: .*rank 1 gives up" "$tmp/layerwait")" -eq 1
 # the grace G = max(0.5 s, 5 % of S) of a rank waiting in a collective (README): here rank 1 disarms its
 # own deadline and stays in its code, so rank 0, in the barrier, is the first to time out, at S + G
 case2 "$tmp/grace.lua" waits '  if w.rank == 1 then nvfp4.watchdog(0); local t = nvfp4.clock(); while nvfp4.clock() - t < 60 do end end
