@@ -971,14 +971,17 @@ function M.run ()
     local replay = ("mpirun -np %d %s %s%s --seed %d --filter %s")
                    :format(world.size, M.program(true), M.shellquote(script), replay_args(), seed,
                            squote(replay_filter(c.name)))
-    if out and o.junit then   -- provisional: what stays if the job ends inside this case
+    -- provisional (rank 0): what stays if the job ends inside this case; why: what rank 0 knows of it
+    local function provisional (why, detail)
       results[#results + 1] = {name = c.name, case = c, verdict = FAIL, ranks = {}, seed = p.seed, time = 0,
-                               message = "the job ended during this case (a timeout, a rank's failure while "
-                                         .. "another waited for it in a collective, an os.exit or a crash "
-                                         .. "on some rank: see the job's output); replay: " .. replay,
-                               detail = ""}
+                               message = "the job ended during this case (" .. why .. "); replay: " .. replay,
+                               detail = detail or ""}
       writejunit(o.junit, script, results, seed, clock() - t_all)
       results[#results] = nil
+    end
+    if out and o.junit then
+      provisional("a timeout, a rank's failure while another waited for it in a collective, an os.exit or "
+                  .. "a crash on some rank: see the job's output")
     end
     -- Staged deadlines (see guardcollectives), so that the rank to blame
     -- speaks first when a case does not end on every rank.
@@ -1006,6 +1009,12 @@ function M.run ()
                .. "that line: Lua keeps no line for such a call)"):format(info.short_src, info.linedefined, msg)
       end
       arm(0, label .. " (it failed on this rank: " .. msg .. "; the other ranks did not finish it)")
+      -- should the job end before the ranks agree on the verdict (a peer waiting for this rank), the
+      -- JUnit file keeps rank 0's error
+      if out and o.junit then
+        provisional("it failed on rank 0: " .. msg .. "; the job ended before the ranks agreed on the "
+                    .. "verdict: a rank waiting for rank 0 in a collective, or a timeout", detail)
+      end
     end
     if status ~= FAIL then
       arm(2, label .. " (it ended on this rank; the other ranks did not finish it)")

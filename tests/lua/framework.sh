@@ -343,6 +343,14 @@ timed "$tmp/skip2" "$tmp/skip2.lua" --timeout 30
 check "a rank that skipped the case before a collective: named with its reason" \
   grep -q "^\[rank 0\] case 'skipped' (waiting in comm:barrier at .*skip2.lua:7 for the other ranks): rank 1 skipped this case (no GPU here) without joining it\$" "$tmp/skip2"
 check "... and the job ends at once (status 1)" test "$rc" -eq 1 -a "$took" -lt 15
+# rank 0 (which writes --junit) fails before a collective rank 1 waits in: the JUnit file keeps its error
+case2 "$tmp/fail0.lua" fails0 '  if w.rank == 0 then error("rank 0 gives up") end
+  w:barrier()'
+timed "$tmp/fail0" "$tmp/fail0.lua" --timeout 30 --junit "$tmp/fail0.xml"
+check "rank 0's failure before a collective: rank 1 ends the job at once, naming it" \
+  test "$rc" -eq 1 -a "$took" -lt 15 -a "$(count "^\[rank 1\] case 'fails0' (waiting in comm:barrier.*): rank 0 failed in this case" "$tmp/fail0")" -eq 1
+check "... and the JUnit file has rank 0's error (it said only that the job ended)" \
+  grep -q "the job ended during this case (it failed on rank 0: .*fail0.lua:6: rank 0 gives up; the job ended before" "$tmp/fail0.xml"
 # without the notes (NVFP4_CASE_NOTES=0, or no MPI_THREAD_MULTIPLE) the timeout ends it: the waiting ranks
 # linger a grace after their message, so that its own line (due at S + 2G) names the rank too
 NVFP4_CASE_NOTES=0 timed "$tmp/skip" "$tmp/skip.lua" --timeout 1
