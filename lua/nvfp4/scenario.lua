@@ -707,6 +707,7 @@ end
 -- or failed, and the job still ends within timeout + 2 grace.
 local deadline = nil
 local caseserial = 0             -- cases started in this process (every sc.run): their notes' number
+local self_source = debug.getinfo(1, "S").source   -- this file, skipped when naming a scenario's line
 local bailout = nil              -- "Bail out!" under --tap: a hang ends the TAP stream properly
 
 -- A rank waiting in a collective lingers a grace (and a quarter second) after
@@ -758,7 +759,13 @@ local function guardcollectives (world)
       local label = deadline and current and current.label
       if label and waits and not waits(...) then label = nil end
       if label then
-        local at = debug.getinfo(2, "Sl")           -- the scenario's line, where two collectives could be
+        -- the scenario's line, where two collectives could be: the first caller outside this file and C
+        -- (sc.group's split is called from here, through pcall)
+        local lvl, at = 2, debug.getinfo(2, "Sl")
+        while at and (at.what == "C" or at.source == self_source) do
+          lvl = lvl + 1
+          at = debug.getinfo(lvl, "Sl")
+        end
         at = at and at.currentline and at.currentline > 0 and (" at " .. at.short_src .. ":" .. at.currentline) or ""
         arm(1, label .. " (waiting in " .. what .. at .. " for the other ranks)")
       end

@@ -343,6 +343,12 @@ timed "$tmp/skip2" "$tmp/skip2.lua" --timeout 30
 check "a rank that skipped the case before a collective: named with its reason" \
   grep -q "^\[rank 0\] case 'skipped' (waiting in comm:barrier at .*skip2.lua:7 for the other ranks): rank 1 skipped this case (no GPU here) without joining it\$" "$tmp/skip2"
 check "... and the job ends at once (status 1)" test "$rc" -eq 1 -a "$took" -lt 15
+# sc.group's split, called by the framework: the wait names the scenario's line (it named none)
+case2 "$tmp/grpwait.lua" grpwait '  if w.rank == 1 then error("rank 1 gives up") end
+  sc.group(2)'
+timed "$tmp/grpwait" "$tmp/grpwait.lua" --timeout 30
+check "a wait in sc.group's split names the scenario's line" \
+  grep -q "^\[rank 0\] case 'grpwait' (waiting in comm:split at .*grpwait.lua:7 for the other ranks): rank 1 failed" "$tmp/grpwait"
 # rank 0 (which writes --junit) fails before a collective rank 1 waits in: the JUnit file keeps its error
 case2 "$tmp/fail0.lua" fails0 '  if w.rank == 0 then error("rank 0 gives up") end
   w:barrier()'
