@@ -109,11 +109,6 @@ static int tags (const meta *all, int size) {
 }
 
 
-/* Every rank's descriptor into *all: stackbuf (16 entries) or, for more
-** ranks, a table on the heap (the caller frees it when it is not stackbuf).
-** The ranks agree on that allocation first: a rank out of memory could not
-** take part in the gather, and its peers would wait in it
-** (nvfp4i_comm_agree allocates nothing). */
 static nvfp4_status agree (nvfp4_comm *c, const char *what, int layer, nvfp4_status local,
                            const char *when);
 
@@ -134,10 +129,14 @@ static int first_differing (nvfp4_comm *c, const void *mine, int n, void *b0, vo
 }
 
 
-/* The round starts as every agreement does (agree: the same first MPI
+/* Every rank's descriptor into *all: stackbuf (16 entries) or, for more
+** ranks, a table on the heap (the caller frees it when it is not stackbuf).
+** The round starts as every agreement does (agree: the same first MPI
 ** call, so ranks in different calls meet there and learn it, whichever two
 ** library collectives they are in), with this rank's failure (when: how
-** its peers' message says it failed) and the table's allocation. */
+** its peers' message says it failed) and the table's allocation (a rank
+** out of memory could not take part in the gather; agree allocates
+** nothing). */
 static nvfp4_status gather_metas (nvfp4_comm *c, const char *what, const meta *mine,
                                   meta *stackbuf, meta **all, const char *when) {
   nvfp4_status st = (nvfp4_status)mine->status;

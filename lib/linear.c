@@ -238,10 +238,9 @@ nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg
   else st = check_config(ctx, cfg, tp);
   if (st == NVFP4_OK) st = layer_new(ctx, cfg, tp, &l);
   if (tp > 1) {
+    const int number = ++cfg->tp_group->layers;   /* every rank counts every create, failed or not */
     st = config_agree(cfg, st);
-    /* every rank of the group counts every create, failed or not */
-    if (l != NULL) l->number = ++cfg->tp_group->layers;
-    else cfg->tp_group->layers++;
+    if (l != NULL) l->number = number;
   }
   if (st != NVFP4_OK) {
     nvfp4_linear_destroy(l);
@@ -444,16 +443,19 @@ static nvfp4_status check_input_m (nvfp4_linear *l, const nvfp4_tensor *x) {
 }
 
 
-/* A step of l, with its group marked as in use by a layer (a group
-** destroyed while the layer holds it stays usable by the layer alone). */
-#define LAYER_STEP(l, call) do {                                           \
-    nvfp4_comm *g_ = (l) != NULL && (l)->uses_group ? (l)->cfg.tp_group : NULL; \
-    nvfp4_status s_;                                                       \
-    if (g_ != NULL) g_->in_layer++;                                        \
-    s_ = (call);                                                           \
-    if (g_ != NULL) g_->in_layer--;                                        \
-    return s_;                                                             \
-  } while (0)
+/* A step of l marks its group as in use by a layer (a group destroyed
+** while the layer holds it stays usable by the layer alone): the group to
+** unmark after the step, or NULL. */
+static nvfp4_comm *step_begin (nvfp4_linear *l) {
+  nvfp4_comm *g = l != NULL && l->uses_group ? l->cfg.tp_group : NULL;
+  if (g != NULL) g->in_layer++;
+  return g;
+}
+
+static nvfp4_status step_end (nvfp4_comm *g, nvfp4_status st) {
+  if (g != NULL) g->in_layer--;
+  return st;
+}
 
 
 static nvfp4_status forward (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tensor **y);
@@ -463,14 +465,16 @@ static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_ten
 
 nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
                                    nvfp4_tensor **y) {
-  LAYER_STEP(l, forward(l, x, y));
+  nvfp4_comm *g = step_begin(l);
+  return step_end(g, forward(l, x, y));
 }
 
 
 nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
                                     nvfp4_tensor **dx, nvfp4_tensor **dw,
                                     nvfp4_tensor **db) {
-  LAYER_STEP(l, backward(l, dy, dx, dw, db));
+  nvfp4_comm *g = step_begin(l);
+  return step_end(g, backward(l, dy, dx, dw, db));
 }
 
 

@@ -527,9 +527,11 @@ static struct {
   unsigned noted_serial;
   struct timespec noted_at;
   int *in;                         /* [2 * size]: on_wait's rank translation */
+  MPI_Group world;                 /* MPI_COMM_WORLD's group, for that translation */
   struct { fnote n; MPI_Request *rq; int nrq; } out[8];   /* notes sent, in flight; rq [size] */
   int nout;
-} fn = {MPI_COMM_NULL, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, {0, 0}, NULL, {{{0, ""}, NULL, 0}}, 0};
+} fn = {MPI_COMM_NULL, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, {0, 0}, NULL, MPI_GROUP_NULL,
+        {{{0, ""}, NULL, 0}}, 0};
 
 
 static double ts_diff (const struct timespec *a, const struct timespec *b) {
@@ -550,7 +552,9 @@ void nvfp4L_notes_init (void) {
   fn.in = (int *)calloc(2 * (size_t)fn.size, sizeof *fn.in);
   /* collective, on every rank alike: the verdict must be too */
   if (MPI_Comm_dup(MPI_COMM_WORLD, &fn.comm) != MPI_SUCCESS) fn.comm = MPI_COMM_NULL;
+  if (MPI_Comm_group(MPI_COMM_WORLD, &fn.world) != MPI_SUCCESS) fn.world = MPI_GROUP_NULL;
   if (level != MPI_THREAD_MULTIPLE || fn.member == NULL || fn.got == NULL || fn.in == NULL ||
+      fn.world == MPI_GROUP_NULL ||
       fn.size < 2 ||
       (getenv("NVFP4_CASE_NOTES") != NULL && strcmp(getenv("NVFP4_CASE_NOTES"), "0") == 0)) {
     if (fn.comm != MPI_COMM_NULL) MPI_Comm_free(&fn.comm);
@@ -609,12 +613,27 @@ static int fn_polling (void) {
 }
 
 
+/* The notes that have arrived, each kept as its sender's latest (MPI's
+** queue of unreceived messages stays short: every case start drains it). */
+static void fn_drain (void) {
+  int flag = 1;
+  while (flag) {
+    MPI_Message m;
+    MPI_Status st;
+    fnote n;
+    if (MPI_Improbe(MPI_ANY_SOURCE, NOTE_TAG, fn.comm, &flag, &m, &st) != MPI_SUCCESS || !flag) break;
+    memset(&n, 0, sizeof n);
+    if (MPI_Mrecv(&n, (int)sizeof n, MPI_BYTE, &m, &st) != MPI_SUCCESS) break;
+    n.text[sizeof n.text - 1] = '\0';
+    if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < fn.size) fn.got[st.MPI_SOURCE] = n;
+  }
+}
+
+
 /* The notes that have arrived, kept per sender; then a member's note
 ** about this case ends the job once this rank has waited NOTE_CONFIRM more
 ** in the same collective (a collective the failed rank had just left, and
 ** this one was leaving too, does not). */
-static void fn_drain (void);
-
 static void fn_poll (const struct timespec *now) {
   int s;
   fn_drain();
@@ -709,16 +728,12 @@ static void on_wait (nvfp4_comm *c, int entering, void *ud) {
     return;
   }
   {
-    MPI_Group g, wg;
+    MPI_Group g;
     n = nvfp4_comm_size(c);
     if (n > fn.size || MPI_Comm_group(nvfp4_comm_mpi(c), &g) != MPI_SUCCESS) n = 0;
     else {
       for (i = 0; i < n; i++) fn.in[i] = i;
-      if (MPI_Comm_group(MPI_COMM_WORLD, &wg) != MPI_SUCCESS) n = 0;
-      else {
-        if (MPI_Group_translate_ranks(g, n, fn.in, wg, fn.in + fn.size) != MPI_SUCCESS) n = 0;
-        MPI_Group_free(&wg);
-      }
+      if (MPI_Group_translate_ranks(g, n, fn.in, fn.world, fn.in + fn.size) != MPI_SUCCESS) n = 0;
       MPI_Group_free(&g);
     }
   }
@@ -732,23 +747,6 @@ static void on_wait (nvfp4_comm *c, int entering, void *ud) {
     pthread_cond_signal(&wd.cv);
   }
   pthread_mutex_unlock(&wd.mu);
-}
-
-
-/* The notes that have arrived, each kept as its sender's latest (MPI's
-** queue of unreceived messages stays short: every case start drains it). */
-static void fn_drain (void) {
-  int flag = 1;
-  while (flag) {
-    MPI_Message m;
-    MPI_Status st;
-    fnote n;
-    if (MPI_Improbe(MPI_ANY_SOURCE, NOTE_TAG, fn.comm, &flag, &m, &st) != MPI_SUCCESS || !flag) break;
-    memset(&n, 0, sizeof n);
-    if (MPI_Mrecv(&n, (int)sizeof n, MPI_BYTE, &m, &st) != MPI_SUCCESS) break;
-    n.text[sizeof n.text - 1] = '\0';
-    if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < fn.size) fn.got[st.MPI_SOURCE] = n;
-  }
 }
 
 
