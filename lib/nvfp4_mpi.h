@@ -72,7 +72,10 @@ nvfp4_status nvfp4_comm_agree (nvfp4_comm *c, const char *what, nvfp4_status loc
 ** fn(c, 0, ud) right after, on the calling thread.  fn may make MPI calls
 ** (not on c), must not call the library, and may end the process (nvfp4-lua
 ** ends the job there when a peer that left the case is a rank of c).
-** NULL: none.  Set it before any collective runs (not thread-safe). */
+** NULL: none.  Set it before any collective runs (not thread-safe).  c is
+** borrowed for the call; ud is the caller's, passed through.  Returns
+** nothing and cannot fail.  No spec section (the library's own
+** agreement). */
 typedef void (*nvfp4_wait_fn) (nvfp4_comm *c, int entering, void *ud);
 void nvfp4_set_wait_callback (nvfp4_wait_fn fn, void *ud);
 
