@@ -493,7 +493,11 @@ static struct {
   char label[1024];
   char stdout_prefix[64];          /* "": none; else also a line on stdout */
   char note[8192];                 /* "": none; else a second line on stderr */
-} wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0, 0}, 0, 0, "", "", ""};
+  /* nvfp4.watchdog_junit: a JUnit file to write when the job ends here,
+  ** pre .. the line said (XML-escaped) .. post; NULL: none */
+  char *junit_path, *junit_pre, *junit_post;
+} wd = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, {0, 0}, 0, 0, "", "", "",
+        NULL, NULL, NULL};
 
 
 /* src into dst[n]; one that does not fit ends in " ..." (a replay command cut
@@ -565,6 +569,42 @@ void nvfp4L_notes_init (void) {
 }
 
 
+/* The job ends here saying `said` (its line without "[rank r] "): the
+** JUnit file registered by nvfp4.watchdog_junit gets it in place of the
+** framework's provisional reason (written to path.tmp, then renamed over
+** path, as the framework writes it).  Quietly nothing when it cannot. */
+static void wd_junit (const char *said) {
+  size_t n;
+  FILE *f;
+  char *tmp;
+  const char *c;
+  if (wd.junit_path == NULL) return;
+  n = strlen(wd.junit_path);
+  tmp = (char *)malloc(n + 5);
+  if (tmp == NULL) return;
+  memcpy(tmp, wd.junit_path, n);
+  memcpy(tmp + n, ".tmp", 5);
+  f = fopen(tmp, "w");
+  if (f != NULL) {
+    fputs(wd.junit_pre, f);
+    for (c = said; *c != '\0'; c++) {     /* as the framework's xmlesc */
+      unsigned char u = (unsigned char)*c;
+      if (u == '&') fputs("&amp;", f);
+      else if (u == '<') fputs("&lt;", f);
+      else if (u == '>') fputs("&gt;", f);
+      else if (u == '"') fputs("&quot;", f);
+      else if (u == '\'') fputs("&apos;", f);
+      else if (u < 32 && u != '\t' && u != '\n' && u != '\r') fputc('?', f);
+      else fputc(u, f);
+    }
+    fputs(wd.junit_post, f);
+    if (fclose(f) == 0) rename(tmp, wd.junit_path);
+    else remove(tmp);
+  }
+  free(tmp);
+}
+
+
 static void wd_fire (void) {
   int rank = 0, level = MPI_THREAD_SINGLE, fin = 0;
   MPI_Finalized(&fin);                  /* callable after MPI_Finalize, the others not */
@@ -572,6 +612,11 @@ static void wd_fire (void) {
   fprintf(stderr, "[rank %d] %s timed out after %g s\n", rank, wd.label, wd.secs);
   if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", rank, wd.note);
   fflush(stderr);
+  if (wd.junit_path != NULL) {
+    char said[sizeof wd.label + 64];
+    snprintf(said, sizeof said, "%s timed out after %g s", wd.label, wd.secs);
+    wd_junit(said);
+  }
   if (wd.stdout_prefix[0] != '\0')      /* e.g. TAP's "Bail out!" */
     printf("%s [rank %d] %s timed out after %g s\n", wd.stdout_prefix, rank, wd.label, wd.secs);
   fflush(stdout);
@@ -599,6 +644,12 @@ static void fn_fire (int from) {
           fn.got[from].text);
   if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", r, wd.note);
   fflush(stderr);
+  if (wd.junit_path != NULL) {
+    char said[sizeof wd.label + sizeof fn.got[from].text + 32];
+    snprintf(said, sizeof said, "%s%srank %d %s", wd.label, wd.label[0] ? ": " : "", from,
+             fn.got[from].text);
+    wd_junit(said);
+  }
   if (wd.stdout_prefix[0] != '\0')
     printf("%s [rank %d] %s%srank %d %s\n", wd.stdout_prefix, r, wd.label, wd.label[0] ? ": " : "",
            from, fn.got[from].text);
@@ -860,6 +911,43 @@ static int mod_watchdog (lua_State *L) {
   return 0;
 }
 
+/* nvfp4.watchdog_junit(path, pre, post): should the watchdog end the job
+** on this rank (a timeout, or a peer's note: see nvfp4.watchdog and
+** nvfp4.watchdog_case), it first writes the JUnit file `path` as pre ..
+** the line it says on stderr, without "[rank r] " and XML-escaped .. post
+** (the framework's provisional file with its reason replaced: rank 0 knows
+** then why the job ends).  nvfp4.watchdog_junit() forgets it.  The strings
+** are copied; raises "not enough memory" when they cannot be. */
+static int mod_watchdog_junit (lua_State *L) {
+  char *s[3] = {NULL, NULL, NULL};
+  int i, set = !lua_isnoneornil(L, 1);
+  if (set) {
+    for (i = 0; i < 3; i++) {
+      size_t n;
+      const char *v = luaL_checklstring(L, i + 1, &n);
+      luaL_argcheck(L, strlen(v) == n, i + 1, "must not contain a zero byte");
+    }
+    for (i = 0; i < 3; i++) {
+      const char *v = lua_tostring(L, i + 1);
+      s[i] = (char *)malloc(strlen(v) + 1);
+      if (s[i] != NULL) memcpy(s[i], v, strlen(v) + 1);
+    }
+    if (s[0] == NULL || s[1] == NULL || s[2] == NULL) {
+      for (i = 0; i < 3; i++) free(s[i]);
+      return luaL_error(L, "watchdog_junit: not enough memory");
+    }
+  }
+  pthread_mutex_lock(&wd.mu);
+  free(wd.junit_path);
+  free(wd.junit_pre);
+  free(wd.junit_post);
+  wd.junit_path = s[0];
+  wd.junit_pre = s[1];
+  wd.junit_post = s[2];
+  pthread_mutex_unlock(&wd.mu);
+  return 0;
+}
+
 /* }====================================================== */
 
 
@@ -918,4 +1006,6 @@ void nvfp4L_open_comm (lua_State *L, int modidx) {
   lua_setfield(L, modidx, "watchdog_case");
   lua_pushcfunction(L, mod_watchdog_tell);
   lua_setfield(L, modidx, "watchdog_tell");
+  lua_pushcfunction(L, mod_watchdog_junit);
+  lua_setfield(L, modidx, "watchdog_junit");
 }

@@ -500,9 +500,9 @@ end
 -- half a file; sc.run writes it before each case too (the pending case as
 -- failed), so a job that a timeout, an os.exit or a crash ends leaves a file
 -- that says so.
-local function writejunit (file, script, results, seed, total)
-  local f, err = io.open(file .. ".tmp", "w")
-  if not f then error("--junit: " .. err, 0) end
+local function junitxml (script, results, seed, total)
+  local f = {}
+  function f:write (s) self[#self + 1] = s end
   local nf, ns = 0, 0
   for _, r in ipairs(results) do
     if r.verdict == FAIL then nf = nf + 1 elseif r.verdict == SKIP then ns = ns + 1 end
@@ -538,9 +538,20 @@ local function writejunit (file, script, results, seed, total)
     f:write('    </testcase>\n')
   end
   f:write('  </testsuite>\n</testsuites>\n')
+  return table.concat(f)
+end
+
+local function writefile (file, text)
+  local f, err = io.open(file .. ".tmp", "w")
+  if not f then error("--junit: " .. err, 0) end
+  f:write(text)
   f:close()
   local ok, rerr = os.rename(file .. ".tmp", file)
   if not ok then error("--junit: " .. rerr, 0) end
+end
+
+local function writejunit (file, script, results, seed, total)
+  writefile(file, junitxml(script, results, seed, total))
 end
 
 
@@ -978,13 +989,20 @@ function M.run ()
     local replay = ("mpirun -np %d %s %s%s --seed %d --filter %s")
                    :format(world.size, M.program(true), M.shellquote(script), replay_args(), seed,
                            squote(replay_filter(c.name)))
-    -- provisional (rank 0): what stays if the job ends inside this case; why: what rank 0 knows of it
+    -- provisional (rank 0): what stays if the job ends inside this case; why: what rank 0 knows of it.
+    -- Should rank 0's watchdog end the job (a timeout, or a peer's note while rank 0 waits for it), the
+    -- watchdog writes the file again with the line it says in place of `why`
     local function provisional (why, detail)
+      local mark = "@@nvfp4-watchdog-line@@"
       results[#results + 1] = {name = c.name, case = c, verdict = FAIL, ranks = {}, seed = p.seed, time = 0,
-                               message = "the job ended during this case (" .. why .. "); replay: " .. replay,
+                               message = "the job ended during this case (" .. mark .. "); replay: " .. replay,
                                detail = detail or ""}
-      writejunit(o.junit, script, results, seed, clock() - t_all)
+      local xml = junitxml(script, results, seed, clock() - t_all)
       results[#results] = nil
+      local at = xml:find(mark, 1, true)
+      local pre, post = xml:sub(1, at - 1), xml:sub(at + #mark)
+      writefile(o.junit, pre .. xmlesc(why) .. post)
+      nvfp4.watchdog_junit(o.junit, pre, post)
     end
     if out and o.junit then
       provisional("a timeout, a rank's failure while another waited for it in a collective, an os.exit or "
@@ -1074,6 +1092,7 @@ function M.run ()
       if pick ~= ranks[1] then msg = ("[rank %d] %s"):format(pick, msg) end
     end
     nvfp4.watchdog(0)
+    if out and o.junit then nvfp4.watchdog_junit() end    -- the verdict is agreed: the provisional is stale
     local dt = clock() - t0
     results[#results + 1] = {name = c.name, case = c, verdict = verdict, ranks = ranks,
                              message = msg, detail = detail, time = dt, seed = p.seed}

@@ -227,6 +227,11 @@ check "JUnit after a timeout: the cases so far, the hung one failed" \
 check "... saying the job ended in it" grep -q "the job ended during this case" "$tmp/jt.xml"
 check "... with the command that replays it (there was none)" \
   grep -q "replay: mpirun -np 2 .*fw_timeout.lua --timeout 30 --seed [0-9]* --filter &apos;hangs&apos;" "$tmp/jt.xml"
+check "... and the line rank 0 said: the case, where it waited, the failed rank and its error (it gave only the possible causes)" \
+  grep -q "the job ended during this case (case &apos;hangs&apos; (waiting in comm:barrier at .*fw_timeout.lua:11 for the other ranks): rank 1 failed in this case and will not join it: .*fw_timeout.lua:10: rank 1 gives up); replay: " "$tmp/jt.xml"
+if command -v python3 >/dev/null; then
+  check "... still well-formed XML" python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$tmp/jt.xml"
+fi
 long=$(printf 'y%.0s' $(seq 1 9000))
 "$RS" "$srcdir/fw_timeout.lua" --timeout 30 "long=$long" >"$tmp/tolong" 2>&1
 check "... a replay command too long for the watchdog's line ends in ' ...' (it was cut silently)" \
@@ -359,12 +364,14 @@ check "... and the JUnit file has rank 0's error (it said only that the job ende
   grep -q "the job ended during this case (it failed on rank 0: .*fail0.lua:6: rank 0 gives up; the job ended before" "$tmp/fail0.xml"
 # without the notes (NVFP4_CASE_NOTES=0, or no MPI_THREAD_MULTIPLE) the timeout ends it: the waiting ranks
 # linger a grace after their message, so that its own line (due at S + 2G) names the rank too
-NVFP4_CASE_NOTES=0 timed "$tmp/skip" "$tmp/skip.lua" --timeout 1
+NVFP4_CASE_NOTES=0 timed "$tmp/skip" "$tmp/skip.lua" --timeout 1 --junit "$tmp/skip.xml"
 check "notes off, a collective skipped by rank 1: rank 0 says where it waits" \
   grep -q "^\[rank 0\] case 'skips' (waiting in comm:barrier at .*skip.lua:6 for the other ranks) timed out after 1.5 s" "$tmp/skip"
 check "... and rank 1 that it left the case (the rank that skipped it is named)" \
   grep -q "^\[rank 1\] case 'skips' (it ended on this rank; the other ranks did not finish it) timed out after 2 s" "$tmp/skip"
 check "... and the job ends" test "$rc" -ne 0 -a "$took" -lt 30
+check "... and the JUnit file has rank 0's timeout line (it gave only the possible causes)" \
+  grep -q "the job ended during this case (case &apos;skips&apos; (waiting in comm:barrier at .*skip.lua:6 for the other ranks) timed out after 1.5 s); replay: " "$tmp/skip.xml"
 "$RS" "$srcdir/fw_timeout.lua" --timeout 30 --tap >"$tmp/totap" 2>/dev/null
 check "TAP after a failure note: a Bail out! line naming the rank, the case and the failed rank" \
   grep -q "^Bail out! \[rank 0\] case 'hangs' (waiting in comm:barrier .*): rank 1 failed in this case" "$tmp/totap"
