@@ -193,6 +193,13 @@ sc.case("the watchdog refuses bad times", function ()
   nvfp4.watchdog(0)
 end)
 
+sc.case("watchdog_junit refuses incomplete or binary arguments", function ()
+  sc.error("string expected", nvfp4.watchdog_junit, "j.xml")
+  sc.error("string expected", nvfp4.watchdog_junit, "j.xml", "<a>", {})
+  sc.error("must not contain a zero byte", nvfp4.watchdog_junit, "j\0.xml", "<a>", "</a>")
+  nvfp4.watchdog_junit()
+end)
+
 -- ---- mismatched ranks: arguments that differ between ranks ------------------------
 
 local me = world.rank
