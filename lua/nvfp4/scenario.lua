@@ -864,8 +864,13 @@ function M.run ()
   local nomatch = #cases > 0 and #selected == 0
   local function refuse_nomatch ()
     if out then
-      io.stderr:write(("%s: no case matches --filter '%s' (%d case%s; --list names them)\n")
-                      :format(script, o.filter, #cases, #cases == 1 and "" or "s"))
+      -- a filter with pattern characters was read as a Lua pattern (no name contains it as is): say so
+      local magic = o.filter:find("[%^%$%(%)%%%.%[%]%*%+%-%?]")
+      io.stderr:write(("%s: no case matches --filter '%s' (%d case%s; --list names them)%s\n")
+                      :format(script, o.filter, #cases, #cases == 1 and "" or "s",
+                              magic and "; no name contains it as is, so it was read as a Lua pattern, in "
+                              .. "which ^$()%.[]*+-? are special: escape them with % (%+, %[) to match "
+                              .. "them as text" or ""))
     end
     nvfp4.exit_status(2)
     return false

@@ -98,6 +98,11 @@ check "--filter that matches nothing is a usage error: exit status 2 (a failed c
 check "... saying so, with the number of cases" \
   grep -q "fw_cases.lua: no case matches --filter 'no such case' (8 cases; --list names them)" "$tmp/nomatch"
 check "... before any case runs" test -z "$(grep '^PASS\|^FAIL\|passed' "$tmp/nomatch")"
+check "... without a word on patterns when the filter has no pattern character" \
+  test "$(count 'Lua pattern' "$tmp/nomatch")" -eq 0
+"$RS" "$srcdir/fw_cases.lua" --filter "grid+x [n=2]" >"$tmp/magic" 2>&1; rc=$?
+check "a filter with pattern characters that matches nothing: exit 2, saying it was read as a Lua pattern and how to escape" \
+  test "$rc" -eq 2 -a "$(count "no name contains it as is, so it was read as a Lua pattern, in which ^\$()%.\[\]\*+-? are special: escape them with % (%+, %\[)" "$tmp/magic")" -eq 1
 "$RS" "$srcdir/fw_cases.lua" --list --filter "no such case" >"$tmp/lnomatch" 2>&1; rc=$?
 check "--list with a --filter that matches nothing: exit status 2 too" \
   test "$rc" -eq 2 -a "$(count 'no case matches' "$tmp/lnomatch")" -eq 1
