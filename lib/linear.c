@@ -435,10 +435,11 @@ static nvfp4_status forward_args (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_
 static nvfp4_status check_input_m (nvfp4_linear *l, const nvfp4_tensor *x) {
   char sb[128];
   FAIL_IF(l->ctx, quantized(l) && nvfp4_shape_M(x->shape) % NVFP4_BLOCK != 0, NVFP4_EINVAL,
-          "linear: input %s: M=%lld (the product of its leading dims) is not a multiple "
+          "linear: input %s: M=%lld (the product of its leading dims%s) is not a multiple "
           "of %d, which te.Linear's NVFP4 quantizer requires of every input, rowwise-only "
           "(frozen weight) too", nvfp4_shape_format(x->shape, sb, sizeof sb),
-          (long long)nvfp4_shape_M(x->shape), NVFP4_BLOCK);
+          (long long)nvfp4_shape_M(x->shape), x->shape.ndim == 1 ? ": a 1-D input is one row" : "",
+          NVFP4_BLOCK);
   return NVFP4_OK;
 }
 

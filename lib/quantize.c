@@ -45,7 +45,8 @@ nvfp4_status nvfp4i_check_qopts_flags (nvfp4_ctx *ctx, nvfp4_dtype dt, const nvf
     for (i = 0; i < 2; i++)
       FAIL_IF(ctx, !(o->amax[i] >= 0.0f), NVFP4_EINVAL,
               "quantize: given %s amax %g must be >= 0 and not NaN",
-              i ? "columnwise" : "rowwise", (double)o->amax[i]);
+              i ? "columnwise" : "rowwise",
+              isnan(o->amax[i]) ? (double)NAN : (double)o->amax[i]);  /* "nan", never "-nan" */
   FAIL_IF(ctx, o->amax_group != NULL && nvfp4_comm_ctx(o->amax_group) != ctx,
           NVFP4_EUSAGE, "quantize: amax_group belongs to another context");
   return NVFP4_OK;

@@ -4,6 +4,7 @@
 ** hold rowwise and/or columnwise data + scale_inv buffers and two amaxes.
 */
 #include <stdlib.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "nvfp4_int.h"
@@ -523,7 +524,9 @@ nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   /* the global scale divides by it: as quantize's given amax */
   FAIL_IF(ctx, amax != NULL && (!(amax[0] >= 0.0f) || !(amax[1] >= 0.0f)), NVFP4_EINVAL,
           "fp4_from_host: %s amax %g must be >= 0 and not NaN", !(amax[0] >= 0.0f) ?
-          "rowwise" : "columnwise", (double)(!(amax[0] >= 0.0f) ? amax[0] : amax[1]));
+          "rowwise" : "columnwise",
+          isnan(!(amax[0] >= 0.0f) ? amax[0] : amax[1]) ? (double)NAN     /* "nan", never "-nan" */
+                                                         : (double)(!(amax[0] >= 0.0f) ? amax[0] : amax[1]));
   CHECK(nvfp4i_tensor_alloc_fp4(ctx, shape, row, col, &t));
   if (amax != NULL) { t->amax[0] = amax[0]; t->amax[1] = amax[1]; }
   if (row) {

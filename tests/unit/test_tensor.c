@@ -542,6 +542,11 @@ static void test_fp4_from_host (void **state) {
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
   assert_string_equal(nvfp4_last_error(ctx), "fp4_from_host: columnwise amax nan must be >= 0 and not NaN");
   assert_null(q);
+  /* a NaN with its sign bit set (0/0 on x86) reads "nan" too, not "-nan" */
+  amax[1] = -NAN;
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "fp4_from_host: columnwise amax nan must be >= 0 and not NaN");
+  assert_null(q);
 }
 
 
