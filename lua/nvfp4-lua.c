@@ -305,18 +305,26 @@ static int pmain (lua_State *L) {
     return 0;
   }
   lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
-  if (lua_getfield(L, -1, "backend") == LUA_TSTRING) {
-    const char *b = lua_tostring(L, -1);
-    if (strcmp(b, "cpu") != 0 && strcmp(b, "cuda") != 0)
-      USAGE_ERROR("--backend: '%s' is not cpu or cuda", b);
-    setenv("NVFP4_BACKEND", b, 1);                     /* the module's ctx reads it */
-    /* asked for by name: a backend that cannot start (no GPU, a build
-    ** without CUDA) is the option's error, said once before the script, not
-    ** a traceback from the script's require; the module stays loaded */
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "nvfp4");
-    if (lua_pcall(L, 1, 0, 0) != LUA_OK)
-      USAGE_ERROR("--backend %s: %s", strcmp(b, "cpu") == 0 ? "cpu" : "cuda", lua_tostring(L, -1));
+  {
+    /* --backend, else a non-empty $NVFP4_BACKEND (its default): asked for by
+    ** name, a backend that cannot start (no GPU, a build without CUDA) or a
+    ** wrong name is that setting's error, said once before the script
+    ** (status 2), not a traceback from the script's require; the module
+    ** stays loaded */
+    const int opt = lua_getfield(L, -1, "backend") == LUA_TSTRING;
+    const char *env = getenv("NVFP4_BACKEND");
+    const char *b = opt ? lua_tostring(L, -1) : env;
+    const char *what = opt ? "--backend" : "NVFP4_BACKEND";
+    if (b != NULL && (opt || *b != '\0')) {
+      if (strcmp(b, "cpu") != 0 && strcmp(b, "cuda") != 0)
+        USAGE_ERROR("%s: '%s' is not cpu or cuda", what, b);
+      setenv("NVFP4_BACKEND", b, 1);                   /* the module's ctx reads it */
+      lua_getglobal(L, "require");
+      lua_pushliteral(L, "nvfp4");
+      if (lua_pcall(L, 1, 0, 0) != LUA_OK)
+        USAGE_ERROR("%s%s%s: %s", what, opt ? " " : "=", strcmp(b, "cpu") == 0 ? "cpu" : "cuda",
+                    lua_tostring(L, -1));
+    }
   }
   lua_settop(L, 2);
   createargtable(L, argv, argc, script < argc ? script : 0);

@@ -557,5 +557,15 @@ else
   check "--backend cuda that cannot start: exit status 2" test "$rc" -eq 2
   check "... one line naming the option and the reason" grep -q "^\[rank 0\] --backend cuda: nvfp4: cannot create a context: " "$tmp/nocuda"
   check "... without a traceback, before the script" sh -c "! grep -q 'stack traceback\|^# \|^PASS' '$tmp/nocuda'"
+  # its default, $NVFP4_BACKEND, alike (it gave status 1 and a traceback from the script's require)
+  NVFP4_BACKEND=cuda "$builddir/lua/nvfp4-lua" "$srcdir/fw_cases.lua" >"$tmp/nocuda" 2>&1; rc=$?
+  check "NVFP4_BACKEND=cuda that cannot start: exit status 2, one line naming the variable and the reason" \
+    test "$rc" -eq 2 -a "$(count "^\[rank 0\] NVFP4_BACKEND=cuda: nvfp4: cannot create a context: " "$tmp/nocuda")" -eq 1
+  check "... without a traceback, before the script" sh -c "! grep -q 'stack traceback\|^# \|^PASS' '$tmp/nocuda'"
 fi
+NVFP4_BACKEND=gpu "$builddir/lua/nvfp4-lua" "$srcdir/fw_cases.lua" >"$tmp/gpu" 2>&1; rc=$?
+check "NVFP4_BACKEND=gpu: exit status 2, naming the variable, the value and the rule" \
+  test "$rc" -eq 2 -a "$(count "NVFP4_BACKEND: 'gpu' is not cpu or cuda" "$tmp/gpu")" -eq 1
+NVFP4_BACKEND= "$builddir/lua/nvfp4-lua" "$srcdir/fw_cases.lua" --filter grid >"$tmp/empty" 2>&1; rc=$?
+check "an empty NVFP4_BACKEND is unset (the default backend)" test "$rc" -eq 0
 exit $failed
