@@ -50,7 +50,8 @@ static int meta_same (const meta *a, const meta *b) {
 }
 
 
-/* "[16, 2, 64] bf16 (rowwise+columnwise, rule nd)"; a plain shard's gather
+/* "[16, 2, 64] bf16 (rowwise+columnwise, rule nd)", "[16, 64] fp4 from bf16
+** (rowwise)" (NVFP4I_META_FROM_BF16); a plain shard's gather
 ** with a columnwise copy (where the rule applies) names its rule either way
 ** ("rule flat2d"), so that a disagreement on it shows on both sides */
 static char *meta_format (const meta *m, char *buf, size_t n) {
@@ -64,8 +65,9 @@ static char *meta_format (const meta *m, char *buf, size_t n) {
   s = nvfp4_shape_make(m->ndim, m->dim);
   nvfp4_shape_format(s, buf, n);
   used = strlen(buf);
-  used += (size_t)snprintf(buf + used, used < n ? n - used : 0, " %s",
-                           nvfp4_dtype_name((nvfp4_dtype)m->dtype));
+  used += (size_t)snprintf(buf + used, used < n ? n - used : 0, " %s%s",
+                           nvfp4_dtype_name((nvfp4_dtype)m->dtype),
+                           m->flags & NVFP4I_META_FROM_BF16 ? " from bf16" : "");
   for (i = 0; i < (int)(sizeof fname / sizeof fname[0]) && used < n; i++) {
     if (!(m->flags & (1 << i))) continue;
     used += (size_t)snprintf(buf + used, n - used, "%s%s",

@@ -27,9 +27,11 @@
 **  - A plain shard that is not quantizable locally (M_l % 16 or K % 16) is
 **    gathered in high precision and the gathered tensor quantized (TE's
 **    fallback); that needs the global M % 16 == 0 and K % 16 == 0.
-**  - An FP4 input lacking a wanted usage is dequantized (rowwise copy; BF16
-**    when the requantize uses RHT, else FP32) and requantized with the
-**    group's amax (TE warns and does the same).  Unlike TE 2.21 (§5.1 D),
+**  - An FP4 input lacking a wanted usage is dequantized (rowwise copy) to
+**    the dtype it stands for (nvfp4_tensor_nominal_dtype; BF16 when the
+**    requantize uses RHT) and requantized with the group's amax (TE warns
+**    and does the same).  FP4 shards must stand for one dtype on every
+**    rank (EMISMATCH otherwise), which the gathered tensor stands for.  Unlike TE 2.21 (§5.1 D),
 **    the columnwise bookkeeping then uses the requantized buffers' shapes.
 **  - The four collectives form one NCCL group on that transport.  On the
 **    CPU backend (and the staged transport) they run eagerly, blocking,
@@ -97,6 +99,15 @@ static int made_flags (int rht, int rht_no_signs, int sr, int two_d) {
 }
 
 
+/* The dtype an FP4 shard lacking a wanted usage is dequantized to before
+** it is requantized: the one it stands for (TE dequantizes to the tensor's
+** dtype, field case BH-03), bf16 where the requantize uses the RHT (which
+** takes bf16 only, spec §8). */
+static nvfp4_dtype requant_dtype (const nvfp4_tensor *x, const nvfp4_qopts *q) {
+  return q->rht ? NVFP4_BF16 : nvfp4_tensor_nominal_dtype(x);
+}
+
+
 /* Local argument checks, no communication; fills *p. */
 static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                const nvfp4_gather_opts *g, plan *p) {
@@ -148,6 +159,10 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     ** one it rotates, is gathered (a rowwise copy is never rotated) */
     if (!p->requant)
       p->flags |= made_flags(x->rht && p->col, x->rht_no_signs, x->sr, x->two_d);
+    /* the shards stand for one dtype (TE's one tensor dtype): the gathered
+    ** tensor stands for it, and shards to requantize are dequantized to it
+    ** (requant_dtype) */
+    if (nvfp4_tensor_nominal_dtype(x) == NVFP4_BF16) p->flags |= NVFP4I_META_FROM_BF16;
   }
   p->q.rowwise = (unsigned)p->row;
   p->q.columnwise = (unsigned)p->col;
@@ -158,8 +173,7 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     /* the options' own rules here, before the collectives (a bad given
     ** amax on one rank failed in the cast, after the metadata round, and
     ** left the others in the amax reduction) */
-    CHECK(nvfp4i_check_qopts_flags(ctx, p->plain ? x->dtype : (p->q.rht ? NVFP4_BF16 : NVFP4_F32),
-                                   &p->q));
+    CHECK(nvfp4i_check_qopts_flags(ctx, p->plain ? x->dtype : requant_dtype(x, &p->q), &p->q));
     p->flags |= made_flags(p->q.rht, p->q.rht_no_signs, p->q.sr, p->q.two_d) |
                 (p->q.four_over_six ? NVFP4I_META_FO6 : 0) |
                 (p->q.four_over_six && p->q.four_over_six_mse ? NVFP4I_META_FO6_MSE : 0) |
@@ -271,6 +285,7 @@ static nvfp4_status prepare (nvfp4_comm *c, const nvfp4_tensor *x,
   FAIL_IF(ctx, out == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
   s->out = out;
   out->dtype = NVFP4_FP4;
+  out->nominal = qx->nominal;          /* the shards stand for one dtype (make_plan) */
   out->shape = gs;
   /* the local amaxes (TE aliases them), still unread where they are */
   CHECK(nvfp4i_amax_copy(out, qx));
@@ -380,7 +395,7 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   else {
     src = x;
     if (p.requant) {
-      st = nvfp4_dequantize(ctx, x, p.q.rht ? NVFP4_BF16 : NVFP4_F32, &xp);
+      st = nvfp4_dequantize(ctx, x, requant_dtype(x, &p.q), &xp);
       if ((st = nvfp4i_comm_agree(c, "all_gather", st)) != NVFP4_OK) goto done;
       src = xp;
     }

@@ -302,6 +302,14 @@ void         nvfp4_tensor_destroy (nvfp4_tensor *t);   /* NULL: no-op */
 /* Accessors; for NULL: ndim 0, NVFP4_F32, NULL. */
 nvfp4_shape  nvfp4_tensor_shape (const nvfp4_tensor *t);  /* logical shape */
 nvfp4_dtype  nvfp4_tensor_dtype (const nvfp4_tensor *t);
+/* The dtype an FP4 tensor stands for (TE's QuantizedTensor dtype, its
+** "fake" dtype): the source's dtype in nvfp4_quantize (F32 or BF16), kept by
+** nvfp4_tensor_clone and nvfp4_all_gather; F32 for
+** nvfp4_tensor_fp4_from_host.  A gather that must requantize an FP4 shard
+** (a wanted usage absent) dequantizes it to this dtype first, as TE does
+** (field case BH-03; BF16 where the requantize uses the RHT, which takes
+** bf16 only, spec §8).  A plain tensor's dtype for a plain tensor. */
+nvfp4_dtype  nvfp4_tensor_nominal_dtype (const nvfp4_tensor *t);
 nvfp4_ctx   *nvfp4_tensor_ctx   (const nvfp4_tensor *t);
 
 /* Random tensors, identical on every backend for one seed: Philox4x32-10
@@ -549,10 +557,13 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** Details (lib/gather.c): x needs ndim >= 2; only dim 0 is gathered (a
 ** batch-first [B, S, H] sharded on S must be transposed first: BH-28).  The
 ** rule applies to plain x only; an FP4 x is gathered from its real buffer
-** shapes, as TE does.  The requantize dequantizes the rowwise copy (BF16
-** if RHT is used, else FP32; a columnwise-only x cannot be requantized:
-** EINVAL) with quant = gopts->quant or x's own flags, and its amax reduced
-** over c.  The rowwise scale gets rank r's rows at r*M_l and zero padding
+** shapes, as TE does.  The requantize dequantizes the rowwise copy to the
+** dtype x stands for (nvfp4_tensor_nominal_dtype, as TE dequantizes to the
+** tensor's dtype: field case BH-03; BF16 if RHT is used; a columnwise-only
+** x cannot be requantized: EINVAL) with quant = gopts->quant or x's own
+** flags, and its amax reduced over c.  FP4 shards must stand for one dtype
+** (EMISMATCH on every rank otherwise), which the gathered tensor stands
+** for.  The rowwise scale gets rank r's rows at r*M_l and zero padding
 ** rows; the columnwise scale is whatever the rule produced, zero-padded to
 ** [ru(K,128), ru(size*U,4)]: under ND with odd B it is too narrow, and
 ** nvfp4_tensor_buffer_shape reports that shape.  Both amaxes are the local

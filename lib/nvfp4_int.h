@@ -54,6 +54,11 @@ struct nvfp4_tensor {
   unsigned has_row : 1, has_col : 1;
   unsigned rht : 1, rht_no_signs : 1, sr : 1, two_d : 1;  /* how it was made */
   unsigned four_over_six : 1, emax256 : 1;  /* 4over6; E4M3 maximum 256, not 448 */
+  /* the dtype the FP4 tensor stands for (TE's QuantizedTensor dtype): its
+  ** source's in a quantize (F32 or BF16), kept by a clone and a gather;
+  ** F32 for fp4_from_host.  A gather that must requantize dequantizes to
+  ** it (field case BH-03). */
+  nvfp4_dtype nominal;
   nvfp4i_buf row_data, row_scale;   /* [.., K/2], [ru(M,128), ru(K/16,4)] */
   nvfp4i_buf col_data, col_scale;   /* [K, M/2],  [ru(K,128), ru(M/16,4)] */
   float amax[2];                    /* host copy: [rowwise, columnwise] */

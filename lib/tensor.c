@@ -175,6 +175,7 @@ static nvfp4_status alloc_fp4 (nvfp4_ctx *ctx, nvfp4_shape shape, int row, int c
   t = nvfp4i_tensor_new(ctx);
   FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
   t->dtype = NVFP4_FP4;
+  t->nominal = NVFP4_F32;            /* a quantize sets its source's */
   t->shape = shape;
   t->has_row = row != 0;
   t->has_col = col != 0;
@@ -377,6 +378,11 @@ nvfp4_shape nvfp4_tensor_shape (const nvfp4_tensor *t) {
 
 nvfp4_dtype nvfp4_tensor_dtype (const nvfp4_tensor *t) {
   return t ? t->dtype : NVFP4_F32;
+}
+
+
+nvfp4_dtype nvfp4_tensor_nominal_dtype (const nvfp4_tensor *t) {
+  return t == NULL ? NVFP4_F32 : t->dtype == NVFP4_FP4 ? t->nominal : t->dtype;
 }
 
 

@@ -752,6 +752,14 @@ static int tensor_dtype (lua_State *L) {
 }
 
 
+/* t:nominal_dtype(): nvfp4_tensor_nominal_dtype, the dtype an fp4 tensor
+** stands for ("bf16" or "fp32"; a plain tensor's own dtype). */
+static int tensor_nominal_dtype (lua_State *L) {
+  lua_pushstring(L, nvfp4_dtype_name(nvfp4_tensor_nominal_dtype(nvfp4L_totensor(L, 1))));
+  return 1;
+}
+
+
 static int tensor_ndim (lua_State *L) {
   lua_pushinteger(L, nvfp4_tensor_shape(nvfp4L_totensor(L, 1)).ndim);
   return 1;
@@ -1225,6 +1233,7 @@ static const luaL_Reg mod_funcs[] = {
 static const luaL_Reg tensor_meth[] = {
   {"shape", tensor_shape},
   {"dtype", tensor_dtype},
+  {"nominal_dtype", tensor_nominal_dtype},
   {"ndim", tensor_ndim},
   {"numel", tensor_numel},
   {"get", tensor_get},

@@ -580,13 +580,18 @@ static void test_fallback (void) {
     nvfp4_tensor_destroy(ref);
   }
 
-  /* variant: the shard was quantized rowwise-only; columnwise is wanted */
+  /* variant: the shard was quantized rowwise-only; columnwise is wanted.
+  ** As TE, it is dequantized to the dtype it stands for (bf16 here: it was
+  ** dequantized to fp32, whose requantized bytes differ), gathered and
+  ** quantized; the result stands for bf16 too */
   q = quant(x, &orow);
+  EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(q), NVFP4_BF16);
   EXPECT_OK(nvfp4_all_gather(world, q, &gq, &g));
-  EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_F32, &dq));
+  EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_BF16, &dq));
   EXPECT_OK(nvfp4_all_gather_plain(world, dq, &dall));
   ref2 = dall ? quant(dall, &o) : NULL;
-  expect_same_fp4(g, ref2, "fallback from rowwise-only fp4");
+  expect_same_fp4(g, ref2, "fallback from rowwise-only fp4 (dequantized to bf16)");
+  EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_BF16);
   nvfp4_tensor_destroy(g); nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(dq);
   nvfp4_tensor_destroy(dall); nvfp4_tensor_destroy(ref2);
   nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
@@ -623,8 +628,25 @@ static void test_requantize (void) {
   EXPECT_OK(nvfp4_all_gather_plain(world, dq, &dall));
   if (dall != NULL) ref = quant(dall, &o);
   expect_same_fp4(g, ref, "requantized rowwise-only shard");
+  EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_F32);
   nvfp4_tensor_destroy(g);
   g = NULL;
+  if (P > 1) {    /* shards that stand for different dtypes: refused on every rank */
+    nvfp4_tensor *xb = NULL, *qb = NULL;
+    EXPECT_OK(nvfp4_tensor_convert(x, NVFP4_BF16, &xb));
+    qb = mc_rank == 0 ? quant(x, &orow) : quant(xb, &orow);
+    EXPECT_ST(nvfp4_all_gather(world, qb, &gq, &g), NVFP4_EMISMATCH);
+    EXPECT(g == NULL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [48, 2, 64] fp4 from bf16 (rowwise+columnwise, "
+                  "has rowwise), rank 0 has [48, 2, 64] fp4 (rowwise+columnwise, has rowwise)");
+    EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+    /* used as they are (no requantize) too: the gathered tensor would
+    ** stand for one dtype on one rank and another elsewhere */
+    EXPECT_ST(nvfp4_all_gather(world, qb, &gr, &g), NVFP4_EMISMATCH);
+    EXPECT(g == NULL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [48, 2, 64] fp4 from bf16 (rowwise, has rowwise)");
+    nvfp4_tensor_destroy(xb); nvfp4_tensor_destroy(qb);
+  }
   EXPECT_ST(nvfp4_all_gather(world, qc, &gr, &g), NVFP4_EINVAL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "only a columnwise copy");
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
@@ -675,7 +697,7 @@ static void test_mismatch (void) {
     oa.amax[0] = oa.amax[1] = 8.0f;
     qb = quant(xb, &oa);
     EXPECT_ST(nvfp4_all_gather(world, qb, &gq, &g), NVFP4_EMISMATCH);
-    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [16, 2, 64] fp4 (rowwise+columnwise, has rowwise, "
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [16, 2, 64] fp4 from bf16 (rowwise+columnwise, has rowwise, "
                                             "has columnwise, rht)");
     EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
     {   /* ... but their rowwise copies alone, which the RHT does not touch, gather

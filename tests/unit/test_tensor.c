@@ -506,6 +506,21 @@ static void test_fp4_from_host (void **state) {
   assert_true(nvfp4_tensor_has_rowwise(q));
   assert_false(nvfp4_tensor_has_columnwise(q));
   assert_int_equal(nvfp4_tensor_dtype(q), NVFP4_FP4);
+  assert_int_equal(nvfp4_tensor_nominal_dtype(q), NVFP4_F32);    /* no source: fp32 */
+  {   /* a quantize's result stands for its source's dtype, kept by a clone */
+    nvfp4_tensor *x = NULL, *qb = NULL, *c = NULL;
+    nvfp4_qopts o;
+    memset(&o, 0, sizeof o);
+    o.rowwise = 1;
+    assert_int_equal(nvfp4_tensor_randn(ctx, shape2(16, 32), NVFP4_BF16, 3, &x), NVFP4_OK);
+    assert_int_equal(nvfp4_quantize(ctx, x, &o, &qb), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_nominal_dtype(qb), NVFP4_BF16);
+    assert_int_equal(nvfp4_tensor_clone(qb, &c), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_nominal_dtype(c), NVFP4_BF16);
+    assert_int_equal(nvfp4_tensor_nominal_dtype(x), NVFP4_BF16);     /* a plain tensor: its own */
+    assert_int_equal(nvfp4_tensor_nominal_dtype(NULL), NVFP4_F32);
+    nvfp4_tensor_destroy(c); nvfp4_tensor_destroy(qb); nvfp4_tensor_destroy(x);
+  }
   assert_true(nvfp4_shape_equal(nvfp4_tensor_buffer_shape(q, NVFP4_ROWWISE_SCALE), shape2(128, 4)));
   assert_int_equal(nvfp4_tensor_buffer_read(q, NVFP4_ROWWISE_SCALE, back, sizeof scale), NVFP4_OK);
   assert_memory_equal(back, scale, sizeof scale);
