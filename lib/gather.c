@@ -183,9 +183,11 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
 }
 
 
-/* High-precision fallback (§5.1 C): gather src, quantize the whole. */
+/* High-precision fallback (§5.1 C): gather src, quantize the whole, which
+** stands for `nominal` (the input's: src may be an FP4 shard's dequantize
+** in bf16 for the RHT). */
 static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
-                                     const plan *p, nvfp4_handle *h) {
+                                     const plan *p, nvfp4_dtype nominal, nvfp4_handle *h) {
   nvfp4_ctx *ctx = c->ctx;
   nvfp4_tensor *full = NULL;
   nvfp4_qopts qo = p->q;
@@ -225,6 +227,7 @@ static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
     qo.sr_offset = so[1];
   }
   st = nvfp4_quantize(ctx, full, &qo, &h->out);
+  if (st == NVFP4_OK) h->out->nominal = nominal;
   nvfp4_tensor_destroy(full);
   return st;
 }
@@ -400,12 +403,13 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
       src = xp;
     }
     if (!shard_quantizable(src->shape)) {
-      st = gather_fallback(c, src, &p, h);
+      st = gather_fallback(c, src, &p, nvfp4_tensor_nominal_dtype(x), h);
       goto done;
     }
     qo = p.q;
     qo.amax_group = c;          /* one global scale for every shard */
     st = nvfp4_quantize(ctx, src, &qo, &q);
+    if (st == NVFP4_OK) q->nominal = nvfp4_tensor_nominal_dtype(x);   /* src: bf16 for the RHT */
     if (st == NVFP4_OK) st = prepare(c, x, q, g, &p, h, &s);
     if ((st = nvfp4i_comm_agree(c, "all_gather", st)) != NVFP4_OK) goto done;
     qx = q;

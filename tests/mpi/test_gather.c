@@ -631,6 +631,22 @@ static void test_requantize (void) {
   EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_F32);
   nvfp4_tensor_destroy(g);
   g = NULL;
+  {   /* requantized with the RHT: dequantized to bf16 (the RHT takes bf16 only),
+      ** the result still stands for the shards' fp32 */
+    nvfp4_qopts orht = qopts(1, 1, M_RHT, NULL);
+    nvfp4_gather_opts gh = gopts_fp4(1, 1);
+    nvfp4_tensor *db = NULL, *dballs = NULL, *refh = NULL;
+    gh.quant = &orht;
+    EXPECT_OK(nvfp4_all_gather(world, q, &gh, &g));
+    EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_BF16, &db));
+    EXPECT_OK(nvfp4_all_gather_plain(world, db, &dballs));
+    if (dballs != NULL) refh = quant(dballs, &orht);
+    expect_same_fp4(g, refh, "rowwise-only fp32 shard requantized with the RHT");
+    EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_F32);
+    nvfp4_tensor_destroy(g);
+    g = NULL;
+    nvfp4_tensor_destroy(db); nvfp4_tensor_destroy(dballs); nvfp4_tensor_destroy(refh);
+  }
   if (P > 1) {    /* shards that stand for different dtypes: refused on every rank */
     nvfp4_tensor *xb = NULL, *qb = NULL;
     EXPECT_OK(nvfp4_tensor_convert(x, NVFP4_BF16, &xb));
