@@ -233,6 +233,49 @@ fails(("linear_forward: x: ranks disagree: rank %d has [48, 1, 64] bf16, rank 0 
       al.forward, al, nvfp4.randn({me == last and 48 or 32, 1, 64}, "bf16"))
 local ay = al:forward(nvfp4.randn({32, 1, 64}, "bf16", {seed = 3 + me}))
 assert(ay:shape() == nvfp4.shape{32 // size, 1, 64}, tostring(ay:shape()))
+print("testing a layer's bias: l:bias(), l:set_bias(b)")
+-- zero at creation; a new one, fp32 or bf16, converted to the params dtype, is Y for a zero input (exactly:
+-- the GEMM's sums are 0), the bias added to every row, after the all-reduce for row parallel (TE)
+for _, par in ipairs{"column", "row"} do
+  for _, pd in ipairs{"fp32", "bf16"} do
+    for _, bd in ipairs{"fp32", "bf16"} do
+      local K, N = 64, 64 * size
+      local l = nvfp4.linear{in_features = K, out_features = N, parallel = par, group = w, bias = true,
+                             params_dtype = pd}
+      local nb = par == "column" and N // size or N
+      local b0 = l:bias()
+      assert(b0:dtype() == pd and b0:shape() == nvfp4.shape{nb}, tostring(b0))
+      for j = 1, nb do assert(b0:get(j) == 0) end
+      local vals = {}
+      for j = 1, nb do vals[j] = (j - 1) * 0.25 - 3 end        -- exact in bf16
+      l:set_bias(nvfp4.tensor(vals, bd))
+      local b = l:bias()
+      assert(b:dtype() == pd, b:dtype())
+      for j = 1, nb do assert(b:get(j) == vals[j], ("bias[%d] %g, set %g"):format(j, b:get(j), vals[j])) end
+      local xk = par == "column" and K or K // size
+      local y = l:forward(nvfp4.zeros({16, 2, xk}, "bf16"))
+      assert(y:shape() == nvfp4.shape{16, 2, nb}, tostring(y))
+      for _, i in ipairs{1, 16} do
+        for _, k in ipairs{1, 2} do
+          for j = 1, nb do
+            assert(y:get(i, k, j) == vals[j], ("%s %s/%s: y[%d, %d, %d] = %g, bias %g")
+                   :format(par, pd, bd, i, k, j, y:get(i, k, j), vals[j]))
+          end
+        end
+      end
+      fails("linear: bias shape [" .. (nb + 16) .. "] does not match the local bias shape [" .. nb .. "]",
+            l.set_bias, l, nvfp4.zeros({nb + 16}))
+      fails("linear: bias dtype u8 is not fp32 or bf16", l.set_bias, l, nvfp4.zeros({nb}, "u8"))
+      l:close()
+    end
+  end
+end
+do
+  local l <close> = nvfp4.linear{in_features = 64, out_features = 64}
+  assert(l:bias() == nil)
+  fails("linear: this layer has no bias", l.set_bias, l, nvfp4.zeros({64}))
+end
+
 print("testing closing")
 do local ww <close> = nvfp4.world() end         -- the shared world: closing it does nothing
 w:close()
