@@ -276,6 +276,24 @@ do
   fails("linear: this layer has no bias", l.set_bias, l, nvfp4.zeros({64}))
 end
 
+print("testing the objects' names (tostring)")
+assert(tostring(w) == ("nvfp4.comm rank %d of %d %s"):format(me, size, w.transport), tostring(w))
+assert(nvfp4.backend() ~= "cpu" or w.transport == "mpi", w.transport)
+do
+  local l = nvfp4.linear{in_features = 64, out_features = 64}
+  assert(tostring(l):find("^nvfp4%.linear 0?x?%x+$"), tostring(l))
+  l:close()
+  assert(tostring(l) == "nvfp4.linear (closed)", tostring(l))
+  local h = w:all_gather(nvfp4.zeros({16, 64}), {quantize = {rowwise = true}, async = true})
+  assert(tostring(h) == "nvfp4.handle", tostring(h))
+  h:wait()
+  h:close()
+  assert(tostring(h) == "nvfp4.handle (closed)", tostring(h))
+  local g = w:split(size)
+  g:close()
+  assert(tostring(g) == "nvfp4.comm (closed)", tostring(g))
+end
+
 print("testing closing")
 do local ww <close> = nvfp4.world() end         -- the shared world: closing it does nothing
 w:close()

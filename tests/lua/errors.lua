@@ -46,6 +46,10 @@ checkerror("bad argument #2 to 'quantize' (table expected, got string)",
            function () return nvfp4.quantize(x, "rowwise") end)
 checkerror("bad argument #3 to 'randn' (unknown option 'sed')",
            function () return nvfp4.randn({4}, "fp32", {sed = 1}) end)
+checkerror("bad argument #3 to 'randn' (option 'lo/hi' only apply to uniform)",
+           function () return nvfp4.randn({4}, "fp32", {lo = 0}) end)
+checkerror("bad argument #3 to 'uniform' (option 'lo' must be a number, got string)",
+           function () return nvfp4.uniform({4}, "fp32", {lo = "x"}) end)
 checkerror("bad argument #3 to 'uniform' (option 'lo' must be less than hi)",
            function () return nvfp4.uniform({4}, "fp32", {lo = 1, hi = 0}) end)
 -- a rule name is refused in the same words everywhere, the value quoted

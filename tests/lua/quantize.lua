@@ -147,7 +147,20 @@ end
 local f448 = nvfp4.quantize(tv10, {four_over_six = true, amax = 20, emax = 448})
 assert(f448:bytes("rowwise_scale_inv"):byte(1) == 0x72)
 assert(f448:bytes("rowwise_data") == "\x56\x3D\x92\x51\x3C\xE0\xA4\x51")
+-- the error metric's option reaches the library: "mae" is the default, "mse" chooses other scales for
+-- some blocks of random data (its arithmetic is checked in test_ref_quantize and the cross test)
+do
+  local xr = nvfp4.randn({256, 256}, "bf16", {seed = 12})
+  local mae = nvfp4.quantize(xr, {four_over_six = true})
+  assert(nvfp4.equal(mae, nvfp4.quantize(xr, {four_over_six = true, four_over_six_error = "mae"})))
+  local mse = nvfp4.quantize(xr, {four_over_six = true, four_over_six_error = "mse"})
+  assert(mse:bytes("rowwise_scale_inv") ~= mae:bytes("rowwise_scale_inv"), "mse chose as mae everywhere")
+  assert(nvfp4.equal(mse, nvfp4.quantize(xr, {four_over_six = true, four_over_six_error = "mse"})))
+end
 for _, bad in ipairs{{{four_over_six = true, rht = true, columnwise = true}, "4over6 excludes RHT"},
+                     {{four_over_six_error = "mse"}, "option 'four_over_six_error' needs four_over_six = true"},
+                     {{rht_signs = false}, "option 'rht_signs' needs rht = true"},
+                     {{amax = {1, "x"}}, "option 'amax' must be a number or {rowwise, columnwise}"},
                      {{emax = 448}, "needs four_over_six"},
                      {{four_over_six = true, emax = 300}, "must be 256 or 448"},
                      {{four_over_six = true, four_over_six_error = "l1"}, "\"mae\" or \"mse\""}} do
