@@ -549,6 +549,17 @@ for a in "--filtr x" "--seed abc" "--backend foo"; do
   check "'$a' before the script: exit status 2" test "$rc" -eq 2
 done
 check "... --backend names the value and the rule" grep -q -- "--backend: 'foo' is not cpu or cuda" "$tmp/pre"
+# --help, --version, a script that is not there
+"$builddir/lua/nvfp4-lua" --help >"$tmp/help" 2>&1; rc=$?
+check "--help: exit 0, the usage with the framework's options and the environment" \
+  test "$rc" -eq 0 -a "$(head -n 1 "$tmp/help")" = "usage: nvfp4-lua [options] [script [args]]" \
+    -a "$(count '^  --junit FILE\|^  NVFP4_BACKEND\|^Lua modules (require "nvfp4.scenario") are searched for first in' "$tmp/help")" -eq 3
+"$builddir/lua/nvfp4-lua" --version >"$tmp/version" 2>&1; rc=$?
+check "--version: exit 0, one line naming the library, Lua and MPI" \
+  test "$rc" -eq 0 -a "$(wc -l <"$tmp/version")" -eq 1 -a "$(count '^nvfp4-lua: nvfp4 [0-9][0-9.]*.*; Lua 5\.4\.[0-9]*; .*MPI' "$tmp/version")" -eq 1
+"$builddir/lua/nvfp4-lua" "$tmp/no-such-script.lua" >"$tmp/nosuch" 2>&1; rc=$?
+check "a script that is not there: exit status 2 (the command line's), naming it" \
+  test "$rc" -eq 2 -a "$(count "^\[rank 0\] cannot open $tmp/no-such-script.lua: No such file or directory" "$tmp/nosuch")" -eq 1
 # --backend cuda where it cannot start (a build without CUDA, no GPU): the option's error before the script
 "$builddir/lua/nvfp4-lua" --backend cuda "$srcdir/fw_cases.lua" >"$tmp/nocuda" 2>&1; rc=$?
 if test "$rc" -ne 2 && ! grep -q "cannot create a context" "$tmp/nocuda"; then
