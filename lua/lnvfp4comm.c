@@ -589,7 +589,20 @@ static void wd_junit (const char *said) {
     fputs(wd.junit_pre, f);
     for (c = said; *c != '\0'; c++) {     /* as the framework's xmlesc */
       unsigned char u = (unsigned char)*c;
-      if (u == '&') fputs("&amp;", f);
+      if (u >= 0x80) {
+        /* UTF-8 passes whole; a sequence cut short (the note and the label
+        ** are cut at a byte count) or invalid is '?', so the file stays
+        ** well-formed */
+        int n = u >= 0xC2 && u <= 0xDF ? 2 : u >= 0xE0 && u <= 0xEF ? 3 : u >= 0xF0 && u <= 0xF4 ? 4 : 0, k;
+        for (k = 1; k < n; k++)
+          if (((unsigned char)c[k] & 0xC0u) != 0x80u) break;
+        if (n == 0 || k < n) fputc('?', f);
+        else {
+          fwrite(c, 1, (size_t)n, f);
+          c += n - 1;
+        }
+      }
+      else if (u == '&') fputs("&amp;", f);
       else if (u == '<') fputs("&lt;", f);
       else if (u == '>') fputs("&gt;", f);
       else if (u == '"') fputs("&quot;", f);

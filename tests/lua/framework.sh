@@ -375,6 +375,14 @@ check "notes off, a collective skipped by rank 1: rank 0 says where it waits" \
 check "... and rank 1 that it left the case (the rank that skipped it is named)" \
   grep -q "^\[rank 1\] case 'skips' (it ended on this rank; the other ranks did not finish it) timed out after 2 s" "$tmp/skip"
 check "... and the job ends" test "$rc" -ne 0 -a "$took" -lt 30
+# a peer's long multibyte error, cut at a byte count in its note: the rewritten file stays well-formed
+case2 "$tmp/utf.lua" utf '  if w.rank == 1 then error(string.rep("\195\169", 600), 0) end
+  w:barrier()'
+timed "$tmp/utf" "$tmp/utf.lua" --timeout 30 --junit "$tmp/utf.xml"
+if command -v python3 >/dev/null; then
+  check "a note cut inside a UTF-8 character: the JUnit file is still well-formed XML, with the error" \
+    python3 -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]).toxml(); assert 'éééé' in d" "$tmp/utf.xml"
+fi
 check "... and the JUnit file has rank 0's timeout line (it gave only the possible causes)" \
   grep -q "the job ended during this case (case &apos;skips&apos; (waiting in comm:barrier at .*skip.lua:6 for the other ranks) timed out after 1.5 s); replay: " "$tmp/skip.xml"
 "$RS" "$srcdir/fw_timeout.lua" --timeout 30 --tap >"$tmp/totap" 2>/dev/null
