@@ -152,6 +152,20 @@ static nvfp4_gather_opts gopts_fp4 (int row, int col) {
 }
 
 
+/* What TE does with FP4 shards lacking a wanted usage: each dequantized to
+** dt, gathered in high precision, quantized with o (NULL where a step
+** failed, which EXPECT_OK reports). */
+static nvfp4_tensor *requant_ref (const nvfp4_tensor *q, nvfp4_dtype dt, const nvfp4_qopts *o) {
+  nvfp4_tensor *d = NULL, *all = NULL, *ref = NULL;
+  EXPECT_OK(nvfp4_dequantize(mc_ctx, q, dt, &d));
+  if (d != NULL) EXPECT_OK(nvfp4_all_gather_plain(world, d, &all));
+  if (all != NULL) ref = quant(all, o);
+  nvfp4_tensor_destroy(d);
+  nvfp4_tensor_destroy(all);
+  return ref;
+}
+
+
 /* Both input paths for one global shape, against quantize(full). */
 static void check_both_paths (nvfp4_comm *c, nvfp4_shape gshape, nvfp4_dtype dt,
                               int mode, uint64_t seed) {
@@ -511,7 +525,7 @@ static void test_fallback (void) {
   nvfp4_qopts orow = qopts(1, 0, 0, world);
   nvfp4_gather_opts gp = gopts_plain(&o, NVFP4_CW_FLAT2D), gr = gopts_plain(&orht, NVFP4_CW_FLAT2D);
   nvfp4_gather_opts gq = gopts_fp4(1, 1);
-  nvfp4_tensor *full, *x, *ref, *g = NULL, *q, *dq = NULL, *dall = NULL, *ref2, *t = NULL;
+  nvfp4_tensor *full, *x, *ref, *g = NULL, *q, *ref2, *t = NULL;
   nvfp4_handle *h = NULL;
   char msg[512];
 
@@ -587,13 +601,10 @@ static void test_fallback (void) {
   q = quant(x, &orow);
   EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(q), NVFP4_BF16);
   EXPECT_OK(nvfp4_all_gather(world, q, &gq, &g));
-  EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_BF16, &dq));
-  EXPECT_OK(nvfp4_all_gather_plain(world, dq, &dall));
-  ref2 = dall ? quant(dall, &o) : NULL;
+  ref2 = requant_ref(q, NVFP4_BF16, &o);
   expect_same_fp4(g, ref2, "fallback from rowwise-only fp4 (dequantized to bf16)");
   EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_BF16);
-  nvfp4_tensor_destroy(g); nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(dq);
-  nvfp4_tensor_destroy(dall); nvfp4_tensor_destroy(ref2);
+  nvfp4_tensor_destroy(g); nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(ref2);
   nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
 
   /* global M = 24 is not a multiple of 16 either: clear error everywhere */
@@ -622,11 +633,9 @@ static void test_requantize (void) {
   nvfp4_gather_opts gq = gopts_fp4(1, 1), gr = gopts_fp4(1, 0);
   nvfp4_tensor *full = full_randn(SHAPE3(48 * P, 2, 64), NVFP4_F32, 101);
   nvfp4_tensor *x = slice(full, 0, mc_rank, P), *q = quant(x, &orow), *qc = quant(x, &ocol);
-  nvfp4_tensor *g = NULL, *dq = NULL, *dall = NULL, *ref = NULL;
+  nvfp4_tensor *g = NULL, *ref = NULL;
   EXPECT_OK(nvfp4_all_gather(world, q, &gq, &g));
-  EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_F32, &dq));
-  EXPECT_OK(nvfp4_all_gather_plain(world, dq, &dall));
-  if (dall != NULL) ref = quant(dall, &o);
+  ref = requant_ref(q, NVFP4_F32, &o);
   expect_same_fp4(g, ref, "requantized rowwise-only shard");
   EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_F32);
   nvfp4_tensor_destroy(g);
@@ -635,17 +644,15 @@ static void test_requantize (void) {
       ** the result still stands for the shards' fp32 */
     nvfp4_qopts orht = qopts(1, 1, M_RHT, NULL);
     nvfp4_gather_opts gh = gopts_fp4(1, 1);
-    nvfp4_tensor *db = NULL, *dballs = NULL, *refh = NULL;
+    nvfp4_tensor *refh = NULL;
     gh.quant = &orht;
     EXPECT_OK(nvfp4_all_gather(world, q, &gh, &g));
-    EXPECT_OK(nvfp4_dequantize(mc_ctx, q, NVFP4_BF16, &db));
-    EXPECT_OK(nvfp4_all_gather_plain(world, db, &dballs));
-    if (dballs != NULL) refh = quant(dballs, &orht);
+    refh = requant_ref(q, NVFP4_BF16, &orht);
     expect_same_fp4(g, refh, "rowwise-only fp32 shard requantized with the RHT");
     EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_F32);
     nvfp4_tensor_destroy(g);
     g = NULL;
-    nvfp4_tensor_destroy(db); nvfp4_tensor_destroy(dballs); nvfp4_tensor_destroy(refh);
+    nvfp4_tensor_destroy(refh);
   }
   if (P > 1) {    /* shards that stand for different dtypes: refused on every rank */
     nvfp4_tensor *xb = NULL, *qb = NULL;
@@ -667,7 +674,7 @@ static void test_requantize (void) {
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "only a columnwise copy");
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
   nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(q);
-  nvfp4_tensor_destroy(qc); nvfp4_tensor_destroy(dq); nvfp4_tensor_destroy(dall);
+  nvfp4_tensor_destroy(qc);
   nvfp4_tensor_destroy(ref);
 }
 
