@@ -571,8 +571,10 @@ void nvfp4L_notes_init (void) {
 
 /* The job ends here saying `said` (its line without "[rank r] "): the
 ** JUnit file registered by nvfp4.watchdog_junit gets it in place of the
-** framework's provisional reason (written to path.tmp, then renamed over
-** path, as the framework writes it).  Quietly nothing when it cannot. */
+** framework's provisional reason (written to path.wd.tmp, then renamed over
+** path, as the framework writes its path.tmp: a name of its own, so that the
+** framework writing the file at the same moment cannot interleave with it;
+** the last rename wins, whole).  Quietly nothing when it cannot. */
 static void wd_junit (const char *said) {
   size_t n;
   FILE *f;
@@ -580,10 +582,10 @@ static void wd_junit (const char *said) {
   const char *c;
   if (wd.junit_path == NULL) return;
   n = strlen(wd.junit_path);
-  tmp = (char *)malloc(n + 5);
+  tmp = (char *)malloc(n + sizeof ".wd.tmp");
   if (tmp == NULL) return;
   memcpy(tmp, wd.junit_path, n);
-  memcpy(tmp + n, ".tmp", 5);
+  memcpy(tmp + n, ".wd.tmp", sizeof ".wd.tmp");
   f = fopen(tmp, "w");
   if (f != NULL) {
     fputs(wd.junit_pre, f);

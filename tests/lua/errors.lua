@@ -30,11 +30,18 @@ checkerror("bad argument #2 to 'quantize' (option 'emax' must be 256 or 448)",
            function () return nvfp4.quantize(x, {sr = true, four_over_six = true, emax = 999}) end)
 checkerror("bad argument #2 to 'quantize' (option 'amax' must be a number or {rowwise, columnwise})",
            function () return nvfp4.quantize(x, {amax = "big"}) end)
--- a NaN amax reads "nan" whatever its sign bit (0/0 has it set on x86: "-nan")
-checkerror("quantize: given rowwise amax nan must be >= 0 and not NaN",
-           function () return nvfp4.quantize(x, {amax = 0 / 0}) end)
-checkerror("quantize: given columnwise amax nan must be >= 0 and not NaN",
-           function () return nvfp4.quantize(x, {columnwise = true, amax = {1, -(0 / 0)}}) end)
+-- a NaN amax reads "nan" whatever its sign bit (printf gives "-nan" for a
+-- set one); both signs made from their bit patterns, as -(0/0) may be either
+local pnan = string.unpack("<d", string.pack("<i8", 0x7ff8000000000000))
+local nnan = string.unpack("<d", string.pack("<i8", 0xfff8000000000000))
+assert(pnan ~= pnan and nnan ~= nnan and string.pack("<d", nnan):byte(8) == 0xff
+       and string.pack("<d", pnan):byte(8) == 0x7f)
+for _, nan in ipairs{pnan, nnan} do
+  checkerror("quantize: given rowwise amax nan must be >= 0 and not NaN",
+             function () return nvfp4.quantize(x, {amax = nan}) end)
+  checkerror("quantize: given columnwise amax nan must be >= 0 and not NaN",
+             function () return nvfp4.quantize(x, {columnwise = true, amax = {1, nan}}) end)
+end
 -- a 1-D input to a Linear is one row: M = 1, said so
 checkerror("linear: input [64]: M=1 (the product of its leading dims: a 1-D input is one row) is not a multiple of 16",
            function () return nvfp4.linear{in_features = 64, out_features = 16}:forward(nvfp4.randn({64}, "bf16")) end)

@@ -654,6 +654,29 @@ static void test_requantize (void) {
     g = NULL;
     nvfp4_tensor_destroy(refh);
   }
+  {   /* BH-03's main path: a quantizable bf16 shard (M_l = 96), rowwise-only,
+      ** requantized without the RHT: dequantized to bf16, its nominal dtype,
+      ** not fp32 (whose requantized bytes differ, checked so that the case
+      ** can tell the two apart) */
+    nvfp4_tensor *xb = NULL, *qb, *refb, *ref32;
+    uint8_t *a, *b;
+    size_t n;
+    EXPECT_OK(nvfp4_tensor_convert(x, NVFP4_BF16, &xb));
+    qb = quant(xb, &orow);
+    EXPECT_OK(nvfp4_all_gather(world, qb, &gq, &g));
+    refb = requant_ref(qb, NVFP4_BF16, &o);
+    ref32 = requant_ref(qb, NVFP4_F32, &o);
+    expect_same_fp4(g, refb, "quantizable rowwise-only bf16 shard requantized");
+    EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_BF16);
+    a = rd(refb, NVFP4_COLUMNWISE_DATA, &n);
+    b = rd(ref32, NVFP4_COLUMNWISE_DATA, NULL);
+    EXPECT(memcmp(a, b, n) != 0);
+    free(a); free(b);
+    nvfp4_tensor_destroy(g);
+    g = NULL;
+    nvfp4_tensor_destroy(xb); nvfp4_tensor_destroy(qb);
+    nvfp4_tensor_destroy(refb); nvfp4_tensor_destroy(ref32);
+  }
   if (P > 1) {    /* shards that stand for different dtypes: refused on every rank */
     nvfp4_tensor *xb = NULL, *qb = NULL;
     EXPECT_OK(nvfp4_tensor_convert(x, NVFP4_BF16, &xb));
