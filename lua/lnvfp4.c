@@ -1056,7 +1056,10 @@ static int mod_dequantize (lua_State *L) {
   static const char *const out_names[] = {"fp32", "bf16", NULL};
   static const char *const usages[] = {"rowwise", "columnwise", NULL};
   nvfp4_tensor *q = nvfp4L_totensor(L, 1);
-  nvfp4_dtype dt = (nvfp4_dtype)nvfp4L_checkname(L, 2, "fp32", out_names, "dtype");
+  /* no dtype: the one q stands for (its nominal dtype), as TE's
+  ** QuantizedTensor.dequantize() without one */
+  nvfp4_dtype dt = lua_isnoneornil(L, 2) ? nvfp4_tensor_nominal_dtype(q)
+                   : (nvfp4_dtype)nvfp4L_checkname(L, 2, "fp32", out_names, "dtype");
   int col = nvfp4L_checkname(L, 3, "rowwise", usages, "usage");
   LTensor *p;
   p = nvfp4L_newtensor(L);

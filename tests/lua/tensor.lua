@@ -119,6 +119,12 @@ assert(qs:dtype() == "fp4" and qs:nominal_dtype() == "bf16" and qs:clone():nomin
 local q32 = nvfp4.quantize(nvfp4.randn({16, 32}, "fp32", {seed = 9}))
 assert(q32:nominal_dtype() == "fp32" and nvfp4.randn({4}, "bf16"):nominal_dtype() == "bf16")
 assert(w:all_gather(qs, {rowwise = true}):nominal_dtype() == "bf16")
+-- dequantize without a dtype gives that one, as TE's dequantize(); a dtype given wins
+assert(nvfp4.dequantize(qs):dtype() == "bf16" and nvfp4.dequantize(q32):dtype() == "fp32")
+assert(nvfp4.dequantize(qs, "fp32"):dtype() == "fp32" and nvfp4.dequantize(q32, "bf16"):dtype() == "bf16")
+assert(nvfp4.equal(nvfp4.dequantize(qs), nvfp4.dequantize(qs, "bf16")))
+assert(nvfp4.dequantize(qs, nil, "columnwise"):dtype() == "bf16")
+assert(nvfp4.dequantize(w:all_gather(qs, {rowwise = true})):dtype() == "bf16")
 local oks, es = pcall(nvfp4.sync, 1)
 assert(not oks and es:find("nvfp4.sync takes no arguments", 1, true), es)
 print("OK")
