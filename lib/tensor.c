@@ -317,8 +317,8 @@ nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt, nvfp4_
   CHECK_ARG(t->ctx, out, "tensor_convert");
   ctx = t->ctx;
   FAIL_IF(ctx, t->dtype != NVFP4_F32 && t->dtype != NVFP4_BF16, NVFP4_EINVAL,
-          "tensor_convert: the tensor is %s; only fp32 and bf16 tensors convert",
-          nvfp4_dtype_name(t->dtype));
+          "tensor_convert: the tensor is %s; only fp32 and bf16 tensors convert%s",
+          nvfp4_dtype_name(t->dtype), t->dtype == NVFP4_FP4 ? " (an fp4 one dequantizes)" : "");
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
           "tensor_convert: target dtype %s is not fp32 or bf16", NVFP4I_DTYPE(dt));
   CHECK(nvfp4i_tensor_alloc_plain(ctx, t->shape, dt, &c));

@@ -1051,21 +1051,38 @@ static int mod_quantize (lua_State *L) {
 }
 
 
-static int mod_dequantize (lua_State *L) {
+/* nvfp4.dequantize(q [, dtype [, usage]]) and q:dequantize(..): two
+** functions (the compiler would fold one that only called the other), so
+** that an error names the one called, pcall(q.dequantize, q) included */
+static int dequantize (lua_State *L, int method) {
   /* fp32 or bf16 only: the message lists those (checkdtype's listed u8) */
   static const char *const out_names[] = {"fp32", "bf16", NULL};
   static const char *const usages[] = {"rowwise", "columnwise", NULL};
-  nvfp4_tensor *q = nvfp4L_totensor(L, 1);
+  LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
+  nvfp4_tensor *q = p->t;
+  nvfp4_dtype dt;
+  int col;
+  if (q == NULL) {
+    if (method) return luaL_error(L, "calling 'dequantize' on bad self (tensor is closed)");
+    return luaL_argerror(L, 1, "tensor is closed");
+  }
   /* no dtype: the one q stands for (its nominal dtype), as TE's
   ** QuantizedTensor.dequantize() without one */
-  nvfp4_dtype dt = lua_isnoneornil(L, 2) ? nvfp4_tensor_nominal_dtype(q)
-                   : (nvfp4_dtype)nvfp4L_checkname(L, 2, "fp32", out_names, "dtype");
-  int col = nvfp4L_checkname(L, 3, "rowwise", usages, "usage");
-  LTensor *p;
+  dt = lua_isnoneornil(L, 2) ? nvfp4_tensor_nominal_dtype(q)
+       : (nvfp4_dtype)nvfp4L_checkname(L, 2, "fp32", out_names, "dtype");
+  col = nvfp4L_checkname(L, 3, "rowwise", usages, "usage");
   p = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, col ? nvfp4_dequantize_columnwise(nvfp4L_getctx(L), q, dt, &p->t)
                             : nvfp4_dequantize(nvfp4L_getctx(L), q, dt, &p->t));
   return 1;
+}
+
+static int mod_dequantize (lua_State *L) {
+  return dequantize(L, 0);
+}
+
+static int tensor_dequantize (lua_State *L) {
+  return dequantize(L, 1);
 }
 
 
@@ -1243,6 +1260,7 @@ static const luaL_Reg tensor_meth[] = {
   {"tolist", tensor_tolist},
   {"clone", tensor_clone},
   {"convert", tensor_convert},
+  {"dequantize", tensor_dequantize},
   {"reshape", tensor_reshape},
   {"narrow", tensor_narrow},
   {"bytes", tensor_bytes},

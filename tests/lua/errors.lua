@@ -188,6 +188,8 @@ checkerror("calling 'shape' on bad self (tensor is closed)", c.shape, c)
 checkerror("calling 'reshape' on bad self (tensor is closed)", c.reshape, c, {256})
 checkerror("calling 'columnwise_shape' on bad self (tensor is closed)", c.columnwise_shape, c)
 checkerror("bad argument #1 to 'nvfp4.dequantize' (tensor is closed)", nvfp4.dequantize, c)
+checkerror("calling 'dequantize' on bad self (tensor is closed)", c.dequantize, c)
+checkerror("calling 'dequantize' on bad self (tensor is closed)", function () return c:dequantize() end)
 -- dequantize's dtype: the message lists the two it takes (it listed u8, which it then refused)
 checkerror("bad argument #2 to 'nvfp4.dequantize' (dtype must be one of 'fp32', 'bf16'; got 'fp4')",
            nvfp4.dequantize, nvfp4.quantize(nvfp4.zeros({16, 16})), "fp4")
