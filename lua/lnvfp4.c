@@ -108,10 +108,10 @@ nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
     lua_Integer d;
     lua_rawgeti(L, arg, i);
     d = lua_tointegerx(L, -1, &isint);
-    if (!isint || d < 0)
+    if (!isint || d < 0)      /* a number is shown (4.5, -4), anything else by its type */
       luaL_argerror(L, arg, lua_pushfstring(L,
-                    "shape dim %d must be a non-negative integer, got %s",
-                    (int)i, isint ? lua_tostring(L, -1) : luaL_typename(L, -1)));
+                    "shape dim %d must be a non-negative integer, got %s", (int)i,
+                    lua_type(L, -1) == LUA_TNUMBER ? luaL_tolstring(L, -1, NULL) : luaL_typename(L, -1)));
     s.dim[i - 1] = (int64_t)d;
     lua_pop(L, 1);
   }

@@ -129,6 +129,8 @@ checkerror("bad argument #2 to 'randn' (dtype must be one of 'fp32', 'bf16', 'u8
            function () return nvfp4.randn({4}, 16) end)
 checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integer, got -1)",
            function () return nvfp4.zeros({4, -1}) end)
+checkerror("bad argument #1 to 'nvfp4.randn' (shape dim 1 must be a non-negative integer, got 4.5)",
+           nvfp4.randn, {4.5, 16}, "fp32")
 checkerror("bad argument #1 to 'shape' (shape dim 1 must be a non-negative integer, got string)",
            function () return nvfp4.shape{"a"} end)
 checkerror("bad argument #1 to 'tensor' (ragged table", function () return nvfp4.tensor({{1, 2}, {3}}) end)
