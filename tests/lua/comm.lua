@@ -140,6 +140,12 @@ do
   local row = nvfp4.linear{in_features = 64, out_features = 32, parallel = "row", sequence_parallel = true,
                            group = w, amax_reduction = false, keep_operands = true}
   row:forward(x)
+  -- the full grad_output is refused, saying it is this rank's shard; the layer loses nothing
+  if size > 1 then
+    fails(("grad_output bf16 [%d, 1, 32] does not match the output bf16 [16, 1, 32] (row parallel with "
+           .. "sequence_parallel: this rank's shard of grad_output"):format(16 * size),
+          row.backward, row, nvfp4.zeros({16 * size, 1, 32}, "bf16"))
+  end
   local dx, dw = row:backward(dy)
   assert(dx:shape() == x:shape() and dw ~= nil)
   local go = row:operand("grad_output")
