@@ -1066,6 +1066,13 @@ static int dequantize (lua_State *L, int method) {
     if (method) return luaL_error(L, "calling 'dequantize' on bad self (tensor is closed)");
     return luaL_argerror(L, 1, "tensor is closed");
   }
+  /* a usage in the dtype's place (dequantize(q, "columnwise")): the names
+  ** do not overlap, so it is taken for the usage, the dtype left out */
+  if (lua_type(L, 2) == LUA_TSTRING && lua_isnone(L, 3) &&
+      (strcmp(lua_tostring(L, 2), "rowwise") == 0 || strcmp(lua_tostring(L, 2), "columnwise") == 0)) {
+    lua_pushnil(L);
+    lua_insert(L, 2);
+  }
   /* no dtype: the one q stands for (its nominal dtype), as TE's
   ** QuantizedTensor.dequantize() without one */
   dt = lua_isnoneornil(L, 2) ? nvfp4_tensor_nominal_dtype(q)

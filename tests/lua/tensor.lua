@@ -128,6 +128,9 @@ assert(nvfp4.dequantize(w:all_gather(qs, {rowwise = true})):dtype() == "bf16")
 -- the same as a method, as TE's q.dequantize(); convert points there
 assert(nvfp4.equal(qs:dequantize(), nvfp4.dequantize(qs)) and qs:dequantize("fp32"):dtype() == "fp32")
 assert(nvfp4.equal(qs:dequantize(nil, "columnwise"), nvfp4.dequantize(qs, "bf16", "columnwise")))
+-- the usage alone in the dtype's place
+assert(nvfp4.equal(qs:dequantize("columnwise"), nvfp4.dequantize(qs, "bf16", "columnwise")))
+assert(nvfp4.equal(nvfp4.dequantize(qs, "rowwise"), nvfp4.dequantize(qs, "bf16")))
 local okc, ec = pcall(qs.convert, qs, "fp32")
 assert(not okc and ec:find("the tensor is fp4; only fp32 and bf16 tensors convert (an fp4 one dequantizes)", 1, true), ec)
 local oks, es = pcall(nvfp4.sync, 1)
