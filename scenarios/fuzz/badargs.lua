@@ -92,6 +92,8 @@ local API = {
   {"t:reshape", function (...) return plain():reshape(...) end, {"shape"}, function () return {32, 16} end},
   {"t:narrow", function (...) return plain():narrow(...) end, {"dim", "int", "int"}, function () return 1, 1, 8 end},
   {"t:convert", function (...) return plain():convert(...) end, {"str"}, function () return "bf16" end},
+  {"t:dequantize", function (...) return fp4():dequantize(...) end, {"dtype", "str"},
+   function () return "bf16", "columnwise" end},
   {"t:get", function (...) return plain():get(...) end, {"int", "int"}, function () return 1, 1 end},
   {"t:bytes", function (...) return fp4():bytes(...) end, {"str"}, function () return "rowwise_data" end},
   {"t:amax", function (...) return fp4():amax(...) end, {"str"}, function () return "columnwise" end},
