@@ -1051,7 +1051,7 @@ static int mod_quantize (lua_State *L) {
 }
 
 
-/* nvfp4.dequantize(q [, dtype [, usage]]) and q:dequantize(..): two
+/* nvfp4.dequantize(q [, dtype] [, usage]) and q:dequantize(..): two
 ** functions (the compiler would fold one that only called the other), so
 ** that an error names the one called, pcall(q.dequantize, q) included */
 static int dequantize (lua_State *L, int method) {
@@ -1068,7 +1068,7 @@ static int dequantize (lua_State *L, int method) {
   }
   /* a usage in the dtype's place (dequantize(q, "columnwise")): the names
   ** do not overlap, so it is taken for the usage, the dtype left out */
-  if (lua_type(L, 2) == LUA_TSTRING && lua_isnone(L, 3) &&
+  if (lua_type(L, 2) == LUA_TSTRING && lua_isnoneornil(L, 3) &&
       (strcmp(lua_tostring(L, 2), "rowwise") == 0 || strcmp(lua_tostring(L, 2), "columnwise") == 0)) {
     lua_pushnil(L);
     lua_insert(L, 2);

@@ -613,8 +613,7 @@ static void wd_junit (const char *said) {
       else fputc(u, f);
     }
     fputs(wd.junit_post, f);
-    if (fclose(f) == 0) rename(tmp, wd.junit_path);
-    else remove(tmp);
+    if (fclose(f) != 0 || rename(tmp, wd.junit_path) != 0) remove(tmp);
   }
   free(tmp);
 }

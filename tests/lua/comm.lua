@@ -145,6 +145,10 @@ do
     fails(("grad_output bf16 [%d, 1, 32] does not match the output bf16 [16, 1, 32] (row parallel with "
            .. "sequence_parallel: this rank's shard of grad_output"):format(16 * size),
           row.backward, row, nvfp4.zeros({16 * size, 1, 32}, "bf16"))
+    -- the shard's shape in another dtype: no word of shards
+    local e = fails("grad_output fp32 [16, 1, 32] does not match the output bf16 [16, 1, 32]",
+                    row.backward, row, nvfp4.zeros({16, 1, 32}, "fp32"))
+    assert(not e:find("shard", 1, true), e)
   end
   local dx, dw = row:backward(dy)
   assert(dx:shape() == x:shape() and dw ~= nil)

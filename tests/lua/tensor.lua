@@ -131,6 +131,7 @@ assert(nvfp4.equal(qs:dequantize(nil, "columnwise"), nvfp4.dequantize(qs, "bf16"
 -- the usage alone in the dtype's place
 assert(nvfp4.equal(qs:dequantize("columnwise"), nvfp4.dequantize(qs, "bf16", "columnwise")))
 assert(nvfp4.equal(nvfp4.dequantize(qs, "rowwise"), nvfp4.dequantize(qs, "bf16")))
+assert(nvfp4.equal(qs:dequantize("columnwise", nil), qs:dequantize("columnwise")))   -- nil as none
 local okc, ec = pcall(qs.convert, qs, "fp32")
 assert(not okc and ec:find("the tensor is fp4; only fp32 and bf16 tensors convert (an fp4 one dequantizes)", 1, true), ec)
 local oks, es = pcall(nvfp4.sync, 1)
