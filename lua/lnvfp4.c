@@ -108,10 +108,17 @@ nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
     lua_Integer d;
     lua_rawgeti(L, arg, i);
     d = lua_tointegerx(L, -1, &isint);
-    if (!isint || d < 0)      /* a number is shown (4.5, -4), anything else by its type */
+    if (!isint || d < 0) {    /* a number is shown (4.5, -4, nan), a string quoted, anything else by its type */
+      const char *got;
+      if (lua_type(L, -1) == LUA_TNUMBER)
+        got = lua_tonumber(L, -1) != lua_tonumber(L, -1) ? "nan" : luaL_tolstring(L, -1, NULL);
+      else if (lua_type(L, -1) == LUA_TSTRING)
+        got = lua_pushfstring(L, "'%s' (a string)", lua_tostring(L, -1));
+      else
+        got = luaL_typename(L, -1);
       luaL_argerror(L, arg, lua_pushfstring(L,
-                    "shape dim %d must be a non-negative integer, got %s", (int)i,
-                    lua_type(L, -1) == LUA_TNUMBER ? luaL_tolstring(L, -1, NULL) : luaL_typename(L, -1)));
+                    "shape dim %d must be a non-negative integer, got %s", (int)i, got));
+    }
     s.dim[i - 1] = (int64_t)d;
     lua_pop(L, 1);
   }

@@ -131,8 +131,14 @@ checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integ
            function () return nvfp4.zeros({4, -1}) end)
 checkerror("bad argument #1 to 'nvfp4.randn' (shape dim 1 must be a non-negative integer, got 4.5)",
            nvfp4.randn, {4.5, 16}, "fp32")
-checkerror("bad argument #1 to 'shape' (shape dim 1 must be a non-negative integer, got string)",
+checkerror("bad argument #1 to 'shape' (shape dim 1 must be a non-negative integer, got 'a' (a string))",
            function () return nvfp4.shape{"a"} end)
+checkerror("bad argument #1 to 'zeros' (shape dim 1 must be a non-negative integer, got '-1' (a string))",
+           function () return nvfp4.zeros({"-1"}) end)
+checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integer, got nan)",
+           function () return nvfp4.zeros({4, 0/0}) end)
+checkerror("bad argument #1 to 'zeros' (shape dim 1 must be a non-negative integer, got table)",
+           function () return nvfp4.zeros({{}}) end)
 checkerror("bad argument #1 to 'tensor' (ragged table", function () return nvfp4.tensor({{1, 2}, {3}}) end)
 checkerror("u8 value 256.0 is not an integer in 0..255",
            function () return nvfp4.tensor({256}, "u8") end)
