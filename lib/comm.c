@@ -120,6 +120,13 @@ nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm **ou
   if (ctx == NULL) return NVFP4_EINVAL;
   /* no member of any communicator: nothing can tell the others */
   FAIL_IF(ctx, mc == MPI_COMM_NULL, NVFP4_EINVAL, "comm_create_mpi: MPI_COMM_NULL");
+  {  /* outside MPI's lifetime every MPI call aborts the process (MPI 4.0 §11.2) */
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    FAIL_IF(ctx, !init || fin, NVFP4_EINVAL, "comm_create_mpi: MPI is %s (call it between "
+            "MPI_Init and MPI_Finalize)", fin ? "finalized" : "not initialized");
+  }
   return comm_new(ctx, mc, 0, "comm_create_mpi",
                   out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "comm_create_mpi: out is NULL")
                               : NVFP4_OK, out);

@@ -146,6 +146,11 @@ const char  *nvfp4_version_string (void);
 
 
 /* ---- shapes (lib/shape.c: every shape rule lives there) --------------- */
+/* A shape is a value.  The functions below read (and the shape-returning
+** ones write) at most NVFP4_MAX_DIMS dims: a struct whose ndim is above 8 is
+** read as its first 8 dims, one below 0 as ndim 0, never past dim[]; the
+** checks (nvfp4_shape_check_quantizable, every tensor constructor) refuse
+** such an ndim with EINVAL. */
 typedef struct nvfp4_shape {
   int ndim;
   int64_t dim[NVFP4_MAX_DIMS];
@@ -207,8 +212,9 @@ typedef struct nvfp4_cw_bookkeeping {
 } nvfp4_cw_bookkeeping;
 
 /* The bookkeeping of rule for a local shard (no validation: a shape that is
-** not quantizable gives what the formulas give; ND on ndim < 2, and a rule
-** outside the enum, count as FLAT2D).  Pure function, no errors. */
+** not quantizable gives what the formulas give, C_t and U saturating at
+** INT64_MAX as numel does; ND on ndim < 2, and a rule outside the enum,
+** count as FLAT2D).  Pure function, no errors. */
 nvfp4_cw_bookkeeping nvfp4_cw_rule_apply (nvfp4_cw_rule rule, nvfp4_shape local);
 /* "flat2d" | "nd"; "flat2d" outside the enum, as nvfp4_cw_rule_apply counts it */
 const char          *nvfp4_cw_rule_name  (nvfp4_cw_rule rule);

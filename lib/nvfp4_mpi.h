@@ -35,7 +35,8 @@ extern "C" {
 ** a rank failing (NULL out, ENOMEM) keeps its error and its peers get EPEER
 ** naming it; MPI_COMM_NULL is refused at once (that rank is in no
 ** communicator to tell the others through).  With the CPU backend each
-** rank answers for itself.  Errors: EINVAL (NULL out, MPI_COMM_NULL; with
+** rank answers for itself.  Errors: EINVAL (NULL out, MPI_COMM_NULL, MPI
+** not initialized or already finalized (nothing is called on mc then); with
 ** CUDA a $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9),
 ** ENOMEM, EPEER, EMPI (CUDA; a failed call leaves mc's error handler as it
 ** was).  sp-linear-and-gather.md §0 (the TP group). */

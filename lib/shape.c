@@ -22,6 +22,19 @@ static int64_t mul_sat (int64_t a, int64_t b) {
 }
 
 
+/* A caller's struct may hold any ndim: the functions read at most
+** NVFP4_MAX_DIMS dims (negative counts as 0), never past dim[]. */
+static int rank (nvfp4_shape s) {
+  return s.ndim < 0 ? 0 : s.ndim > NVFP4_MAX_DIMS ? NVFP4_MAX_DIMS : s.ndim;
+}
+
+
+static nvfp4_shape clamped (nvfp4_shape s) {
+  s.ndim = rank(s);
+  return s;
+}
+
+
 static nvfp4_shape shape2 (int64_t a, int64_t b) {
   nvfp4_shape s;
   memset(&s, 0, sizeof s);
@@ -48,7 +61,7 @@ nvfp4_shape nvfp4_shape_make (int ndim, const int64_t *dims) {
 int nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b) {
   int i;
   if (a.ndim != b.ndim) return 0;
-  for (i = 0; i < a.ndim; i++)
+  for (i = 0; i < rank(a); i++)
     if (a.dim[i] != b.dim[i]) return 0;
   return 1;
 }
@@ -57,7 +70,7 @@ int nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b) {
 int64_t nvfp4_shape_numel (nvfp4_shape s) {
   int64_t n = 1;
   int i;
-  for (i = 0; i < s.ndim; i++) n = mul_sat(n, s.dim[i]);
+  for (i = 0; i < rank(s); i++) n = mul_sat(n, s.dim[i]);
   return n;
 }
 
@@ -66,13 +79,13 @@ int64_t nvfp4_shape_numel (nvfp4_shape s) {
 int64_t nvfp4_shape_M (nvfp4_shape s) {
   int64_t m = 1;
   int i;
-  for (i = 0; i < s.ndim - 1; i++) m = mul_sat(m, s.dim[i]);
+  for (i = 0; i < rank(s) - 1; i++) m = mul_sat(m, s.dim[i]);
   return m;
 }
 
 
 int64_t nvfp4_shape_K (nvfp4_shape s) {
-  return s.ndim > 0 ? s.dim[s.ndim - 1] : 1;
+  return rank(s) > 0 ? s.dim[rank(s) - 1] : 1;
 }
 
 
@@ -82,7 +95,7 @@ char *nvfp4_shape_format (nvfp4_shape s, char *buf, size_t n) {
   if (buf == NULL || n == 0) return buf;
   buf[0] = '\0';
   used += (size_t)snprintf(buf, n, "[");
-  for (i = 0; i < s.ndim && used < n; i++)
+  for (i = 0; i < rank(s) && used < n; i++)
     used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "",
                              (long long)s.dim[i]);
   if (used < n) snprintf(buf + used, n - used, "]");
@@ -91,7 +104,7 @@ char *nvfp4_shape_format (nvfp4_shape s, char *buf, size_t n) {
 
 
 nvfp4_shape nvfp4_rowwise_data_shape (nvfp4_shape x) {
-  nvfp4_shape s = x;
+  nvfp4_shape s = clamped(x);
   if (s.ndim > 0) s.dim[s.ndim - 1] = nvfp4_shape_K(x) / 2;
   return s;
 }
@@ -123,12 +136,12 @@ nvfp4_status nvfp4_shape_check_quantizable (nvfp4_shape x, int rowwise,
   int i;
   char dummy[1];
   if (msg == NULL || n == 0) { msg = dummy; n = sizeof dummy; }
-  nvfp4_shape_format(x, sb, sizeof sb);
-  if (x.ndim < 1 || x.ndim > NVFP4_MAX_DIMS) {
-    snprintf(msg, n, "shape %s: rank %d is outside 1..%d", sb, x.ndim,
+  if (x.ndim < 1 || x.ndim > NVFP4_MAX_DIMS) {   /* before its dims are read */
+    snprintf(msg, n, "shape with ndim %d: ndim is outside 1..%d", x.ndim,
              NVFP4_MAX_DIMS);
     return NVFP4_EINVAL;
   }
+  nvfp4_shape_format(x, sb, sizeof sb);
   for (i = 0; i < x.ndim; i++)
     if (x.dim[i] < 0) {
       snprintf(msg, n, "shape %s: dim %d is negative", sb, i);
@@ -172,6 +185,7 @@ nvfp4_cw_bookkeeping nvfp4_cw_rule_apply (nvfp4_cw_rule rule, nvfp4_shape local)
   nvfp4_cw_bookkeeping b;
   int i;
   memset(&b, 0, sizeof b);
+  local = clamped(local);
   if (rule == NVFP4_CW_ND && local.ndim >= 2) {
     b.in_shape_t.ndim = local.ndim;
     b.in_shape_t.dim[0] = nvfp4_shape_K(local);
@@ -182,8 +196,9 @@ nvfp4_cw_bookkeeping nvfp4_cw_rule_apply (nvfp4_cw_rule rule, nvfp4_shape local)
     b.in_shape_t = nvfp4_columnwise_data_shape(local);
   b.rows = b.in_shape_t.dim[0];
   b.packed_cols = 1;
-  for (i = 1; i < b.in_shape_t.ndim; i++) b.packed_cols *= b.in_shape_t.dim[i];
-  b.scale_width = 2 * b.packed_cols / NVFP4_BLOCK;
+  for (i = 1; i < b.in_shape_t.ndim; i++)     /* saturating, as numel */
+    b.packed_cols = mul_sat(b.packed_cols, b.in_shape_t.dim[i]);
+  b.scale_width = mul_sat(2, b.packed_cols) / NVFP4_BLOCK;
   return b;
 }
 

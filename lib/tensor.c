@@ -82,7 +82,7 @@ static nvfp4_status check_shape (nvfp4_ctx *ctx, nvfp4_shape s, const char *what
   char sb[128];
   int i;
   FAIL_IF(ctx, s.ndim < 0 || s.ndim > NVFP4_MAX_DIMS, NVFP4_EINVAL,
-          "%s: rank %d is outside 0..%d", what, s.ndim, NVFP4_MAX_DIMS);
+          "%s: ndim %d is outside 0..%d", what, s.ndim, NVFP4_MAX_DIMS);
   for (i = 0; i < s.ndim; i++)
     FAIL_IF(ctx, s.dim[i] < 0, NVFP4_EINVAL, "%s: shape %s has a negative dim",
             what, nvfp4_shape_format(s, sb, sizeof sb));
@@ -115,16 +115,23 @@ nvfp4_status nvfp4i_gathered_shape (nvfp4_ctx *ctx, const char *what, nvfp4_shap
 }
 
 
-static nvfp4_status alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype dt,
-                                 int zero, nvfp4_tensor **out) {
-  nvfp4_tensor *t;
-  nvfp4_status st;
-  *out = NULL;
+/* A plain tensor's shape and dtype, before anything is allocated. */
+static nvfp4_status check_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype dt) {
   CHECK(check_shape(ctx, shape, "tensor"));
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16 && dt != NVFP4_U8,
           NVFP4_EINVAL, "tensor: dtype %s is not fp32, bf16 or u8%s", NVFP4I_DTYPE(dt),
           dt == NVFP4_FP4 ? " (an fp4 tensor comes from nvfp4_quantize or "
                             "nvfp4_tensor_fp4_from_host)" : "");
+  return NVFP4_OK;
+}
+
+
+static nvfp4_status alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype dt,
+                                 int zero, nvfp4_tensor **out) {
+  nvfp4_tensor *t;
+  nvfp4_status st;
+  *out = NULL;
+  CHECK(check_plain(ctx, shape, dt));
   t = nvfp4i_tensor_new(ctx);
   FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
   t->dtype = dt;
@@ -223,19 +230,18 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
                                      size_t nbytes, nvfp4_tensor **out) {
   nvfp4_tensor *t;
   nvfp4_status st;
+  size_t need;
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "tensor_from_host");
-  CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));
-  if (nbytes != t->data.nbytes || (nbytes > 0 && host == NULL)) {
-    size_t need = t->data.nbytes;
-    nvfp4_tensor_destroy(t);
-    if (host == NULL)
-      return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_from_host: host is NULL (%zu bytes to copy)",
-                         need);
-    return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_from_host: %zu bytes given, "
-                       "shape needs %zu", nbytes, need);
-  }
+  CHECK(check_plain(ctx, shape, dt));     /* the byte count before any allocation */
+  need = (size_t)nvfp4_shape_numel(shape) * nvfp4_dtype_size(dt);
+  if (nbytes > 0 && host == NULL)
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_from_host: host is NULL (%zu bytes to copy)",
+                       need);
+  FAIL_IF(ctx, nbytes != need, NVFP4_EINVAL, "tensor_from_host: %zu bytes given, "
+          "shape needs %zu", nbytes, need);
+  CHECK(alloc_plain(ctx, shape, dt, 0, &t));     /* every byte is copied below */
   if (nbytes > 0 && (st = ctx->ops->from_host(ctx, t->data.p, host, nbytes)) != NVFP4_OK) {
     nvfp4_tensor_destroy(t);
     return st;

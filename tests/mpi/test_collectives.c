@@ -543,8 +543,37 @@ static void test_groups (void) {
 }
 
 
+/* nvfp4_comm_create_mpi outside MPI's lifetime: EINVAL naming the rule,
+** where any MPI call would abort the process.  A CPU context of its own
+** (nothing of MPI is touched by it); returns the reason, "" when it held. */
+static const char *comm_outside_mpi (const char *state) {
+  static char why[512];
+  nvfp4_ctx *ctx = NULL;
+  nvfp4_comm *c = (nvfp4_comm *)&why;        /* must come back NULL */
+  char want[160];
+  nvfp4_status st;
+  why[0] = '\0';
+  if (nvfp4_ctx_create(NVFP4_BACKEND_CPU, &ctx, NULL) != NVFP4_OK) return "no CPU context";
+  snprintf(want, sizeof want, "comm_create_mpi: MPI is %s (call it between MPI_Init and "
+           "MPI_Finalize)", state);
+  st = nvfp4_comm_create_mpi(ctx, MPI_COMM_WORLD, &c);
+  if (st != NVFP4_EINVAL || c != NULL || strcmp(nvfp4_last_error(ctx), want) != 0)
+    snprintf(why, sizeof why, "MPI %s: status %d, out %s, message '%s', expected EINVAL, NULL, "
+             "'%s'", state, (int)st, c ? "set" : "NULL", nvfp4_last_error(ctx), want);
+  nvfp4_ctx_destroy(ctx);
+  return why;
+}
+
+static const char *before_init;
+
+static void test_comm_outside_mpi (void) {
+  EXPECT_MSG(before_init[0] == '\0', "%s", before_init);
+}
+
+
 int main (int argc, char **argv) {
   int rc;
+  before_init = comm_outside_mpi("not initialized");
   mc_init(&argc, &argv);
   if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK)
     MPI_Abort(MPI_COMM_WORLD, 99);
@@ -556,7 +585,15 @@ int main (int argc, char **argv) {
   RUN(test_check_meta);
   RUN(test_different_calls);
   RUN(test_groups);
+  RUN(test_comm_outside_mpi);
   nvfp4_comm_destroy(world);
   rc = mc_finish();
+  {
+    const char *after = comm_outside_mpi("finalized");
+    if (after[0] != '\0') {
+      fprintf(stderr, "rank %d: comm_create_mpi after MPI_Finalize: %s\n", mc_rank, after);
+      rc = 1;
+    }
+  }
   return rc;
 }

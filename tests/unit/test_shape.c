@@ -218,6 +218,48 @@ static void test_shape_basics (void **state) {
 }
 
 
+/* A caller's struct may hold any ndim: the functions read and write at most
+** 8 dims (the values behind dim[] are guards that would show up), and
+** check_quantizable refuses the rank before it formats the dims.  The ASan
+** build of make check catches any access past dim[]. */
+static void test_ndim_out_of_range (void **state) {
+  struct { nvfp4_shape s; int64_t guard[4]; } w;
+  nvfp4_cw_bookkeeping b;
+  char msg[256], buf[128];
+  int i;
+  memset(&w, 0, sizeof w);
+  for (i = 0; i < NVFP4_MAX_DIMS; i++) w.s.dim[i] = 32;
+  for (i = 0; i < 4; i++) w.guard[i] = 1000 + i;
+  w.s.ndim = 9;
+  assert_int_equal(nvfp4_shape_numel(w.s), (int64_t)1 << 40);       /* 32^8 */
+  assert_int_equal(nvfp4_shape_M(w.s), (int64_t)1 << 35);           /* 32^7 */
+  assert_int_equal(nvfp4_shape_K(w.s), 32);
+  assert_string_equal(nvfp4_shape_format(w.s, buf, sizeof buf), "[32, 32, 32, 32, 32, 32, 32, 32]");
+  assert_int_equal(nvfp4_shape_check_quantizable(w.s, 1, 1, msg, sizeof msg), NVFP4_EINVAL);
+  assert_string_equal(msg, "shape with ndim 9: ndim is outside 1..8");
+  assert_int_equal(nvfp4_rowwise_data_shape(w.s).ndim, 8);
+  assert_int_equal(nvfp4_rowwise_data_shape(w.s).dim[7], 16);
+  b = nvfp4_cw_rule_apply(NVFP4_CW_ND, w.s);      /* [K, d0..d6] with the last halved */
+  assert_int_equal(b.in_shape_t.ndim, 8);
+  assert_int_equal(b.rows, 32);
+  assert_int_equal(b.packed_cols, (int64_t)1 << 34);                /* 32^6 * 16 */
+  assert_true(nvfp4_shape_equal(w.s, w.s));
+  w.s.ndim = 1000;
+  assert_int_equal(nvfp4_shape_check_quantizable(w.s, 1, 0, msg, sizeof msg), NVFP4_EINVAL);
+  assert_string_equal(msg, "shape with ndim 1000: ndim is outside 1..8");
+  w.s.ndim = -3;
+  assert_int_equal(nvfp4_shape_numel(w.s), 1);
+  assert_int_equal(nvfp4_shape_K(w.s), 1);
+  assert_string_equal(nvfp4_shape_format(w.s, buf, sizeof buf), "[]");
+  assert_int_equal(nvfp4_shape_check_quantizable(w.s, 1, 0, msg, sizeof msg), NVFP4_EINVAL);
+  for (i = 0; i < 4; i++) assert_int_equal(w.guard[i], 1000 + i);
+  /* the ND rule's packed width saturates as numel does (it was a signed
+  ** overflow: 2^40 * 2^40 wrapped to 0) */
+  b = nvfp4_cw_rule_apply(NVFP4_CW_ND, S(3, D(1) << 40, D(1) << 40, D(16)));
+  assert_true(b.packed_cols == INT64_MAX && b.scale_width == INT64_MAX / 16);
+}
+
+
 int main (void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_shape_basics),
@@ -230,6 +272,7 @@ int main (void) {
     cmocka_unit_test(test_cw_rule_names),
     cmocka_unit_test(test_scale_shapes_field_cases),
     cmocka_unit_test(test_check_quantizable),
+    cmocka_unit_test(test_ndim_out_of_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -175,6 +175,19 @@ static void test_bad_inputs (void **state) {
   assert_non_null(strstr(nvfp4_last_error(ctx), "12 bytes"));
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, NULL, 16, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "tensor_from_host: host is NULL (16 bytes to copy)"));
+  /* the byte count is checked before anything is allocated: a shape of 2^61
+  ** bytes with 16 given is that EINVAL, not an ENOMEM from the allocation */
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2((int64_t)1 << 30, (int64_t)1 << 29), NVFP4_F32,
+                                          in, 16, &t), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_from_host: 16 bytes given, shape needs "
+                                             "2305843009213693952");
+  assert_null(t);
+  {
+    nvfp4_shape nine = shape2(2, 2);
+    nine.ndim = 9;                /* a caller's struct: no dims are read past dim[] */
+    assert_int_equal(nvfp4_tensor_create(ctx, nine, NVFP4_F32, &t), NVFP4_EINVAL);
+    assert_string_equal(nvfp4_last_error(ctx), "tensor: ndim 9 is outside 0..8");
+  }
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), (nvfp4_dtype)42, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "dtype 42"));
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, in, sizeof in, &ok), NVFP4_OK);
