@@ -119,6 +119,13 @@ static nvfp4_status check_config (nvfp4_ctx *ctx, const nvfp4_linear_config *c, 
   FAIL_IF(ctx, c->out_features <= 0 || c->out_features % NVFP4_BLOCK != 0, NVFP4_EINVAL,
           "linear: out_features %lld is not a positive multiple of 16",
           (long long)c->out_features);
+  {  /* the full weight [out_features, in_features], before any rank's shard */
+    int64_t n;
+    FAIL_IF(ctx, __builtin_mul_overflow(c->out_features, c->in_features, &n) ||
+            n > NVFP4_MAX_NUMEL, NVFP4_EINVAL, "linear: the weight [out_features %lld, "
+            "in_features %lld] has more than 2^60 elements", (long long)c->out_features,
+            (long long)c->in_features);
+  }
   FAIL_IF(ctx, c->parallel != NVFP4_PARALLEL_NONE && c->parallel != NVFP4_PARALLEL_COLUMN &&
           c->parallel != NVFP4_PARALLEL_ROW, NVFP4_EINVAL,
           "linear: parallel mode %d is not none, column or row", (int)c->parallel);

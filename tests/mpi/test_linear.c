@@ -601,6 +601,16 @@ static void test_config_and_usage_errors (void) {
   c.in_features = 40;
   EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "in_features 40 is not a positive multiple of 16");
+  /* a weight too large names the fields, not a tensor shard (3 * 2^61
+  ** elements; 3 * 2^62 overflows int64) */
+  c.in_features = (int64_t)1 << 57;
+  EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "linear: the weight [out_features 48, in_features "
+                "144115188075855872] has more than 2^60 elements");
+  c.in_features = (int64_t)1 << 58;
+  EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "in_features 288230376151711744] has more than 2^60");
+  EXPECT(l == NULL);
   c.in_features = 16 * mc_size + 16;    /* K/TP not a multiple of 16 */
   EXPECT_ST(nvfp4_linear_create(mc_ctx, &c, &l), NVFP4_EINVAL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "divisible by 16 * TP");

@@ -1020,7 +1020,8 @@ static void test_bh17_scale_padding (void **state) {
     uint8_t *a, *b;
     size_t n;
     float *x = (float *)malloc((size_t)(M * K) * sizeof(float)), amax;
-    nvfp4i_gscale g;
+    naive_opts no;
+    uint8_t *wd, *ws;
     memset(&o, 0, sizeof o);
     o.rowwise = o.columnwise = 1;
     assert_int_equal(nvfp4_tensor_randn(ctx, S2(M, K), NVFP4_F32, 17 + (uint64_t)i, &xt), NVFP4_OK);
@@ -1033,17 +1034,24 @@ static void test_bh17_scale_padding (void **state) {
     check_scale_padding(q, NVFP4_COLUMNWISE_SCALE, K, M / 16);
     a = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
     amax = amax_of(x, M * K);
-    g = nvfp4i_gscale_make(amax);
+    /* the expected bytes from the naive derivation of §4 (not the library's
+    ** block-scale functions, which the quantizer itself calls) */
+    memset(&no, 0, sizeof no);
+    wd = (uint8_t *)malloc((size_t)(M * K / 2));
+    ws = (uint8_t *)malloc((size_t)((M + 127) / 128 * 128 * pc));
+    naive_rows(x, M, K, amax, &no, wd, ws);
     for (r = 0; r < M; r++)
       for (c = 0; c < K / 16; c++) {
-        float enc;
-        uint8_t want = nvfp4i_block_scale(amax_of(x + r * K + 16 * c, 16), g, &enc);
+        uint8_t want = ws[r * pc + c];
         if (a[r * pc + c] != want)
           fail_msg("[%lld, %lld]: scale byte (%lld, %lld) at offset %lld is 0x%02x, expected 0x%02x",
                    (long long)M, (long long)K, (long long)r, (long long)c,
                    (long long)(r * pc + c), a[r * pc + c], want);
       }
     free(a);
+    a = read_buf(q, NVFP4_ROWWISE_DATA, &n);
+    assert_memory_equal(a, wd, n);
+    free(a); free(wd); free(ws);
     /* the backend entry on buffers pre-filled with 0xFF */
     q2 = quantize_prefilled(xt, &o, q);
     for (c = 0; c < 4; c++) {
@@ -1119,15 +1127,25 @@ static void test_bh21_small_m (void **state) {
     d = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
     s = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
     amax = amax_of(x, M * 16);
-    for (i = 0; i < M * 16; i++) {
-      nvfp4i_gscale g = nvfp4i_gscale_make(amax);
-      float enc, ab = amax_of(x + (i / 16) * 16, 16);
-      uint8_t sf = nvfp4i_block_scale(ab, g, &enc);
-      uint8_t c = nvfp4i_e2m1_encode(x[i] * enc);
-      assert_int_equal(s[(i / 16) * 4], sf);
-      assert_int_equal((d[i / 2] >> (4 * (i & 1))) & 15, c);
-      assert_true(yv[i] == nvfp4i_e2m1_value(c) * nvfp4i_dequant_scale(sf, amax));
-      assert_true(fabsf(yv[i] - x[i]) <= 0.25f * amax + 1e-6f);
+    /* expected bytes from the naive derivation of §4, values from §10's
+    ** formula with E2M1 and E4M3 decoded here by hand */
+    {
+      static const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+      naive_opts no;
+      uint8_t *wd = (uint8_t *)malloc((size_t)M * 8), *ws = (uint8_t *)malloc(128 * 4);
+      memset(&no, 0, sizeof no);
+      naive_rows(x, M, 16, amax, &no, wd, ws);
+      for (i = 0; i < M * 16; i++) {
+        uint8_t sf = ws[(i / 16) * 4], c = (uint8_t)((wd[i / 2] >> (4 * (i & 1))) & 15);
+        int ex = (sf >> 3) & 15, mant = sf & 7;
+        float sf32 = ex ? ldexpf(1 + mant / 8.0f, ex - 7) : ldexpf(mant / 8.0f, -6);
+        float v = (c & 8) ? -e2m1[c & 7] : e2m1[c & 7];
+        assert_int_equal(s[(i / 16) * 4], sf);
+        assert_int_equal((d[i / 2] >> (4 * (i & 1))) & 15, c);
+        assert_true(yv[i] == v * ((sf32 * amax) * (1.0f / 2688.0f)));
+        assert_true(fabsf(yv[i] - x[i]) <= 0.25f * amax + 1e-6f);
+      }
+      free(wd); free(ws);
     }
     check_scale_padding(q, NVFP4_ROWWISE_SCALE, M, 1);   /* 1 or 33 real rows */
     {   /* columnwise: M % 16 != 0 (and M = 1: M/2 not whole) is a clean EINVAL */
