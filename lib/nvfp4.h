@@ -8,7 +8,10 @@
 **    value, which rule) is kept in the context: nvfp4_last_error(ctx).
 **    A NULL context, or a NULL object that holds it (the tensor, comm,
 **    handle or layer the call is on), gives a bare NVFP4_EINVAL: there is
-**    nowhere to keep a reason.  Nothing aborts and a failed call leaves
+**    nowhere to keep a reason.  A NULL **out argument (where the context
+**    is known) gives NVFP4_EINVAL "<call>: out is NULL", and a NULL input
+**    tensor EINVAL naming it, whether or not the function lists them.
+**    Nothing aborts and a failed call leaves
 **    its inputs untouched and frees whatever it had allocated.  Besides
 **    the errors each function lists: a tensor (or comm) of another context
 **    gives NVFP4_EUSAGE, and on a CUDA context a failed CUDA, cuBLAS or
@@ -219,7 +222,8 @@ nvfp4_cw_bookkeeping nvfp4_cw_rule_apply (nvfp4_cw_rule rule, nvfp4_shape local)
 /* "flat2d" | "nd"; "flat2d" outside the enum, as nvfp4_cw_rule_apply counts it */
 const char          *nvfp4_cw_rule_name  (nvfp4_cw_rule rule);
 /* Parse "flat2d" / "nd" into *out (the caller's); EINVAL, bare (there is no
-** context to keep a reason), on anything else, NULL name or NULL out. */
+** context to keep a reason), on anything else, NULL name or NULL out.
+** The names of spec/sp-linear-and-gather.md §7.2's two rules. */
 nvfp4_status         nvfp4_cw_rule_parse (const char *name, nvfp4_cw_rule *out);
 
 
@@ -297,7 +301,8 @@ nvfp4_status nvfp4_tensor_narrow (const nvfp4_tensor *t, int dim, int64_t start,
 ** E4M3 maximum 448 vs no RHT, ..."; the E4M3 maximum of 4over6 and the RHT
 ** of the columnwise copy, not SR or 2D, which are in the bytes), usages,
 ** each present buffer's shape and bytes (spec §6's layouts, padding
-** included) and the amax bits of each present usage.  Synchronizes (reads
+** included) and the amax bits of each present usage (spec/nvfp4-numerics.md
+** §6 for the buffers, §3 for the amax).  Synchronizes (reads
 ** the buffers to host, one at a time).  Lua's nvfp4.equal.  A failed call leaves
 ** *equal 0 and why "" (where given).  Errors: EINVAL (NULL a, b or equal),
 ** EUSAGE (b of another context), ENOMEM, ECUDA (queued work failed). */
@@ -772,7 +777,10 @@ typedef struct nvfp4_linear nvfp4_linear;
 ** seeds and keep_operands are each rank's own).  The layer keeps a
 ** reference to cfg->tp_group: destroyed before the layer, the comm stays
 ** usable by it until the layer is destroyed (see nvfp4_comm_destroy; EUSAGE
-** when it is of another context); *out is the caller's.  Errors also ENOMEM, EMPI. */
+** when it is of another context); *out is the caller's.  Errors also ENOMEM, EMPI,
+** and EINVAL for a weight [out_features, in_features] above 2^60 elements.
+** spec/sp-linear-and-gather.md §2-§4 (the recipe, row- and column-parallel te.Linear); the weight
+** init is ours (TE's default init is not specified there). */
 nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
                                   nvfp4_linear **out);
 void         nvfp4_linear_destroy (nvfp4_linear *l);    /* NULL: no-op */
