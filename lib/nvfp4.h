@@ -779,8 +779,8 @@ typedef struct nvfp4_linear nvfp4_linear;
 ** usable by it until the layer is destroyed (see nvfp4_comm_destroy; EUSAGE
 ** when it is of another context); *out is the caller's.  Errors also ENOMEM, EMPI,
 ** and EINVAL for a weight [out_features, in_features] above 2^60 elements.
-** spec/sp-linear-and-gather.md §2-§4 (the recipe, row- and column-parallel te.Linear); the weight
-** init is ours (TE's default init is not specified there). */
+** spec/sp-linear-and-gather.md §2-§4 (the recipe, row- and column-parallel
+** te.Linear); the weight init is ours (the spec does not give TE's). */
 nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
                                   nvfp4_linear **out);
 void         nvfp4_linear_destroy (nvfp4_linear *l);    /* NULL: no-op */
