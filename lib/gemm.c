@@ -508,9 +508,18 @@ static nvfp4_status rel_error_sums (nvfp4_ctx *ctx, const nvfp4_tensor *x,
           "rel_error: ref has dtype %s (fp32 or bf16 expected)",
           nvfp4_dtype_name(ref->dtype));
   n = nvfp4_shape_numel(x->shape);
-  FAIL_IF(ctx, n != nvfp4_shape_numel(ref->shape), NVFP4_EINVAL,
-          "rel_error: %lld elements against %lld", (long long)n,
-          (long long)nvfp4_shape_numel(ref->shape));
+  {  /* one [M, K] matrix, its leading dims split in any way ([S, 1, H] against
+     ** a GEMM's [S, H]); a transposed reference is refused */
+    char sx[160], sr[160];
+    FAIL_IF(ctx, nvfp4_shape_M(x->shape) != nvfp4_shape_M(ref->shape) ||
+            nvfp4_shape_K(x->shape) != nvfp4_shape_K(ref->shape), NVFP4_EINVAL,
+            "rel_error: x %s and ref %s are different [M, K] matrices ([%lld, %lld] vs "
+            "[%lld, %lld]; their leading dims may be split differently, M and K must agree)",
+            nvfp4_shape_format(x->shape, sx, sizeof sx),
+            nvfp4_shape_format(ref->shape, sr, sizeof sr),
+            (long long)nvfp4_shape_M(x->shape), (long long)nvfp4_shape_K(x->shape),
+            (long long)nvfp4_shape_M(ref->shape), (long long)nvfp4_shape_K(ref->shape));
+  }
   CHECK_GOTO(host_floats(x, &fx), st, done);
   CHECK_GOTO(host_floats(ref, &fr), st, done);
   for (i = 0; i < n; i++) {

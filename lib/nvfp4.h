@@ -683,14 +683,15 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
                                nvfp4_usage ua, const nvfp4_tensor *b,
                                nvfp4_usage ub, nvfp4_tensor **out);
 
-/* Relative Frobenius error ||x - ref|| / ||ref|| of two plain tensors with
-** the same number of elements (shapes may differ), sums in double; with
+/* Relative Frobenius error ||x - ref|| / ||ref|| of two plain tensors of one
+** [M, K] (their leading dims may be split differently: [S, 1, H] against a
+** GEMM's [S, H]; a transposed ref is refused), sums in double; with
 ** c != NULL the two sums are added over c first (collective), so every rank
 ** gets the error of the concatenated tensors (a rank whose arguments fail
 ** keeps its error, the others get NVFP4_EPEER; none waits).  ||ref|| == 0
 ** gives ||x|| (the absolute error: 0 when both are zero).  x and ref: fp32
 ** or bf16 each (they may differ; FP4 and u8 are refused), of one context,
-** c's when given.  Errors: EINVAL (NULL, dtype, numel mismatch), EUSAGE
+** c's when given.  Errors: EINVAL (NULL, dtype, M or K differ), EUSAGE
 ** (another context), ENOMEM, EPEER, EMPI.  A test helper: no spec section. */
 nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
                               const nvfp4_tensor *ref, double *err);

@@ -91,12 +91,18 @@ static int mod_gemm_ref64 (lua_State *L) {
 static int mod_rel_error_group (lua_State *L) {
   nvfp4_comm *c = lua_isnil(L, 1) ? NULL : nvfp4L_tocomm(L, 1);
   nvfp4_tensor *x, *ref;
+  nvfp4_status st;
   double e = 0;
   if (c != NULL && (nvfp4L_tensorof(L, 2) == NULL || nvfp4L_tensorof(L, 3) == NULL))
     (void)nvfp4_rel_error(c, NULL, NULL, &e);    /* the group's other ranks learn of it */
   x = nvfp4L_totensor(L, 2);
   ref = nvfp4L_totensor(L, 3);
-  nvfp4L_checkstatus(L, nvfp4_rel_error(c, x, ref, &e));
+  if ((st = nvfp4_rel_error(c, x, ref, &e)) != NVFP4_OK) {
+    const char *m = nvfp4_last_error(nvfp4L_getctx(L));   /* named as Lua calls it */
+    if (strncmp(m, "rel_error:", 10) == 0)
+      return luaL_error(L, "rel_error_group:%s (%s)", m + 10, nvfp4_status_string(st));
+    nvfp4L_checkstatus(L, st);
+  }
   lua_pushnumber(L, e);
   return 1;
 }

@@ -86,9 +86,19 @@ do
   assert(not ok and tostring(e):find(me == 0 and "nvfp4.tensor expected" or "linear_backward: rank 0 failed",
                                      1, true), tostring(e))
   ok, e = pcall(nvfp4.rel_error_group, w, y, me == 1 and 5 or y)
-  assert(not ok and tostring(e):find(me == 1 and "nvfp4.tensor expected" or "rel_error: rank 1 failed", 1, true),
+  assert(not ok and tostring(e):find(me == 1 and "nvfp4.tensor expected" or "rel_error_group: rank 1 failed", 1, true),
          tostring(e))
   assert(nvfp4.rel_error_group(w, y, y) == 0)
+  -- one [M, K] matrix whatever its leading dims' split; a transposed reference is refused on every rank
+  local a = nvfp4.arange({16, 32})
+  assert(nvfp4.rel_error_group(w, a:reshape({4, 4, 32}), a) == 0)
+  ok, e = pcall(nvfp4.rel_error_group, w, a, nvfp4.arange({32, 16}))
+  assert(not ok and tostring(e):find("rel_error_group: x [16, 32] and ref [32, 16] are different [M, K] "
+                                     .. "matrices ([16, 32] vs [32, 16];", 1, true), tostring(e))
+  ok, e = pcall(nvfp4.rel_error_group, w, a, me == 0 and nvfp4.arange({16, 16}) or a)
+  assert(not ok and tostring(e):find(me == 0 and "rel_error_group: x [16, 32] and ref [16, 16] are different"
+                                     or "rel_error_group: rank 0 failed", 1, true), tostring(e))
+  assert(nvfp4.rel_error_group(w, y, y) == 0)   -- the group still works
   lay:close()
 end
 

@@ -322,6 +322,20 @@ static void test_errors (void) {
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 0 ? "rel_error: ref is NULL" : "rank 0 failed");
     EXPECT_OK(nvfp4_rel_error(world, a, b, &e));
     EXPECT(e == 0.0);
+    /* one [M, K] matrix: [2, 1, 16] against [2, 16] is the same one; [16, 2]
+    ** (the transpose, same numel) is refused on every rank */
+    {
+      nvfp4_tensor *a3 = NULL, *bt = input_of(mc_rank, SHAPE2(16, 2), NVFP4_F32);
+      int64_t d3[3] = {2, 1, 16};
+      EXPECT_OK(nvfp4_tensor_reshape(a, nvfp4_shape_make(3, d3), &a3));
+      EXPECT_OK(nvfp4_rel_error(world, a3, a, &e));
+      EXPECT(e == 0.0);
+      EXPECT_ST(nvfp4_rel_error(world, a, bt, &e), NVFP4_EINVAL);
+      EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rel_error: x [2, 16] and ref [16, 2] are different "
+                    "[M, K] matrices ([2, 16] vs [16, 2];");
+      nvfp4_tensor_destroy(a3);
+      nvfp4_tensor_destroy(bt);
+    }
     /* x of another context on the last rank: the message is in the group's
     ** context (where the peers' EPEER is), naming x (it went to x's
     ** context and named ref, the one of the group's) */
