@@ -206,9 +206,16 @@ static int comm_all_reduce_max (lua_State *L) {
   if (meta[3])
     return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than a number or a "
                                                "list of numbers", (int)meta[3] - 1));
-  if (meta[0] != -meta[1])
-    return luaL_argerror(L, 2, lua_pushfstring(L, "the ranks' lists differ in length (%d to %d "
-                                               "values)", (int)-meta[1], (int)meta[0]));
+  if (meta[0] != -meta[1]) {      /* every rank is here: name the first that differs */
+    int size = nvfp4_comm_size(c), r;
+    int *all = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)size, 0);
+    if (MPI_Allgather(&n, 1, MPI_INT, all, 1, MPI_INT, mc) != MPI_SUCCESS)
+      return luaL_error(L, "all_reduce_max: MPI_Allgather failed");
+    for (r = 1; r < size - 1 && all[r] == all[0]; r++) {}
+    return luaL_argerror(L, 2, lua_pushfstring(L, "the ranks' lists differ in length: rank %d "
+                                               "has %d value%s, rank 0 has %d", r, all[r], all[r] == 1 ? "" : "s",
+                                               all[0]));
+  }
   if (!meta[2]) {
     if (MPI_Allreduce(MPI_IN_PLACE, iv, n, MPI_LONG_LONG, MPI_MAX, mc) != MPI_SUCCESS)
       return luaL_error(L, "all_reduce_max: MPI_Allreduce failed");

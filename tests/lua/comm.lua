@@ -29,7 +29,10 @@ assert(math.type(w:all_reduce_max(3)) == "integer" and math.type(w:all_reduce_ma
 local g = w:all_gather_int((1 << 32) + me)
 for r = 1, size do assert(g[r] == (1 << 32) + r - 1, g[r]) end
 -- bad arguments on one rank: every rank raises the same error, and the comm still works
-fails("the ranks' lists differ in length (2 to 3 values)", w.all_reduce_max, w, me == 0 and {1, 2} or {1, 2, 3})
+fails("the ranks' lists differ in length: rank 1 has 3 values, rank 0 has 2", w.all_reduce_max, w,
+      me == 0 and {1, 2} or {1, 2, 3})
+fails("the ranks' lists differ in length: rank " .. (size - 1) .. " has 1 value, rank 0 has 2",
+      w.all_reduce_max, w, me == size - 1 and {7} or {1, 2})
 fails("rank " .. (size - 1) .. " gave something else than a number",
       w.all_reduce_max, w, me == size - 1 and {1, "x"} or {1, 2})
 assert(w:all_reduce_max(me) == size - 1)

@@ -639,8 +639,11 @@ static void test_config_and_usage_errors (void) {
   nvfp4_tensor_destroy(x);
   x = randn(SHAPE3(32 * mc_size + 1, 1, 64), NVFP4_BF16, 1);  /* S % TP */
   if (mc_size > 1) {
+    char want[160];
     EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
-    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "not divisible by TP");
+    snprintf(want, sizeof want, "its sequence dim (dim 0) has size %d, not divisible by TP %d",
+             32 * mc_size + 1, mc_size);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
   }
   nvfp4_tensor_destroy(x);
   x = randn(SHAPE3(32 * mc_size, 1, 64), NVFP4_F32, 1);       /* RHT on fp32 */
