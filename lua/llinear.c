@@ -18,6 +18,7 @@
 
 typedef struct LLinear {
   nvfp4_linear *l;              /* NULL: closed */
+  nvfp4_linear *zombie;         /* closed inside a binding call (nvfp4L_inbinding) */
   nvfp4_linear_config cfg;      /* as created (l:config()) */
 } LLinear;
 
@@ -195,7 +196,7 @@ static int mod_linear (lua_State *L) {
     return nvfp4L_reraise(L);
   }
   p = (LLinear *)lua_newuserdatauv(L, sizeof(LLinear), 1);   /* 4, closed first */
-  p->l = NULL;
+  p->l = p->zombie = NULL;
   luaL_setmetatable(L, LINEAR_T);
   if (c->tp_group != NULL) {
     lua_pushvalue(L, 3);
@@ -250,8 +251,22 @@ static int linear_config (lua_State *L) {
 static int linear_gc (lua_State *L) {
   LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
   nvfp4_linear_destroy(p->l);   /* NULL-safe */
-  p->l = NULL;
+  nvfp4_linear_destroy(p->zombie);
+  p->l = p->zombie = NULL;
   return 0;
+}
+
+
+/* l:close() and <close>: at once, unless a binding call below may hold it. */
+static int linear_close (lua_State *L) {
+  LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
+  if (p->l == NULL) return 0;             /* closed: a zombie waits for __gc */
+  if (nvfp4L_inbinding(L)) {
+    p->zombie = p->l;
+    p->l = NULL;
+    return 0;
+  }
+  return linear_gc(L);
 }
 
 
@@ -342,7 +357,7 @@ static const luaL_Reg linear_meth[] = {
   {"set_bias", linear_set_bias},
   {"operand", linear_operand},
   {"config", linear_config},
-  {"close", linear_gc},
+  {"close", linear_close},
   {NULL, NULL}
 };
 
@@ -350,7 +365,7 @@ static const luaL_Reg linear_meth[] = {
 static const luaL_Reg linear_metameth[] = {
   {"__index", NULL},
   {"__gc", linear_gc},
-  {"__close", linear_gc},
+  {"__close", linear_close},
   {"__tostring", linear_tostring},
   {NULL, NULL}
 };

@@ -79,7 +79,7 @@ nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg) {
 
 LTensor *nvfp4L_newtensor (lua_State *L) {
   LTensor *p = (LTensor *)lua_newuserdatauv(L, sizeof(LTensor), 0);
-  p->t = NULL;
+  p->t = p->zombie = NULL;
   luaL_setmetatable(L, NVFP4L_TENSOR);
   return p;
 }
@@ -625,7 +625,7 @@ static int mod_tensor (lua_State *L) {
   lua_settop(L, 2);
   s = nestedshape(L, 1);
   buf = scratch(L, (size_t)nvfp4_shape_numel(s) * nvfp4_dtype_size(dt));
-  if (nvfp4_shape_numel(s) > 0) flatten(L, 1, s, 0, buf, dt, &pos);
+  flatten(L, 1, s, 0, buf, dt, &pos);   /* with no elements too: {{}, {1, 2}} is ragged */
   pushfromhost(L, s, dt, buf);
   return 1;
 }
@@ -729,8 +729,22 @@ static int mod_uniform (lua_State *L) { return randtensor(L, 1); }
 static int tensor_gc (lua_State *L) {
   LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
   nvfp4_tensor_destroy(p->t);  /* NULL-safe */
-  p->t = NULL;
+  nvfp4_tensor_destroy(p->zombie);
+  p->t = p->zombie = NULL;
   return 0;
+}
+
+
+/* t:close() and <close>: at once, unless a binding call below may hold it. */
+static int tensor_close (lua_State *L) {
+  LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
+  if (p->t == NULL) return 0;             /* closed: a zombie waits for __gc */
+  if (nvfp4L_inbinding(L)) {
+    p->zombie = p->t;
+    p->t = NULL;
+    return 0;
+  }
+  return tensor_gc(L);
 }
 
 
@@ -1283,7 +1297,7 @@ static const luaL_Reg tensor_meth[] = {
   {"has_rowwise", tensor_has_rowwise},
   {"has_columnwise", tensor_has_columnwise},
   {"isclosed", tensor_isclosed},
-  {"close", tensor_gc},
+  {"close", tensor_close},
   {NULL, NULL}
 };
 
@@ -1291,7 +1305,7 @@ static const luaL_Reg tensor_meth[] = {
 static const luaL_Reg tensor_metameth[] = {
   {"__index", NULL},  /* placeholder: the method table */
   {"__gc", tensor_gc},
-  {"__close", tensor_gc},
+  {"__close", tensor_close},
   {"__tostring", tensor_tostring},
   {NULL, NULL}
 };
@@ -1337,6 +1351,64 @@ static void createmeta (lua_State *L) {
 }
 
 
+/* The registry's set of the module's C functions (keys: light C functions),
+** for nvfp4L_inbinding: those of the tables at idx and in package.loaded
+** under the method tables' names. */
+#define NVFP4L_CFUNCS "nvfp4.cfuncs"
+
+static void addcfuncs (lua_State *L, int set, int tbl) {
+  lua_pushnil(L);
+  while (lua_next(L, tbl) != 0) {
+    lua_CFunction f = lua_tocfunction(L, -1);
+    if (f != NULL) {
+      lua_pushcfunction(L, f);
+      lua_pushboolean(L, 1);
+      lua_rawset(L, set);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+
+static void markcfuncs (lua_State *L, int mod) {
+  static const char *const tables[] = {"nvfp4.tensor", "nvfp4.comm", "nvfp4.handle",
+                                       "nvfp4.linear"};
+  int set, i;
+  lua_newtable(L);
+  set = lua_gettop(L);
+  addcfuncs(L, set, mod);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  for (i = 0; i < (int)(sizeof tables / sizeof tables[0]); i++) {
+    if (lua_getfield(L, -1, tables[i]) == LUA_TTABLE) addcfuncs(L, set, lua_gettop(L));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CFUNCS);
+}
+
+
+int nvfp4L_inbinding (lua_State *L) {
+  lua_Debug ar;
+  int level, found = 0;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CFUNCS) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  for (level = 1; !found && lua_getstack(L, level, &ar); level++) {
+    lua_CFunction f;
+    lua_getinfo(L, "f", &ar);                        /* pushes the frame's function */
+    if ((f = lua_tocfunction(L, -1)) != NULL) {
+      lua_pushcfunction(L, f);
+      found = lua_rawget(L, -3) != LUA_TNIL;
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return found;
+}
+
+
 int luaopen_nvfp4 (lua_State *L) {
   int mod;
   openctx(L);
@@ -1355,6 +1427,7 @@ int luaopen_nvfp4 (lua_State *L) {
   nvfp4L_open_comm(L, mod);
   nvfp4L_open_linear(L, mod);
   lua_settop(L, mod);
+  markcfuncs(L, mod);
   return 1;
 }
 

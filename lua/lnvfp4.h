@@ -31,7 +31,18 @@
 #define NVFP4L_OPTIONS  "nvfp4.options"    /* table: the harness options */
 #define NVFP4L_EXIT     "nvfp4.exit"       /* integer: the program's exit status */
 
-typedef struct LTensor { nvfp4_tensor *t; } LTensor;  /* t == NULL: closed */
+/* t == NULL: closed.  zombie: a tensor closed while a binding call may hold
+** it (see nvfp4L_inbinding), destroyed with the handle (__gc). */
+typedef struct LTensor { nvfp4_tensor *t, *zombie; } LTensor;
+
+/* Whether a C function of this module is running below the caller on L's
+** stack.  An object's close (t:close(), <close>) that runs inside such a
+** call -- a __gc finalizer started by the call's allocation, an option
+** table's metamethod -- must not free what that call has taken from its
+** arguments: the object is marked closed and freed when its handle is
+** collected (the call's stack keeps the handle alive until it returns).
+** A close from another coroutine that such a finalizer resumes is not seen. */
+int           nvfp4L_inbinding (lua_State *L);
 
 /* The process's context (created when the module is opened, from
 ** --backend / $NVFP4_BACKEND).  Raises if the module is not open. */

@@ -20,8 +20,9 @@
 
 #define WORLD_KEY  "nvfp4.world"    /* registry: the cached world comm */
 
-typedef struct LComm { nvfp4_comm *c; } LComm;          /* c == NULL: closed */
-typedef struct LHandle { nvfp4_handle *h; } LHandle;    /* uservalues: x, comm, result */
+/* c / h == NULL: closed; zombie: closed inside a binding call (nvfp4L_inbinding) */
+typedef struct LComm { nvfp4_comm *c, *zombie; } LComm;
+typedef struct LHandle { nvfp4_handle *h, *zombie; } LHandle;  /* uservalues: x, comm, result */
 
 
 nvfp4_comm *nvfp4L_tocomm (lua_State *L, int arg) {
@@ -43,7 +44,7 @@ static nvfp4_comm *selfcomm (lua_State *L, const char *name) {
 
 static LComm *newcomm (lua_State *L) {
   LComm *p = (LComm *)lua_newuserdatauv(L, sizeof(LComm), 0);
-  p->c = NULL;
+  p->c = p->zombie = NULL;
   luaL_setmetatable(L, NVFP4L_COMM);
   return p;
 }
@@ -65,7 +66,8 @@ static int mod_world (lua_State *L) {
 static int comm_gc (lua_State *L) {
   LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
   nvfp4_comm_destroy(p->c);
-  p->c = NULL;
+  nvfp4_comm_destroy(p->zombie);
+  p->c = p->zombie = NULL;
   return 0;
 }
 
@@ -80,6 +82,15 @@ static int comm_close (lua_State *L) {
   isworld = lua_rawequal(L, 1, -1);
   lua_pop(L, 1);
   if (isworld) return 0;
+  {
+    LComm *p = (LComm *)lua_touserdata(L, 1);
+    if (p->c == NULL) return 0;                   /* closed: a zombie waits for __gc */
+    if (nvfp4L_inbinding(L)) {                    /* a binding call below may hold it */
+      p->zombie = p->c;
+      p->c = NULL;
+      return 0;
+    }
+  }
   return comm_gc(L);
 }
 
@@ -406,6 +417,7 @@ static int comm_all_gather (lua_State *L) {
   memset(a, 0, sizeof *a);
   lua_pushlightuserdata(L, a);
   lua_pushcclosure(L, gather_parse, 1);
+  luaL_checkstack(L, n, "too many arguments to all_gather");   /* a C function gets 20 slots */
   for (i = 1; i <= n; i++) lua_pushvalue(L, i);
   if (lua_pcall(L, n, 0, 0) != LUA_OK) {
     if ((c = nvfp4L_commof(L, 1)) != NULL) {
@@ -423,7 +435,7 @@ static int comm_all_gather (lua_State *L) {
     nvfp4L_checkstatus(L, nvfp4_all_gather(c, a->x, &a->g, &p->t));
   } else {
     LHandle *h = (LHandle *)lua_newuserdatauv(L, sizeof(LHandle), 3);
-    h->h = NULL;
+    h->h = h->zombie = NULL;
     luaL_setmetatable(L, NVFP4L_HANDLE);
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, 1);                 /* keep x alive while in flight */
@@ -472,8 +484,22 @@ static int handle_finish_count (lua_State *L) {
 static int handle_gc (lua_State *L) {
   LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
   nvfp4_handle_destroy(h->h);
-  h->h = NULL;
+  nvfp4_handle_destroy(h->zombie);
+  h->h = h->zombie = NULL;
   return 0;
+}
+
+
+/* h:close() and <close>: at once, unless a binding call below may hold it. */
+static int handle_close (lua_State *L) {
+  LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
+  if (h->h == NULL) return 0;             /* closed: a zombie waits for __gc */
+  if (nvfp4L_inbinding(L)) {
+    h->zombie = h->h;
+    h->h = NULL;
+    return 0;
+  }
+  return handle_gc(L);
 }
 
 
@@ -990,7 +1016,7 @@ static const luaL_Reg comm_meth[] = {
 static const luaL_Reg handle_meth[] = {
   {"wait", handle_wait},
   {"finish_count", handle_finish_count},
-  {"close", handle_gc},
+  {"close", handle_close},
   {NULL, NULL}
 };
 
@@ -1014,7 +1040,7 @@ void nvfp4L_open_comm (lua_State *L, int modidx) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, handle_gc);
   lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, handle_gc);
+  lua_pushcfunction(L, handle_close);
   lua_setfield(L, -2, "__close");
   lua_pushcfunction(L, handle_tostring);
   lua_setfield(L, -2, "__tostring");

@@ -308,8 +308,20 @@ local function fail (what, msg, level)
   error((what and (what .. ": ") or "") .. msg, (level or 2) + 1)
 end
 
+-- A helper's bad argument, at the scenario's line: "bad argument #n to
+-- 'sc.name' (msg)", as Lua's own functions say it.
+local function argcheck (cond, n, name, msg, level)
+  if not cond then error(("bad argument #%d to 'sc.%s' (%s)"):format(n, name, msg), level or 3) end
+end
+
+local function checkwhat (what, n, name)
+  argcheck(what == nil or type(what) == "string", n, name,
+           "what must be a string or nil, got " .. type(what), 4)
+end
+
 --- sc.ok(cond, what): a plain truth assertion.
 function M.ok (cond, what)
+  checkwhat(what, 2, "ok")
   count()
   if not cond then fail(what or "assertion", "failed", 2) end
   logpass(what)
@@ -319,6 +331,7 @@ end
 --- sc.eq(actual, expected, what): actual == expected, printing both;
 -- plain tables (no metatable) compare by contents ({1, 2} equals {1, 2}).
 function M.eq (actual, expected, what)
+  checkwhat(what, 3, "eq")
   count()
   if not same(actual, expected) then
     fail(what, ("expected %s, got %s"):format(fmtvalue(expected, true), fmtvalue(actual, true)), 2)
@@ -335,6 +348,7 @@ end
 --- sc.shape(actual, expected, what): shape equality; plain tables are
 -- taken as shapes.  Prints "[a, b] vs expected [c, d]".
 function M.shape (actual, expected, what)
+  checkwhat(what, 3, "shape")
   count()
   if actual == nil then fail(what, "no shape (the buffer is absent), expected " .. tostring(asshape(expected)), 2) end
   actual, expected = asshape(actual), asshape(expected)
@@ -348,6 +362,7 @@ end
 --- sc.shapes(actual, expected, what): tables of named shapes (for layers:
 -- {dgrad = .., wgrad = ..}); every name of expected must match.
 function M.shapes (actual, expected, what)
+  checkwhat(what, 3, "shapes")
   if type(expected) ~= "table" then error("shapes: expected must be a table of shapes", 2) end
   if type(actual) ~= "table" then
     count()
@@ -370,6 +385,7 @@ end
 -- buffer and the amaxes) or two strings; prints the first differing
 -- index (0-based byte) and both values.
 function M.bytes (a, b, what)
+  checkwhat(what, 3, "bytes")
   count()
   if type(a) == "string" and type(b) == "string" then
     if #a ~= #b then fail(what, ("sizes differ: %d vs %d bytes"):format(#a, #b), 2) end
@@ -392,6 +408,7 @@ end
 --- sc.close(actual, expected, tol, what): relative error <= tol; tensors
 -- (nvfp4.rel_error: ||a-b|| / ||b||) or numbers (|a-b| / |b|).
 function M.close (actual, expected, tol, what)
+  checkwhat(what, 4, "close")
   count()
   if type(tol) ~= "number" then error("close: tol must be a number", 2) end
   local err
@@ -416,6 +433,7 @@ end
 -- contains pattern (plain text first, then as a Lua pattern).  Returns
 -- the message.
 function M.error (pattern, f, ...)
+  argcheck(type(pattern) == "string", 1, "error", "pattern must be a string, got " .. type(pattern))
   count()
   local ok, msg = pcall(f, ...)
   if ok then
@@ -441,6 +459,8 @@ end
 
 --- sc.need_ranks(n): skip unless the world has a multiple of n ranks.
 function M.need_ranks (n)
+  argcheck(math.type(n) == "integer" and n >= 1, 1, "need_ranks",
+           "n must be an integer >= 1, got " .. (type(n) == "number" and tostring(n) or type(n)))
   local size = nvfp4.world().size
   if size < n or size % n ~= 0 then
     M.skip(("needs a multiple of %d ranks, have %d"):format(n, size))
@@ -449,12 +469,16 @@ end
 
 --- sc.log(fmt, ...): a line in the case's verbose output.
 function M.log (fmt, ...)
+  argcheck(type(fmt) == "string", 1, "log", "fmt must be a string, got " .. type(fmt))
   if current then current.log[#current.log + 1] = fmt:format(...) end
 end
 
 --- sc.assertion(name, check): add an assertion sc[name](...) built from
 -- check(...) -> ok, message (e.g. for a Linear layer's outputs).
 function M.assertion (name, check)
+  argcheck(type(name) == "string", 1, "assertion", "name must be a string, got " .. type(name))
+  argcheck(type(check) == "function" or (getmetatable(check) or {}).__call ~= nil, 2, "assertion",
+           "check must be a function, got " .. type(check))
   if M[name] ~= nil then error("assertion '" .. name .. "' already exists", 2) end
   M[name] = function (...)
     count()

@@ -105,6 +105,21 @@ do
   lay:close()
 end
 
+print("testing all_gather with thousands of extra arguments")
+-- they are ignored, as Lua's own functions do; all of them went onto a C stack of 20 free slots (heap
+-- corruption where the coroutine's stack had grown first)
+do
+  local x = nvfp4.randn({16, 32}, "bf16", {seed = 5})
+  local big, extra = {}, {}
+  for i = 1, 6000 do big[i] = false end
+  for i = 1, 6500 do extra[i] = false end
+  local g = coroutine.wrap(function ()
+    local _ = select("#", table.unpack(big))
+    return w:all_gather(x, 1, nil, table.unpack(extra))
+  end)()
+  assert(nvfp4.equal(g:narrow(1, me * 16 + 1, 16), x))
+end
+
 print("testing the sums' and split's arguments on one rank")
 -- a tensor the binding refuses on one rank (closed, or not one), a tp that is no integer or outside int:
 -- the others learn of it from the library instead of waiting in the collective, and the comm still works

@@ -140,6 +140,9 @@ checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integ
 checkerror("bad argument #1 to 'zeros' (shape dim 1 must be a non-negative integer, got table)",
            function () return nvfp4.zeros({{}}) end)
 checkerror("bad argument #1 to 'tensor' (ragged table", function () return nvfp4.tensor({{1, 2}, {3}}) end)
+checkerror("bad argument #1 to 'tensor' (ragged table: a row at depth 2 has length 2, expected 0)",
+           function () return nvfp4.tensor({{}, {1, 2}}) end)
+assert(tostring(nvfp4.tensor({{}, {}}):shape()) == "[2, 0]" and tostring(nvfp4.tensor({}):shape()) == "[0]")
 checkerror("u8 value 256.0 is not an integer in 0..255",
            function () return nvfp4.tensor({256}, "u8") end)
 checkerror("bad argument #1 to 'quantize' (nvfp4.tensor expected, got table)",

@@ -34,6 +34,26 @@ sc.case("split's argument error too", function ()
         "names split: " .. tostring(e))
 end)
 
+sc.case("the framework's helpers refuse bad arguments at the caller's line", function ()
+  local function at (want, f, ...)
+    local ok, e = pcall(f, ...)
+    local line = debug.getinfo(2, "l").currentline
+    local tail = "fw_errors.lua:" .. line .. ": " .. want
+    sc.ok(not ok, want .. " raises")
+    sc.ok(tostring(e):sub(-#tail) == tail and #tostring(e) > #tail, "got " .. tostring(e))
+  end
+  -- each call is on the line of its `at`, not a tail call (Lua names no caller for one)
+  at("bad argument #3 to 'sc.eq' (what must be a string or nil, got table)", function () local r = sc.eq(1, 1, {}); return r end)
+  at("bad argument #2 to 'sc.ok' (what must be a string or nil, got number)", function () local r = sc.ok(true, 5); return r end)
+  at("bad argument #4 to 'sc.close' (what must be a string or nil, got table)", function () local r = sc.close(1, 1, 0.1, {}); return r end)
+  at("bad argument #1 to 'sc.need_ranks' (n must be an integer >= 1, got 0)", function () local r = sc.need_ranks(0); return r end)
+  at("bad argument #1 to 'sc.need_ranks' (n must be an integer >= 1, got string)", function () local r = sc.need_ranks("2"); return r end)
+  at("bad argument #1 to 'sc.log' (fmt must be a string, got nil)", function () local r = sc.log(nil); return r end)
+  at("bad argument #1 to 'sc.assertion' (name must be a string, got nil)", function () local r = sc.assertion(nil, print); return r end)
+  at("bad argument #2 to 'sc.assertion' (check must be a function, got nil)", function () local r = sc.assertion("x", nil); return r end)
+  at("bad argument #1 to 'sc.error' (pattern must be a string, got table)", function () local r = sc.error({}, error); return r end)
+end)
+
 sc.case("a collective that succeeds still returns its values", function ()
   sc.eq(world:all_reduce_max(world.rank), world.size - 1, "all_reduce_max")
 end)

@@ -136,4 +136,41 @@ local okc, ec = pcall(qs.convert, qs, "fp32")
 assert(not okc and ec:find("the tensor is fp4; only fp32 and bf16 tensors convert (an fp4 one dequantizes)", 1, true), ec)
 local oks, es = pcall(nvfp4.sync, 1)
 assert(not oks and es:find("nvfp4.sync takes no arguments", 1, true), es)
+
+print("testing a close run inside a binding call")
+do
+  -- an object closed by Lua code that a binding call runs (a finalizer its allocation starts, an option
+  -- table's __index) after the call took it from its arguments: the call completes on it, the object
+  -- reads closed afterwards, and it is freed with its handle (it was freed at once: a use after free,
+  -- which the ASan build of make check shows)
+  local w = nvfp4.world()
+  local x = nvfp4.randn({16, 32}, "bf16", {seed = 3})
+  local ref = x:clone()
+  local g = w:all_gather(x, setmetatable({}, {__index = function () x:close() end}))
+  assert(x:isclosed() and tostring(x) == "nvfp4.tensor (closed)")
+  assert(nvfp4.equal(g:narrow(1, w.rank * 16 + 1, 16), ref))
+  local a, b = nvfp4.quantize(ref), nvfp4.quantize(nvfp4.randn({8, 32}, "bf16", {seed = 4}))
+  local want = nvfp4.gemm(a, "rowwise", b, "rowwise")
+  local a2 = a:clone()
+  local got = nvfp4.gemm(a2, "rowwise", b, "rowwise", setmetatable({}, {__index = function () a2:close() end}))
+  assert(a2:isclosed() and nvfp4.equal(got, want))
+  local mode = collectgarbage("incremental", 1, 1000, 0)   -- finalizers on nearly every allocation
+  local closedin = 0
+  for i = 1, 300 do
+    local t = nvfp4.zeros({16, 32})
+    setmetatable({}, {__gc = function () t:close() end})
+    local ok, c = pcall(t.clone, t)
+    assert(ok or tostring(c):find("tensor is closed", 1, true), c)
+    if ok then assert(c:get(16, 32) == 0 and tostring(c:shape()) == "[16, 32]") end
+    if ok and t:isclosed() then closedin = closedin + 1 end
+    local l = nvfp4.linear{in_features = 32, out_features = 16, input_rht = false, grad_rht = false}
+    setmetatable({}, {__gc = function () l:close() end})
+    local okf, y = pcall(l.forward, l, ref)
+    assert(okf or tostring(y):find("closed", 1, true), y)
+  end
+  collectgarbage("incremental", 200, 100, 13)             -- Lua 5.4's defaults
+  if mode == "generational" then collectgarbage("generational") end
+  collectgarbage()
+  assert(closedin > 0, "no finalizer ran inside a clone: the check did not happen")
+end
 print("OK")
