@@ -108,7 +108,7 @@ nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
     lua_Integer d;
     lua_rawgeti(L, arg, i);
     d = lua_tointegerx(L, -1, &isint);
-    if (!isint || d < 0) {    /* a number is shown (4.5, -4, nan), a string quoted, anything else by its type */
+    if (!isint || d < 0 || lua_type(L, -1) != LUA_TNUMBER) {   /* "16" too: a dim is a number */    /* a number is shown (4.5, -4, nan), a string quoted, anything else by its type */
       const char *got;
       if (lua_type(L, -1) == LUA_TNUMBER)
         got = lua_tonumber(L, -1) != lua_tonumber(L, -1) ? "nan" : luaL_tolstring(L, -1, NULL);
@@ -1194,7 +1194,8 @@ static int mod_exit_status (lua_State *L) {
 
 /* nvfp4.isatty([fd]) -> whether fd (default 1, stdout) is a terminal. */
 static int mod_isatty (lua_State *L) {
-  lua_pushboolean(L, isatty((int)luaL_optinteger(L, 1, 1)));
+  lua_Integer fd = luaL_optinteger(L, 1, 1);
+  lua_pushboolean(L, fd >= 0 && fd <= INT_MAX && isatty((int)fd));   /* 2^32 + 1 is not fd 1 */
   return 1;
 }
 

@@ -199,7 +199,7 @@ static int comm_all_reduce_max (lua_State *L) {
   dv = (double *)lua_newuserdatauv(L, sizeof(double) * 2 * (size_t)(n + 1), 0);
   for (i = 0; i < n; i++) {
     if (scalar) lua_pushvalue(L, 2); else lua_rawgeti(L, 2, i + 1);
-    if (!lua_isnumber(L, -1)) meta[3] = 1 + nvfp4_comm_rank(c);
+    if (lua_type(L, -1) != LUA_TNUMBER) meta[3] = 1 + nvfp4_comm_rank(c);  /* "5" too */
     else {
       int isnum = lua_isinteger(L, -1);
       double d = lua_tonumber(L, -1);
@@ -254,7 +254,7 @@ static int comm_all_gather_int (lua_State *L) {
   long long mine[2];
   long long *out = (long long *)lua_newuserdatauv(L, 2 * sizeof(long long) * (size_t)n, 0);
   mine[1] = (long long)lua_tointegerx(L, 2, &isint);
-  mine[0] = !isint;
+  mine[0] = !isint || lua_type(L, 2) != LUA_TNUMBER;     /* "7" is no integer */
   if (MPI_Allgather(mine, 2, MPI_LONG_LONG, out, 2, MPI_LONG_LONG, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
     return luaL_error(L, "all_gather_int: MPI_Allgather failed");
   for (i = 0; i < n; i++)

@@ -37,6 +37,8 @@ fails("rank " .. (size - 1) .. " gave something else than a number",
       w.all_reduce_max, w, me == size - 1 and {1, "x"} or {1, 2})
 assert(w:all_reduce_max(me) == size - 1)
 fails("rank 1 gave something else than an integer", w.all_gather_int, w, me == 1 and 1.5 or 1)
+fails("rank 0 gave something else than an integer", w.all_gather_int, w, me == 0 and "7" or 7)
+fails("rank 0 gave something else than a number", w.all_reduce_max, w, me == 0 and {"5"} or {5})
 fails("rank 0 gave something else than a string", w.all_gather_string, w, me == 0 and 5 or "x")
 assert(#w:all_gather_string("ok") == size)
 -- ranks in different collectives (these, the library's, the barrier): every rank raises, none waits (they

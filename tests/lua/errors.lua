@@ -135,6 +135,9 @@ checkerror("bad argument #1 to 'shape' (shape dim 1 must be a non-negative integ
            function () return nvfp4.shape{"a"} end)
 checkerror("bad argument #1 to 'zeros' (shape dim 1 must be a non-negative integer, got '-1' (a string))",
            function () return nvfp4.zeros({"-1"}) end)
+checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integer, got '16' (a string))",
+           function () return nvfp4.zeros({4, "16"}) end)
+assert(nvfp4.isatty(2^32 + 1) == false and nvfp4.isatty(-1) == false)
 checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integer, got nan)",
            function () return nvfp4.zeros({4, 0/0}) end)
 checkerror("bad argument #1 to 'zeros' (shape dim 1 must be a non-negative integer, got table)",
