@@ -65,6 +65,17 @@ static int mod_world (lua_State *L) {
 
 static int comm_gc (lua_State *L) {
   LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
+  lua_Debug ar;
+  /* The registry keeps the world until lua_close, whose finalizers run with
+  ** nothing on the stack: a __gc called by Lua code (getmetatable(w).__gc(w))
+  ** leaves it to the process, as close does. */
+  if (lua_getstack(L, 1, &ar)) {
+    int isworld;
+    lua_getfield(L, LUA_REGISTRYINDEX, WORLD_KEY);
+    isworld = lua_rawequal(L, 1, -1);
+    lua_pop(L, 1);
+    if (isworld) return 0;
+  }
   nvfp4_comm_destroy(p->c);
   nvfp4_comm_destroy(p->zombie);
   p->c = p->zombie = NULL;

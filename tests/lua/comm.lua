@@ -107,6 +107,10 @@ do
   lay:close()
 end
 
+print("testing the world's __gc called by Lua code")
+getmetatable(w).__gc(w)          -- nothing, as w:close(): the process shares the world
+assert(not w:isclosed() and w:all_reduce_max(me) == size - 1)
+
 print("testing all_gather with thousands of extra arguments")
 -- they are ignored, as Lua's own functions do; all of them went onto a C stack of 20 free slots (heap
 -- corruption where the coroutine's stack had grown first)
