@@ -10,7 +10,9 @@
 **    handle or layer the call is on), gives a bare NVFP4_EINVAL: there is
 **    nowhere to keep a reason.  A NULL **out argument (where the context
 **    is known) gives NVFP4_EINVAL "<call>: out is NULL", and a NULL input
-**    tensor EINVAL naming it, whether or not the function lists them.
+**    tensor EINVAL naming it, whether or not the function lists them,
+**    except where a function says an output may be NULL (nvfp4_handle_wait's
+**    out, nvfp4_linear_backward's dw and db).
 **    Nothing aborts and a failed call leaves
 **    its inputs untouched and frees whatever it had allocated.  Besides
 **    the errors each function lists: a tensor (or comm) of another context
@@ -215,8 +217,8 @@ typedef struct nvfp4_cw_bookkeeping {
 } nvfp4_cw_bookkeeping;
 
 /* The bookkeeping of rule for a local shard (no validation: a shape that is
-** not quantizable gives what the formulas give, C_t and U saturating at
-** INT64_MAX as numel does; ND on ndim < 2, and a rule outside the enum,
+** not quantizable gives what the formulas give, C_t saturating at INT64_MAX
+** as numel does (U then at INT64_MAX / 16); ND on ndim < 2, and a rule outside the enum,
 ** count as FLAT2D).  Pure function, no errors. */
 nvfp4_cw_bookkeeping nvfp4_cw_rule_apply (nvfp4_cw_rule rule, nvfp4_shape local);
 /* "flat2d" | "nd"; "flat2d" outside the enum, as nvfp4_cw_rule_apply counts it */

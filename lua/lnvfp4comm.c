@@ -204,6 +204,7 @@ static int comm_all_reduce_max (lua_State *L) {
   long long meta[4] = {0, 0, 0, 0};
   long long *iv;
   double *dv;
+  int *lens = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)nvfp4_comm_size(c), 0);
   if (!scalar && lua_type(L, 2) != LUA_TTABLE) meta[3] = 1 + nvfp4_comm_rank(c);
   n = meta[3] ? 0 : scalar ? 1 : (int)lua_rawlen(L, 2);
   iv = (long long *)lua_newuserdatauv(L, sizeof(long long) * (size_t)(n + 1), 0);
@@ -229,8 +230,7 @@ static int comm_all_reduce_max (lua_State *L) {
     return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than a number or a "
                                                "list of numbers", (int)meta[3] - 1));
   if (meta[0] != -meta[1]) {      /* every rank is here: name the first that differs */
-    int size = nvfp4_comm_size(c), r;
-    int *all = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)size, 0);
+    int size = nvfp4_comm_size(c), r, *all = lens;   /* allocated before the rounds */
     if (MPI_Allgather(&n, 1, MPI_INT, all, 1, MPI_INT, mc) != MPI_SUCCESS)
       return luaL_error(L, "all_reduce_max: MPI_Allgather failed");
     for (r = 1; r < size - 1 && all[r] == all[0]; r++) {}

@@ -16,6 +16,13 @@ end
 local _, plain_gather = pcall(function () local g = world:all_gather(x, {rule = "flat"}); return g end)
 local _, plain_split = pcall(function () local g = world:split(3); return g end)
 
+-- sc.error around a call that skips the case passes the skip on (it took it for an error that matched
+-- nothing: a case meant to skip at some rank counts failed)
+do
+  local ok, e = pcall(sc.error, "x", function () sc.skip("inner") end)
+  assert(not ok and type(e) == "table" and e.reason == "inner", tostring(e))
+end
+
 sc.case("a comm argument error keeps its place and name", function ()
   local ok, e = pcall(function () local g = world:all_gather(x, {rule = "flat"}); return g end)
   local here = debug.getinfo(1, "l").currentline - 1
