@@ -372,8 +372,9 @@ nvfp4_status nvfp4i_comm_same_i64 (nvfp4_comm *c, const char *what,
 static nvfp4_status check_plain (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                  const char *what, int sum) {
   CHECK(nvfp4i_check_tensor(ctx, x, what));
-  FAIL_IF(ctx, x->dtype == NVFP4_FP4, NVFP4_EINVAL, "%s: x is an fp4 tensor; "
-          "use nvfp4_all_gather for NVFP4 tensors", what);
+  FAIL_IF(ctx, x->dtype == NVFP4_FP4, NVFP4_EINVAL, "%s: x is an fp4 tensor; an NVFP4 "
+          "tensor goes through the NVFP4 all-gather (nvfp4_all_gather, Lua's comm:all_gather)%s",
+          what, sum ? ", or dequantize it first" : "");
   FAIL_IF(ctx, sum && x->dtype == NVFP4_U8, NVFP4_EINVAL,
           "%s: u8 tensors cannot be summed (fp32 or bf16 only)", what);
   FAIL_IF(ctx, x->shape.ndim < 1, NVFP4_EINVAL,

@@ -107,6 +107,10 @@ do
   lay:close()
 end
 
+print("testing a plain collective on an fp4 tensor")
+fails("all_reduce_sum: x is an fp4 tensor; an NVFP4 tensor goes through the NVFP4 all-gather (nvfp4_all_gather, "
+      .. "Lua's comm:all_gather), or dequantize it first", w.all_reduce, w, nvfp4.quantize(nvfp4.randn({16, 32})))
+
 print("testing the world's __gc called by Lua code")
 getmetatable(w).__gc(w)          -- nothing, as w:close(): the process shares the world
 assert(not w:isclosed() and w:all_reduce_max(me) == size - 1)
