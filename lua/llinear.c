@@ -260,13 +260,7 @@ static int linear_gc (lua_State *L) {
 /* l:close() and <close>: at once, unless a binding call below may hold it. */
 static int linear_close (lua_State *L) {
   LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
-  if (p->l == NULL) return 0;             /* closed: a zombie waits for __gc */
-  if (nvfp4L_inbinding(L)) {
-    p->zombie = p->l;
-    p->l = NULL;
-    return 0;
-  }
-  return linear_gc(L);
+  return nvfp4L_close(L, p, l, linear_gc);
 }
 
 

@@ -738,13 +738,7 @@ static int tensor_gc (lua_State *L) {
 /* t:close() and <close>: at once, unless a binding call below may hold it. */
 static int tensor_close (lua_State *L) {
   LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
-  if (p->t == NULL) return 0;             /* closed: a zombie waits for __gc */
-  if (nvfp4L_inbinding(L)) {
-    p->zombie = p->t;
-    p->t = NULL;
-    return 0;
-  }
-  return tensor_gc(L);
+  return nvfp4L_close(L, p, t, tensor_gc);
 }
 
 

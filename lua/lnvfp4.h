@@ -43,6 +43,13 @@ typedef struct LTensor { nvfp4_tensor *t, *zombie; } LTensor;
 ** collected (the call's stack keeps the handle alive until it returns).
 ** A close from another coroutine that such a finalizer resumes is not seen. */
 int           nvfp4L_inbinding (lua_State *L);
+/* An object's close (close method, __close) on its handle p, whose live
+** pointer is p->field and whose __gc is gc: nothing when already closed (a
+** zombie waits for __gc), the object moved to p->zombie while a binding call
+** below may hold it, else gc(L) frees it now.  Returns what a close returns. */
+#define nvfp4L_close(L, p, field, gc) \
+  ((p)->field == NULL ? 0 : nvfp4L_inbinding(L) \
+   ? ((p)->zombie = (p)->field, (p)->field = NULL, 0) : (gc)(L))
 
 /* The process's context (created when the module is opened, from
 ** --backend / $NVFP4_BACKEND).  Raises if the module is not open. */

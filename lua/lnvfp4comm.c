@@ -87,22 +87,13 @@ static int comm_gc (lua_State *L) {
 ** framework runs on it too), so closing it does nothing; it is freed when
 ** the state closes (__gc). */
 static int comm_close (lua_State *L) {
+  LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
   int isworld;
-  luaL_checkudata(L, 1, NVFP4L_COMM);
   lua_getfield(L, LUA_REGISTRYINDEX, WORLD_KEY);
   isworld = lua_rawequal(L, 1, -1);
   lua_pop(L, 1);
   if (isworld) return 0;
-  {
-    LComm *p = (LComm *)lua_touserdata(L, 1);
-    if (p->c == NULL) return 0;                   /* closed: a zombie waits for __gc */
-    if (nvfp4L_inbinding(L)) {                    /* a binding call below may hold it */
-      p->zombie = p->c;
-      p->c = NULL;
-      return 0;
-    }
-  }
-  return comm_gc(L);
+  return nvfp4L_close(L, p, c, comm_gc);
 }
 
 
@@ -230,13 +221,13 @@ static int comm_all_reduce_max (lua_State *L) {
     return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than a number or a "
                                                "list of numbers", (int)meta[3] - 1));
   if (meta[0] != -meta[1]) {      /* every rank is here: name the first that differs */
-    int size = nvfp4_comm_size(c), r, *all = lens;   /* allocated before the rounds */
-    if (MPI_Allgather(&n, 1, MPI_INT, all, 1, MPI_INT, mc) != MPI_SUCCESS)
+    int size = nvfp4_comm_size(c), r;            /* lens: allocated before the rounds */
+    if (MPI_Allgather(&n, 1, MPI_INT, lens, 1, MPI_INT, mc) != MPI_SUCCESS)
       return luaL_error(L, "all_reduce_max: MPI_Allgather failed");
-    for (r = 1; r < size - 1 && all[r] == all[0]; r++) {}
+    for (r = 1; r < size - 1 && lens[r] == lens[0]; r++) {}
     return luaL_argerror(L, 2, lua_pushfstring(L, "the ranks' lists differ in length: rank %d "
-                                               "has %d value%s, rank 0 has %d", r, all[r], all[r] == 1 ? "" : "s",
-                                               all[0]));
+                                               "has %d value%s, rank 0 has %d", r, lens[r],
+                                               lens[r] == 1 ? "" : "s", lens[0]));
   }
   if (!meta[2]) {
     if (MPI_Allreduce(MPI_IN_PLACE, iv, n, MPI_LONG_LONG, MPI_MAX, mc) != MPI_SUCCESS)
@@ -504,13 +495,7 @@ static int handle_gc (lua_State *L) {
 /* h:close() and <close>: at once, unless a binding call below may hold it. */
 static int handle_close (lua_State *L) {
   LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
-  if (h->h == NULL) return 0;             /* closed: a zombie waits for __gc */
-  if (nvfp4L_inbinding(L)) {
-    h->zombie = h->h;
-    h->h = NULL;
-    return 0;
-  }
-  return handle_gc(L);
+  return nvfp4L_close(L, h, h, handle_gc);
 }
 
 
