@@ -564,9 +564,22 @@ static void pushfromhost (lua_State *L, nvfp4_shape s, nvfp4_dtype dt,
 
 
 /* A host scratch buffer owned by the Lua stack (freed by the GC even when
-** an error is raised before we are done with it). */
+** an error is raised before we are done with it).  A size the host cannot
+** give raises an error naming the calling function and the bytes, where
+** Lua's own would say only "not enough memory": the state's allocator is
+** asked first (a large block is mapped, not touched, so the probe is cheap). */
 static void *scratch (lua_State *L, size_t n) {
-  return lua_newuserdatauv(L, n > 0 ? n : 1, 0);
+  void *ud, *probe;
+  lua_Alloc f = lua_getallocf(L, &ud);
+  if (n == 0) n = 1;
+  probe = f(ud, NULL, LUA_TUSERDATA, n);
+  if (probe == NULL) {
+    lua_Debug ar;
+    const char *fn = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name ? ar.name : "?";
+    luaL_error(L, "%s: cannot allocate %I bytes of host memory (out of memory)", fn, (lua_Integer)n);
+  }
+  f(ud, probe, n, 0);
+  return lua_newuserdatauv(L, n, 0);
 }
 
 
@@ -654,12 +667,15 @@ static int mod_from_bytes (lua_State *L) {
 
 /* Shape from a table or an integer (a 1-D length). */
 static nvfp4_shape checkshapeorlen (lua_State *L, int arg) {
+  nvfp4_shape s;
   if (lua_type(L, arg) == LUA_TNUMBER) {
     int64_t n = (int64_t)luaL_checkinteger(L, arg);
     luaL_argcheck(L, n >= 0, arg, "length must be >= 0");
-    return nvfp4_shape_make(1, &n);
-  }
-  return nvfp4L_checkshape(L, arg);
+    s = nvfp4_shape_make(1, &n);
+  } else
+    s = nvfp4L_checkshape(L, arg);
+  luaL_argcheck(L, nvfp4_shape_numel(s) <= NVFP4_MAX_NUMEL, arg, "shape has more than 2^60 elements");
+  return s;
 }
 
 
@@ -674,8 +690,6 @@ static int fill (lua_State *L, int kind) {
     nvfp4L_checkstatus(L, nvfp4_tensor_create(nvfp4L_getctx(L), s, dt, &p->t));
     return 1;
   }
-  luaL_argcheck(L, nvfp4_shape_numel(s) <= NVFP4_MAX_NUMEL, 1,
-                "shape has more than 2^60 elements");   /* n * 4 must not wrap */
   buf = scratch(L, n * nvfp4_dtype_size(dt));
   for (i = 0; i < n; i++)
     setelem(L, buf, dt, i, kind == 1 ? 1.0 : (lua_Number)(dt == NVFP4_U8 ? i % 256 : i), 1);

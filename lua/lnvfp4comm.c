@@ -121,8 +121,11 @@ static int comm_tostring (lua_State *L) {
 static int comm_index (lua_State *L) {
   LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
   nvfp4_comm *c = p->c;
-  const char *k = luaL_checkstring(L, 2);
-  int field = strcmp(k, "rank") == 0 || strcmp(k, "size") == 0 || strcmp(k, "transport") == 0;
+  const char *k;
+  int field;
+  if (lua_type(L, 2) != LUA_TSTRING) return 0;   /* c[1], c[{}]: nil, as for a tensor */
+  k = lua_tostring(L, 2);
+  field = strcmp(k, "rank") == 0 || strcmp(k, "size") == 0 || strcmp(k, "transport") == 0;
   /* a closed one: its fields raise, its methods are found (and raise,
   ** naming themselves, but close) */
   if (field && c == NULL) return luaL_error(L, "communicator is closed (reading '%s')", k);
@@ -959,11 +962,14 @@ static int mod_watchdog (lua_State *L) {
 ** nvfp4.watchdog_case), it first writes the JUnit file `path` as pre ..
 ** the line it says on stderr, without "[rank r] " and XML-escaped .. post
 ** (the framework's provisional file with its reason replaced: rank 0 knows
-** then why the job ends).  nvfp4.watchdog_junit() forgets it.  The strings
+** then why the job ends).  nvfp4.watchdog_junit() forgets it (a nil path
+** with pre or post given is refused).  The strings
 ** are copied; raises "not enough memory" when they cannot be. */
 static int mod_watchdog_junit (lua_State *L) {
   char *s[3] = {NULL, NULL, NULL};
   int i, set = !lua_isnoneornil(L, 1);
+  if (!set && !(lua_isnoneornil(L, 2) && lua_isnoneornil(L, 3)))   /* (nil, pre, post): a lost path */
+    return luaL_argerror(L, 1, "string expected, got nil (only a call without pre and post forgets the file)");
   if (set) {
     for (i = 0; i < 3; i++) {
       size_t n;

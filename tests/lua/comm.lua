@@ -8,6 +8,14 @@ local nvfp4 = require "nvfp4"
 local w = nvfp4.world()
 local me, size = w.rank, w.size
 local last = size - 1
+-- its sizes are cut by powers of two (64 // size, 16 * TP dividing 64): another rank count is a skip
+-- that says so, not an assertion deep inside
+if size ~= 2 and size ~= 4 then
+  if me == 0 then
+    io.stderr:write(("tests/lua/comm.lua: written for 2 or 4 ranks, not %d: skipped\n"):format(size))
+  end
+  os.exit(77)
+end
 
 local function fails (pattern, f, ...)
   local ok, e = pcall(f, ...)

@@ -142,6 +142,29 @@ checkerror("bad argument #1 to 'zeros' (shape dim 2 must be a non-negative integ
            function () return nvfp4.zeros({4, 0/0}) end)
 checkerror("bad argument #1 to 'zeros' (shape dim 1 must be a non-negative integer, got table)",
            function () return nvfp4.zeros({{}}) end)
+-- a shape past 2^60 elements is refused by every maker at its argument (randn and
+-- zeros named the library's 'tensor'); a size the host cannot give names the call
+-- and the bytes (Lua's own message says only "not enough memory")
+for _, f in ipairs{"zeros", "ones", "arange", "randn", "uniform"} do
+  checkerror("bad argument #1 to '?' (shape has more than 2^60 elements)",   -- nvfp4[f]: no name
+             function () return nvfp4[f]({math.maxinteger}) end)
+  checkerror("bad argument #1 to '?' (shape has more than 2^60 elements)",
+             function () return nvfp4[f]({1 << 31, 1 << 30}) end)
+end
+checkerror("bad argument #1 to 'randn' (shape has more than 2^60 elements)",
+           function () return nvfp4.randn({math.maxinteger}) end)
+checkerror("bad argument #1 to 'zeros' (shape has more than 2^60 elements)",
+           function () return nvfp4.zeros(1 << 61) end)
+checkerror("ones: cannot allocate 4398046511104 bytes of host memory (out of memory)",
+           function () return nvfp4.ones({1 << 40}) end)
+checkerror("arange: cannot allocate 2199023255552 bytes of host memory (out of memory)",
+           function () return nvfp4.arange(1 << 40, "bf16") end)
+-- a comm indexed by a non-string is nil, as a tensor is (it raised "string expected")
+assert(world[{}] == nil and world[1] == nil and x[{}] == nil and world.size == 1)
+-- watchdog_junit(nil, pre, post) lost its path silently; only a bare call forgets
+checkerror("bad argument #1 to 'watchdog_junit' (string expected, got nil (only a call without pre and post forgets the file))",
+           function () return nvfp4.watchdog_junit(nil, "<a>", "</a>") end)
+nvfp4.watchdog_junit()
 checkerror("bad argument #1 to 'tensor' (ragged table", function () return nvfp4.tensor({{1, 2}, {3}}) end)
 checkerror("bad argument #1 to 'tensor' (ragged table: a row at depth 2 has length 2, expected 0)",
            function () return nvfp4.tensor({{}, {1, 2}}) end)
