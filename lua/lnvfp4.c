@@ -574,9 +574,10 @@ static void *scratch (lua_State *L, size_t n) {
   if (n == 0) n = 1;
   probe = f(ud, NULL, LUA_TUSERDATA, n);
   if (probe == NULL) {
-    lua_Debug ar;
-    const char *fn = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name ? ar.name : "?";
-    luaL_error(L, "%s: cannot allocate %I bytes of host memory (out of memory)", fn, (lua_Integer)n);
+    lua_Debug ar;   /* the name as the call site gives it; none (pcall(nvfp4.ones, ..)): no prefix */
+    int named = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name != NULL;
+    luaL_error(L, "%s%scannot allocate %I bytes of host memory (out of memory)", named ? ar.name : "",
+               named ? ": " : "", (lua_Integer)n);
   }
   f(ud, probe, n, 0);
   return lua_newuserdatauv(L, n, 0);
