@@ -692,7 +692,9 @@ static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_ten
   qg.sr = !c->recipe.no_grad_sr;
   qg.sr_seed = c->recipe.seed + (uint64_t)l->rank * 0x9E3779B97F4A7C15ull;
   qg.sr_offset = l->sr_offset;         /* advanced when the backward succeeds */
-  if (row && sp && dist && !c->recipe.no_amax_reduction) qg.amax_group = c->tp_group;
+  /* no amax_group: row+SP's gather of dY (below) MAX-reduces the amax over
+  ** its group whatever the options say, as TE's does, so amax_reduction
+  ** plays no part there (README); the other paths quantize dY locally */
 
   /* As in forward: each collective right after AGREE_OR_FAIL, every other
   ** step only records st, one last round; the only jumps to fail are the
