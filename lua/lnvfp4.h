@@ -131,6 +131,11 @@ void nvfp4L_watchdog_settle (void);
 /* After MPI_Init, on every rank (collective): the failure notes' own
 ** communicator (nvfp4.watchdog_tell; lnvfp4comm.c). */
 void nvfp4L_notes_init (void);
+/* The script ended on this rank with `status`, before nvfp4L_watchdog_settle:
+** a note to every other rank, so that one waiting (or coming to wait) in a
+** collective over this rank ends the job, naming it, instead of waiting for
+** ever while this one sits in MPI_Finalize (lnvfp4comm.c). */
+void nvfp4L_notes_ended (int status);
 /* The tensor at idx, or NULL when it is closed or not a tensor (no error). */
 nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx);
 /* The comm at idx, or NULL when it is closed or not a comm (no error). */

@@ -546,10 +546,19 @@ static void wd_copy (char *dst, size_t n, const char *src) {
 ** instead of waiting out the case's timeout.  The
 ** watchdog's thread receives the notes (MPI_THREAD_MULTIPLE; without it
 ** nothing is received and the timeout stays the only end), on a
-** communicator of their own made at start-up (nvfp4L_notes_init).  All
-** under wd.mu. */
+** communicator of their own made at start-up (nvfp4L_notes_init).  A rank
+** whose script has ended says so too (nvfp4L_notes_ended): a rank waiting
+** in a collective over it, in a case or outside any (top-level code, after
+** sc.run), ends the job the same way -- that rank joins no collective any
+** more, and sits in MPI_Finalize.  All under wd.mu. */
 #define NOTE_TAG 77
 #define NOTE_CONFIRM 0.5           /* s the rank must still wait after the note */
+#define NOTE_ENDED (-1LL)          /* kase of nvfp4L_notes_ended's note: the script ended there */
+/* s the rank must still wait after an ended note that arrived during the
+** wait (the peer may have left this very collective just before ending;
+** generous, as a rank of an oversubscribed job can be off a core that long).
+** A wait that begins with the note already there ends the job at once. */
+#define NOTE_CONFIRM_ENDED 5.0
 typedef struct fnote { long long kase; char text[1016]; } fnote;
 static struct {
   MPI_Comm comm;                   /* MPI_COMM_NULL: notes off */
@@ -566,8 +575,9 @@ static struct {
   MPI_Group world;                 /* MPI_COMM_WORLD's group, for that translation */
   struct { fnote n; MPI_Request *rq; int nrq; } out[8];   /* notes sent, in flight; rq [size] */
   int nout;
+  int settled;                     /* nvfp4L_watchdog_settle ran: no more waits watched */
 } fn = {MPI_COMM_NULL, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, {0, 0}, NULL, MPI_GROUP_NULL,
-        {{{0, ""}, NULL, 0}}, 0};
+        {{{0, ""}, NULL, 0}}, 0, 0};
 
 
 static double ts_diff (const struct timespec *a, const struct timespec *b) {
@@ -686,19 +696,21 @@ static void wd_fire (void) {
 ** about the case under way: the job ends (status 1, a case failed). */
 static void fn_fire (int from) {
   int r = fn.rank;
-  fprintf(stderr, "[rank %d] %s%srank %d %s\n", r, wd.label, wd.label[0] ? ": " : "", from,
-          fn.got[from].text);
-  if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", r, wd.note);
+  /* outside a case the label is the last case's, stale: none */
+  const char *label = fn.kase > 0 ? wd.label : "";
+  const char *sep = label[0] ? ": " : "";
+  const char *tail = fn.got[from].kase == NOTE_ENDED ? ", while this rank waits in a collective over it" : "";
+  fprintf(stderr, "[rank %d] %s%srank %d %s%s\n", r, label, sep, from, fn.got[from].text, tail);
+  if (fn.kase > 0 && wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", r, wd.note);
   fflush(stderr);
-  if (wd.junit_path != NULL) {
-    char said[sizeof wd.label + sizeof fn.got[from].text + 32];
-    snprintf(said, sizeof said, "%s%srank %d %s", wd.label, wd.label[0] ? ": " : "", from,
-             fn.got[from].text);
+  if (fn.kase > 0 && wd.junit_path != NULL) {
+    char said[sizeof wd.label + sizeof fn.got[from].text + 96];
+    snprintf(said, sizeof said, "%s%srank %d %s%s", label, sep, from, fn.got[from].text, tail);
     wd_junit(said);
   }
-  if (wd.stdout_prefix[0] != '\0')
-    printf("%s [rank %d] %s%srank %d %s\n", wd.stdout_prefix, r, wd.label, wd.label[0] ? ": " : "",
-           from, fn.got[from].text);
+  if (fn.kase > 0 && wd.stdout_prefix[0] != '\0')
+    printf("%s [rank %d] %s%srank %d %s%s\n", wd.stdout_prefix, r, label, sep, from, fn.got[from].text,
+           tail);
   fflush(stdout);
   MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);
@@ -706,7 +718,7 @@ static void fn_fire (int from) {
 
 
 static int fn_polling (void) {
-  return fn.comm != MPI_COMM_NULL && fn.waiting && fn.kase > 0;
+  return fn.comm != MPI_COMM_NULL && fn.waiting;
 }
 
 
@@ -735,13 +747,16 @@ static void fn_poll (const struct timespec *now) {
   int s;
   fn_drain();
   for (s = 0; s < fn.size; s++) {
-    if (s == fn.rank || !fn.member[s] || fn.got[s].kase != fn.kase) continue;
+    if (s == fn.rank || !fn.member[s]) continue;
+    if (fn.got[s].kase != NOTE_ENDED && (fn.kase == 0 || fn.got[s].kase != fn.kase)) continue;
     if (!fn.noted || fn.noted_serial != fn.serial) {
       fn.noted = 1;
       fn.noted_serial = fn.serial;
       fn.noted_at = *now;
     }
-    else if (ts_diff(now, &fn.noted_at) >= NOTE_CONFIRM) fn_fire(s);
+    else if (ts_diff(now, &fn.noted_at) >= (fn.got[s].kase == NOTE_ENDED ? NOTE_CONFIRM_ENDED
+                                                                         : NOTE_CONFIRM))
+      fn_fire(s);
     return;
   }
 }
@@ -817,7 +832,7 @@ static int mod_watchdog_case (lua_State *L) {
 static void on_wait (nvfp4_comm *c, int entering, void *ud) {
   int n = 0, i;
   (void)ud;
-  if (fn.comm == MPI_COMM_NULL || fn.kase == 0) return;   /* kase: the main thread's own */
+  if (fn.comm == MPI_COMM_NULL || fn.settled) return;   /* settled: the main thread's own */
   if (!entering) {
     pthread_mutex_lock(&wd.mu);
     fn.waiting = 0;
@@ -835,12 +850,16 @@ static void on_wait (nvfp4_comm *c, int entering, void *ud) {
     }
   }
   pthread_mutex_lock(&wd.mu);
-  fn.waiting = n > 0;
+  fn.waiting = n > 0 && wd_start() == 0;   /* the thread that reads the notes, also outside cases */
   if (fn.waiting) {
     fn.serial++;
     memset(fn.member, 0, (size_t)fn.size);
     for (i = 0; i < n; i++)
       if (fn.in[fn.size + i] >= 0 && fn.in[fn.size + i] < fn.size) fn.member[fn.in[fn.size + i]] = 1;
+    /* a member whose script had ended before this wait began is not in it */
+    fn_drain();
+    for (i = 0; i < fn.size; i++)
+      if (i != fn.rank && fn.member[i] && fn.got[i].kase == NOTE_ENDED) fn_fire(i);
     pthread_cond_signal(&wd.cv);
   }
   pthread_mutex_unlock(&wd.mu);
@@ -852,12 +871,23 @@ static void on_wait (nvfp4_comm *c, int entering, void *ud) {
 ** note, and one waiting in a collective over this rank during case k says
 ** "rank r <text>" and ends the job (text cut to 1015 bytes).  Does nothing
 ** where notes are off (one rank, no MPI_THREAD_MULTIPLE). */
+static void note_send (long long k, const char *msg);
+
 static int mod_watchdog_tell (lua_State *L) {
   lua_Integer k = luaL_checkinteger(L, 1);
   const char *msg = luaL_checkstring(L, 2);
-  int i, r, slot = -1, len;
   luaL_argcheck(L, k > 0, 1, "case number must be > 0");
-  if (fn.comm == MPI_COMM_NULL) return 0;
+  note_send((long long)k, msg);
+  return 0;
+}
+
+
+/* Note (k, msg) to every other rank, sent without waiting (the sends of
+** eight notes in flight at most; past that nothing is sent and the
+** timeouts remain). */
+static void note_send (long long k, const char *msg) {
+  int i, r, slot = -1, len;
+  if (fn.comm == MPI_COMM_NULL) return;
   /* notes still in flight from earlier cases: those done free their slot */
   for (i = 0; i < fn.nout; i++) {
     int done = 0;
@@ -872,9 +902,9 @@ static int mod_watchdog_tell (lua_State *L) {
       slot = fn.nout++;
     }
   }
-  if (slot < 0) return 0;          /* eight cases' notes unreceived: the timeout remains */
+  if (slot < 0) return;            /* eight cases' notes unreceived: the timeout remains */
   memset(&fn.out[slot].n, 0, sizeof fn.out[slot].n);
-  fn.out[slot].n.kase = (long long)k;
+  fn.out[slot].n.kase = k;
   snprintf(fn.out[slot].n.text, sizeof fn.out[slot].n.text, "%s", msg);
   len = (int)(offsetof(fnote, text) + strlen(fn.out[slot].n.text) + 1);
   for (r = 0; r < fn.size; r++) {
@@ -883,7 +913,13 @@ static int mod_watchdog_tell (lua_State *L) {
                   &fn.out[slot].rq[fn.out[slot].nrq]) == MPI_SUCCESS)
       fn.out[slot].nrq++;
   }
-  return 0;
+}
+
+
+void nvfp4L_notes_ended (int status) {
+  char msg[96];
+  snprintf(msg, sizeof msg, "ended its script (status %d) and joins no more collectives", status);
+  note_send(NOTE_ENDED, msg);
 }
 
 
@@ -895,6 +931,7 @@ void nvfp4L_watchdog_settle (void) {
   pthread_mutex_lock(&wd.mu);
   fn.kase = 0;                     /* no more notes taken */
   fn.waiting = 0;
+  fn.settled = 1;
   if (fn.comm != MPI_COMM_NULL) {
     /* notes nobody will read: received (the ones here) or let go */
     fn_drain();

@@ -391,6 +391,7 @@ int main (int argc, char **argv) {
   }
   else if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT) == LUA_TNUMBER)
     status = (int)lua_tointeger(L, -1);
+  nvfp4L_notes_ended(status);       /* a peer waiting in a collective over this rank ends the job */
   nvfp4L_watchdog_settle();         /* a watchdog that fired ends the job, not this */
   lua_close(L);                     /* __gc: tensors, comms, ctx; before MPI_Finalize */
   MPI_Finalize();

@@ -3,7 +3,9 @@
 --   nvfp4-lua inject.lua --timeout S --inject MODE --rank R
 -- MODE: error (a Lua error on rank R in the middle of a case, after one
 -- collective and before the next), exit (rank R calls os.exit(0) there),
--- hang (rank R spins in a busy loop), none (nothing: the control run).
+-- hang (rank R spins in a busy loop), ended (every case passes; then, outside any case, the
+-- other ranks enter a collective that rank R, its script ended, never joins), none (nothing: the
+-- control run).
 -- --tag T is ignored (the driver finds leftover processes by it).
 -- Every other rank goes on into the next collective and waits for rank R:
 -- the harness must end the whole job within the timeout, naming R and the
@@ -16,7 +18,7 @@ for i = 1, #arg do
   if arg[i] == "--inject" then mode = arg[i + 1] end
   if arg[i] == "--rank" then victim = math.tointeger(tonumber(arg[i + 1])) end
 end
-local MODES = {none = true, error = true, exit = true, hang = true}
+local MODES = {none = true, error = true, exit = true, hang = true, ended = true}
 if not MODES[mode] then error("--inject: unknown mode '" .. tostring(mode) .. "'", 0) end
 -- take our arguments out before the framework reads the rest
 for i = #arg, 1, -1 do
@@ -65,3 +67,5 @@ sc.case("after the injection", function ()
 end)
 
 sc.run()
+-- top-level code, which no case guards: rank R has ended and sits in MPI_Finalize (this waited for ever)
+if mode == "ended" and world.rank ~= victim then world:barrier() end
