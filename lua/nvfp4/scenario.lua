@@ -188,6 +188,9 @@ local function gridaxes (grid)
       if type(pair) ~= "table" or type(pair[1]) ~= "string" or type(pair[2]) ~= "table" then
         error(("grid entry %d must be {name, {values..}}"):format(i), 3)
       end
+      if #pair[2] == 0 then   -- as the keyed form: an empty axis made no case at all, silently
+        error(("grid parameter '%s' must be a non-empty list of values"):format(pair[1]), 3)
+      end
       axes[#axes + 1] = {name = pair[1], values = pair[2]}
     end
   else
@@ -455,6 +458,12 @@ end
 
 --- sc.skip(reason): end the case as skipped.
 function M.skip (reason)
+  argcheck(reason == nil or type(reason) == "string", 1, "skip",
+           "reason must be a string, got " .. type(reason))
+  if not current then
+    error(("sc.skip outside a case (%s): it ends the case under way as skipped; call it inside a case's "
+           .. "function"):format(reason or "skipped"), 2)
+  end
   error(setmetatable({reason = reason or "skipped"}, SKIPMARK), 0)
 end
 
@@ -463,6 +472,12 @@ function M.need_ranks (n)
   argcheck(math.type(n) == "integer" and n >= 1, 1, "need_ranks",
            "n must be an integer >= 1, got " .. (type(n) == "number" and tostring(n) or type(n)))
   local size = nvfp4.world().size
+  if not current then
+    error(("sc.need_ranks(%d) outside a case: it skips the case under way (%s); call it inside a case's "
+           .. "function (at the top level, compare nvfp4.world().size and call sc.usage)")
+          :format(n, (size < n or size % n ~= 0) and ("needs a multiple of %d ranks, have %d"):format(n, size)
+                     or "the world has " .. size), 2)
+  end
   if size < n or size % n ~= 0 then
     M.skip(("needs a multiple of %d ranks, have %d"):format(n, size))
   end
@@ -945,17 +960,19 @@ function M.run ()
   -- cases in the same order (a list built with pairs() differs between
   -- processes, a case registered on some ranks only shifts the others)
   do
-    local names = {}
-    for i, c in ipairs(selected) do names[i] = c.name end
-    local lists = vcomm:all_gather_string(caseseed(0, table.concat(names, "\n")) .. ":" .. #names)
+    -- the names length-prefixed: joined by "\n", {"a\nb", "c"} and {"a", "b\nc"} read the same
+    local packed = {}
+    for i, c in ipairs(selected) do packed[i] = string.pack("<s4", c.name) end
+    packed = table.concat(packed)
+    local lists = vcomm:all_gather_string(caseseed(0, packed) .. ":" .. #selected)
     local differ = false
     for r = 2, #lists do differ = differ or lists[r] ~= lists[1] end
     if differ then
-      local all = vcomm:all_gather_string(table.concat(names, "\n"))
+      local all = vcomm:all_gather_string(packed)
       if out then
         local function list (joined)
-          local l = {}
-          if joined ~= "" then for n in (joined .. "\n"):gmatch("(.-)\n") do l[#l + 1] = n end end
+          local l, pos = {}, 1
+          while pos <= #joined do l[#l + 1], pos = string.unpack("<s4", joined, pos) end
           return l
         end
         local first = list(all[1])
@@ -1002,11 +1019,24 @@ function M.run ()
   os.exit = function (code, close)
     if current then
       io.stdout:flush()
-      local asked = tostring(code)
-      if code == nil or code == true or code == 0 then code = 1 end
-      io.stderr:write(("[rank %d] %s called os.exit(%s): the job ends with status %s\n")
-                      :format(me, current.label, asked, tostring(code == false and 1 or code)))
+      local asked = type(code) == "string" and ("%q"):format(code) or tostring(code)
+      -- the status the process ends with: the low byte of the integer (as the OS keeps it: 256 was 0),
+      -- and never 0 from the middle of a case (nil, true, "0", 256 and false are 1)
+      local n = 1
+      if type(code) == "number" or type(code) == "string" then
+        n = math.tointeger(tonumber(code))
+        if n == nil then
+          error(("bad argument #1 to 'os.exit' (an integer or a boolean, got %s)"):format(asked), 2)
+        end
+        n = n & 0xFF
+        if n == 0 then n = 1 end
+      elseif code ~= nil and type(code) ~= "boolean" then
+        error(("bad argument #1 to 'os.exit' (an integer or a boolean, got %s)"):format(type(code)), 2)
+      end
+      io.stderr:write(("[rank %d] %s called os.exit(%s): the job ends with status %d\n")
+                      :format(me, current.label, asked, n))
       io.stderr:flush()
+      return real_exit(n, close)
     end
     return real_exit(code, close)
   end

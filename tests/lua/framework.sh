@@ -38,6 +38,24 @@ check "... the verdict quotes the rank whose reason it is, not rank 0's 'rank 1 
 check "... and still names both ranks" grep -q "FAIL  bad argument on rank 1  (on ranks 0, 1)" "$tmp/peer"
 check "own errors everywhere: the lowest rank's, with no prefix" grep -q "^      own error on rank 0$" "$tmp/peer"
 
+# os.exit in a case: the status is the low byte of the integer, never 0 (256 and "0" ended 0); a
+# code that is no integer is the case's own error, naming os.exit
+for c in 256 '"0"' 3 true; do
+  "$RS" "$srcdir/fw_exit.lua" "$c" >"$tmp/exit" 2>&1; rc=$?
+  want=1; test "$c" = 3 && want=3
+  check "os.exit($c) in a case: exit status $want" test "$rc" -eq "$want"
+  check "... and it says so" grep -qF "[rank 0] case 'exits' called os.exit($c): the job ends with status $want" "$tmp/exit"
+done
+"$RS" "$srcdir/fw_exit.lua" 1.5 --verbose >"$tmp/exit" 2>&1; rc=$?
+check "os.exit(1.5) in a case: the case fails (exit status 1)" test "$rc" -eq 1
+check "... naming os.exit" grep -q "fw_exit.lua:6: bad argument #1 to 'os.exit' (an integer or a boolean, got 1.5)" "$tmp/exit"
+check "... and the run reports it" grep -q "^0 passed, 1 failed, 0 skipped" "$tmp/exit"
+
+"$RS" "$srcdir/fw_names.lua" >"$tmp/names" 2>&1; rc=$?
+check "case lists that differ only where names hold a newline: exit status 2" test "$rc" -eq 2
+check "... naming the first difference" grep -q "the ranks run different cases: rank 1's case 1 is 'a', rank 0's 'a" "$tmp/names"
+check "... before any case runs" test -z "$(grep '^PASS\|^FAIL' "$tmp/names")"
+
 "$RS" "$srcdir/fw_group.lua" --timeout 10 >"$tmp/group" 2>&1; rc=$?
 cat "$tmp/group"
 check "sc.group: a failed case gives exit status 1" test "$rc" -eq 1

@@ -16,12 +16,30 @@ end
 local _, plain_gather = pcall(function () local g = world:all_gather(x, {rule = "flat"}); return g end)
 local _, plain_split = pcall(function () local g = world:split(3); return g end)
 
--- sc.error around a call that skips the case passes the skip on (it took it for an error that matched
--- nothing: a case meant to skip at some rank counts failed)
+-- outside a case, sc.skip and sc.need_ranks say so, with their reason (a skip mark raised there read
+-- "(error object is a table value)"); a grid axis with no values is refused in either form (the list
+-- form registered no case, silently: "0 passed, 0 failed")
 do
-  local ok, e = pcall(sc.error, "x", function () sc.skip("inner") end)
-  assert(not ok and type(e) == "table" and e.reason == "inner", tostring(e))
+  local ok, e = pcall(sc.skip, "not here")
+  assert(not ok and tostring(e):find("sc.skip outside a case (not here): it ends the case under way as skipped",
+                                     1, true), tostring(e))
+  ok, e = pcall(sc.need_ranks, world.size + 1)
+  assert(not ok and tostring(e):find(("sc.need_ranks(%d) outside a case: it skips the case under way (needs a "
+                                      .. "multiple of %d ranks, have %d)"):format(world.size + 1, world.size + 1,
+                                                                                  world.size), 1, true), tostring(e))
+  for _, grid in ipairs{{{"B", {}}}, {B = {}}, {{"TP", {2}}, {"B", {}}}} do
+    ok, e = pcall(sc.case, "empty axis", grid, function () end)
+    assert(not ok and tostring(e):find("grid parameter 'B' must be a non-empty list of values", 1, true),
+           tostring(e))
+  end
 end
+
+sc.case("sc.error passes a skip on", function ()
+  -- sc.error around a call that skips the case passes the skip on (it took it for an error that
+  -- matched nothing: a case meant to skip at some rank counts failed)
+  local ok, e = pcall(sc.error, "x", function () sc.skip("inner") end)
+  sc.ok(not ok and type(e) == "table" and e.reason == "inner", "the skip mark, got " .. tostring(e))
+end)
 
 sc.case("a comm argument error keeps its place and name", function ()
   local ok, e = pcall(function () local g = world:all_gather(x, {rule = "flat"}); return g end)
@@ -59,6 +77,8 @@ sc.case("the framework's helpers refuse bad arguments at the caller's line", fun
   at("bad argument #1 to 'sc.assertion' (name must be a string, got nil)", function () local r = sc.assertion(nil, print); return r end)
   at("bad argument #2 to 'sc.assertion' (check must be a function, got nil)", function () local r = sc.assertion("x", nil); return r end)
   at("bad argument #1 to 'sc.error' (pattern must be a string, got table)", function () local r = sc.error({}, error); return r end)
+  at("bad argument #1 to 'sc.skip' (reason must be a string, got number)", function () local r = sc.skip(42); return r end)
+  at("bad argument #1 to 'sc.skip' (reason must be a string, got table)", function () local r = sc.skip({}); return r end)
 end)
 
 sc.case("a collective that succeeds still returns its values", function ()
