@@ -355,6 +355,30 @@ static int pmain (lua_State *L) {
 }
 
 
+/* Lua's warnings (warn(), and an error raised in a __gc finalizer, which
+** Lua otherwise drops without a word) on standard error, "[rank r] Lua
+** warning: ..."; on from the start, unlike lua.c's (a harness should not
+** hide a finalizer's error); warn("@off") / warn("@on") as in Lua. */
+static void warnf (void *ud, const char *msg, int tocont) {
+  static int on = 1, cont = 0;
+  (void)ud;
+  if (!cont && !tocont && msg[0] == '@') {     /* a control message */
+    if (strcmp(msg, "@on") == 0) on = 1;
+    else if (strcmp(msg, "@off") == 0) on = 0;
+    return;
+  }
+  if (on) {
+    if (!cont) fprintf(stderr, "[rank %d] Lua warning: ", rank);
+    fputs(msg, stderr);
+    if (!tocont) {
+      fputc('\n', stderr);
+      fflush(stderr);
+    }
+  }
+  cont = tocont;
+}
+
+
 int main (int argc, char **argv) {
   int provided, status = 0;
   lua_State *L;
@@ -367,6 +391,7 @@ int main (int argc, char **argv) {
     fprintf(stderr, "[rank %d] nvfp4-lua: cannot create a Lua state\n", rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  lua_setwarnf(L, warnf, NULL);
   lua_pushcfunction(L, pmain);
   lua_pushinteger(L, argc);
   lua_pushlightuserdata(L, argv);

@@ -1079,7 +1079,7 @@ function M.run ()
     local t0 = clock()
     local ok, e = xpcall(c.fn, handler, p)
     nvfp4.watchdog_case(0)
-    local status, msg, detail = PASS, "", ""
+    local status, msg, detail, endlabel = PASS, "", "", nil
     if not ok and getmetatable(e) == SKIPMARK then
       status, msg = SKIP, e.reason
     elseif not ok then
@@ -1093,7 +1093,8 @@ function M.run ()
         msg = ("%s:%d: %s (raised in a tail call (`return f(..)`) of the case's function, which starts at "
                .. "that line: Lua keeps no line for such a call)"):format(info.short_src, info.linedefined, msg)
       end
-      arm(0, label .. " (it failed on this rank: " .. msg .. "; the other ranks did not finish it)")
+      endlabel = label .. " (it failed on this rank: " .. msg .. "; the other ranks did not finish it)"
+      arm(0, endlabel)
       -- should the job end before the ranks agree on the verdict (a peer waiting for this rank), the
       -- JUnit file keeps rank 0's error
       if out and o.junit then
@@ -1102,17 +1103,23 @@ function M.run ()
       end
     end
     if status ~= FAIL then
-      arm(2, label .. " (it ended on this rank; the other ranks did not finish it)")
+      endlabel = label .. " (it ended on this rank; the other ranks did not finish it)"
+      arm(2, endlabel)
     end
     -- this rank joins no more of the case's collectives: a rank waiting for it in one ends the job,
     -- naming it (rather than at the case's timeout)
     nvfp4.watchdog_tell(caseserial, status == FAIL and "failed in this case and will not join it: " .. msg
                            or status == SKIP and "skipped this case (" .. msg .. ") without joining it"
                            or "ended this case without joining it")
-    deadline = nil
     local log = current.log
     current = nil
-    collectgarbage()                                -- free the case's tensors now
+    -- free the case's tensors now; a __gc finalizer that does not return is named as such (the
+    -- timeout read as if the case had ended well here and a peer had not finished it)
+    arm(status == FAIL and 0 or 2, label .. " (it ended on this rank, but the garbage collection after it "
+        .. "has not returned: a __gc finalizer of the case's objects)")
+    collectgarbage()
+    arm(status == FAIL and 0 or 2, endlabel)
+    deadline = nil
     local verdict = vcomm:all_reduce_max(status)
     local per = vcomm:all_gather_int(status)
     if verdict == FAIL and status == FAIL then failed_here = true end

@@ -51,6 +51,14 @@ check "os.exit(1.5) in a case: the case fails (exit status 1)" test "$rc" -eq 1
 check "... naming os.exit" grep -q "fw_exit.lua:6: bad argument #1 to 'os.exit' (an integer or a boolean, got 1.5)" "$tmp/exit"
 check "... and the run reports it" grep -q "^0 passed, 1 failed, 0 skipped" "$tmp/exit"
 
+"$RS" "$srcdir/fw_gc.lua" --timeout 2 >"$tmp/gc" 2>&1; rc=$?
+check "a finalizer that raises is a Lua warning on its rank" \
+  grep -q "^\[rank 1\] Lua warning: error in __gc (.*fw_gc.lua:8: finalizer fails)" "$tmp/gc"
+check "... and its case passes" grep -q "^PASS  gc raises" "$tmp/gc"
+check "a finalizer that never returns: the job ends (exit status 124)" test "$rc" -eq 124
+check "... its rank's timeout names the garbage collection" \
+  grep -q "^\[rank 1\] case 'gc hangs' (it ended on this rank, but the garbage collection after it has not returned: a __gc finalizer of the case's objects) timed out after" "$tmp/gc"
+
 "$RS" "$srcdir/fw_names.lua" >"$tmp/names" 2>&1; rc=$?
 check "case lists that differ only where names hold a newline: exit status 2" test "$rc" -eq 2
 check "... naming the first difference" grep -q "the ranks run different cases: rank 1's case 1 is 'a', rank 0's 'a" "$tmp/names"
