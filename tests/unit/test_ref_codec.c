@@ -99,6 +99,12 @@ static void test_e2m1_sr_examples (void **state) {
   /* BH-08: 0.30078125 rounds up for 154 of the 256 byte values */
   assert_int_equal(nvfp4i_e2m1_encode_sr(0.30078125f, 101), 0x0);
   assert_int_equal(nvfp4i_e2m1_encode_sr(0.30078125f, 102), 0x1);
+  /* the exact rule, where the spec's fallback floor(fmaf(r/256, step, a)) is not:
+  ** frac + r/256 = 0.44140622.. + 0.55859375 < 1, but the fma rounds to 0.5
+  ** (lib/NUMERICS.md, found by an independent implementation) */
+  assert_true(floorf(fmaf(143.0f / 256.0f, 0.5f, 0.22070311f) / 0.5f) == 1.0f);
+  assert_int_equal(nvfp4i_e2m1_encode_sr(-0.22070311f, 143), 0x8);
+  assert_int_equal(nvfp4i_e2m1_encode_sr(-0.22070311f, 144), 0x9);
   for (r = 0; r < 256; r++) {
     unsigned c;
     for (c = 0; c < 16; c++)             /* grid values never move */
