@@ -1016,8 +1016,11 @@ function M.run ()
   -- A case that calls os.exit ends the job (mpirun kills the others); say
   -- which rank and case did it, and never exit 0 from the middle of a case.
   local real_exit = os.exit
+  local lastlabel = nil                  -- the case that ran last, between cases (its finalizers run then)
   os.exit = function (code, close)
-    if current then
+    if current or lastlabel then
+      local where = current and current.label
+                    or lastlabel .. " (after it, between cases: a __gc finalizer of its objects?)"
       io.stdout:flush()
       local asked = type(code) == "string" and ("%q"):format(code) or tostring(code)
       -- the status the process ends with: the low byte of the integer (as the OS keeps it: 256 was 0),
@@ -1034,7 +1037,7 @@ function M.run ()
         error(("bad argument #1 to 'os.exit' (an integer or a boolean, got %s)"):format(type(code)), 2)
       end
       io.stderr:write(("[rank %d] %s called os.exit(%s): the job ends with status %d\n")
-                      :format(me, current.label, asked, n))
+                      :format(me, where, asked, n))
       io.stderr:flush()
       return real_exit(n, close)
     end
@@ -1045,6 +1048,7 @@ function M.run ()
     for k, v in pairs(c.params) do p[k] = v end
     p.seed = caseseed(seed, c.name)
     local label = ("case '%s'"):format(c.name)
+    lastlabel = label
     -- the command that runs this case again, as the run was started
     local replay = ("mpirun -np %d %s %s%s --seed %d --filter %s")
                    :format(world.size, M.program(true), M.shellquote(script), replay_args(), seed,
@@ -1198,6 +1202,7 @@ function M.run ()
     if out then io.stdout:flush() end
   end
 
+  lastlabel = nil
   os.exit = real_exit
   close_groups()
   local total = clock() - t_all
