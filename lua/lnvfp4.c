@@ -563,24 +563,32 @@ static void pushfromhost (lua_State *L, nvfp4_shape s, nvfp4_dtype dt,
 }
 
 
+/* scratch's allocation, called protected: *(size_t *)arg 1 bytes. */
+static int newscratch (lua_State *L) {
+  lua_newuserdatauv(L, *(const size_t *)lua_touserdata(L, 1), 0);
+  return 1;
+}
+
 /* A host scratch buffer owned by the Lua stack (freed by the GC even when
-** an error is raised before we are done with it).  A size the host cannot
-** give raises an error naming the calling function and the bytes, where
-** Lua's own would say only "not enough memory": the state's allocator is
-** asked first (a large block is mapped, not touched, so the probe is cheap). */
+** an error is raised before we are done with it).  Allocated by Lua, whose
+** failed allocation collects the garbage and tries again; a size the host
+** still cannot give raises an error naming the calling function and the
+** bytes, where Lua's own would say only "not enough memory". */
 static void *scratch (lua_State *L, size_t n) {
-  void *ud, *probe;
-  lua_Alloc f = lua_getallocf(L, &ud);
+  int st;
   if (n == 0) n = 1;
-  probe = f(ud, NULL, LUA_TUSERDATA, n);
-  if (probe == NULL) {
+  lua_pushcfunction(L, newscratch);
+  lua_pushlightuserdata(L, &n);
+  st = lua_pcall(L, 1, 1, 0);
+  if (st == LUA_ERRMEM) {
     lua_Debug ar;   /* the name as the call site gives it; none (pcall(nvfp4.ones, ..)): no prefix */
     int named = lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name != NULL;
+    lua_pop(L, 1);
     luaL_error(L, "%s%scannot allocate %I bytes of host memory (out of memory)", named ? ar.name : "",
                named ? ": " : "", (lua_Integer)n);
   }
-  f(ud, probe, n, 0);
-  return lua_newuserdatauv(L, n, 0);
+  else if (st != LUA_OK) lua_error(L);   /* an error in a __gc finalizer that the allocation ran */
+  return lua_touserdata(L, -1);
 }
 
 
