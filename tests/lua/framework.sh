@@ -359,7 +359,8 @@ EOS
     test "$rc" -eq 124
 done
 # ... and one armed, not yet due, when the script ends stays armed through the end: rank 0 ends with it
-# while rank 1 waits in a barrier rank 0 skipped; the job ends with its message (it hung)
+# while rank 1 waits in a barrier rank 0 skipped; the job ends with its message (it hung). Without the
+# notes: with them, rank 0's note that its script ended may end the job first (the next check)
 cat >"$tmp/armed.lua" <<'EOS'
 -- np=2
 local nvfp4 = require "nvfp4"
@@ -367,10 +368,16 @@ local w = nvfp4.world()
 nvfp4.watchdog(2, "rank " .. w.rank .. " step")
 if w.rank == 1 then nvfp4.watchdog(0) w:barrier() end
 EOS
-timed "$tmp/armed" "$tmp/armed.lua"
+NVFP4_CASE_NOTES=0 timed "$tmp/armed" "$tmp/armed.lua"
 check "a watchdog armed when the script ends still ends the job (124, its message) while a peer hangs" \
   test "$rc" -eq 124 -a "$took" -lt 30
 check "... naming it" grep -q "^\[rank 0\] rank 0 step timed out after 2 s" "$tmp/armed"
+# with the notes, whichever comes first ends it: that watchdog (124) or rank 0's ended note (1), at
+# once when rank 1 begins to wait after the note came, else 5 s after it
+timed "$tmp/armed" "$tmp/armed.lua"
+check "with the notes: the job ends (124 or 1) within the limit" \
+  test "$took" -lt 30 -a \( "$rc" -eq 124 -o "$rc" -eq 1 \)
+check "... saying why" grep -q "^\[rank 0\] rank 0 step timed out after 2 s\|^\[rank 1\] rank 0 ended its script (status 0) and joins no more collectives, while this rank waits in a collective over it" "$tmp/armed"
 # a rank that leaves the case without joining a collective the others wait in: its note ends the job at
 # once, from the waiting rank, naming it; so does a rank that skips the case (sc.skip) before it
 case2 "$tmp/skip.lua" skips '  if w.rank == 0 then w:barrier() end'
