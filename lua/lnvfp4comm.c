@@ -532,6 +532,10 @@ static struct {
         NULL, NULL, NULL};
 
 
+/* the clock of wd.deadline and of the thread's waits (wd_start) */
+static clockid_t wd_clock = CLOCK_REALTIME;
+
+
 /* src into dst[n]; one that does not fit ends in " ..." (a replay command cut
 ** silently would run other cases when pasted) */
 static void wd_copy (char *dst, size_t n, const char *src) {
@@ -770,7 +774,7 @@ static void *wd_main (void *arg) {
     if (timed) until = wd.deadline;
     if (fn_polling()) {                /* every 20 ms while waiting in a collective */
       struct timespec p;
-      clock_gettime(CLOCK_REALTIME, &p);
+      clock_gettime(wd_clock, &p);
       p.tv_nsec += 20000000L;
       if (p.tv_nsec >= 1000000000L) { p.tv_sec++; p.tv_nsec -= 1000000000L; }
       if (!timed || ts_diff(&p, &until) < 0) until = p;
@@ -781,7 +785,7 @@ static void *wd_main (void *arg) {
       continue;
     }
     if (pthread_cond_timedwait(&wd.cv, &wd.mu, &until) != ETIMEDOUT) continue;
-    clock_gettime(CLOCK_REALTIME, &now);
+    clock_gettime(wd_clock, &now);
     if (wd.armed && ts_diff(&now, &wd.deadline) >= 0) wd_fire();
     if (fn_polling()) fn_poll(&now);
   }
@@ -793,7 +797,23 @@ static void *wd_main (void *arg) {
 ** cannot be. */
 static int wd_start (void) {
   pthread_t t;
+  pthread_condattr_t a;
   if (wd.started) return 0;
+  /* the deadlines on the monotonic clock, which the wall clock's steps
+  ** (NTP, a date set by hand) do not move: the condition variable waits on
+  ** it (made again here, before its only waiter exists; every signal is
+  ** under wd.mu); where that cannot be, the wall clock as before */
+  if (pthread_condattr_init(&a) == 0) {
+    if (pthread_condattr_setclock(&a, CLOCK_MONOTONIC) == 0) {
+      pthread_cond_destroy(&wd.cv);          /* made again in place (a copy may not be used) */
+      if (pthread_cond_init(&wd.cv, &a) == 0) wd_clock = CLOCK_MONOTONIC;
+      else if (pthread_cond_init(&wd.cv, NULL) != 0) {
+        pthread_condattr_destroy(&a);
+        return -1;                            /* no condition variable: no watchdog */
+      }
+    }
+    pthread_condattr_destroy(&a);
+  }
   if (pthread_create(&t, NULL, wd_main, NULL) != 0) return -1;
   pthread_detach(t);
   wd.started = 1;
@@ -976,7 +996,7 @@ static int mod_watchdog (lua_State *L) {
   }
   wd.armed = s > 0;
   if (wd.armed) {
-    clock_gettime(CLOCK_REALTIME, &wd.deadline);
+    clock_gettime(wd_clock, &wd.deadline);
     wd.deadline.tv_sec += (time_t)s;
     wd.deadline.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
     if (wd.deadline.tv_nsec >= 1000000000L) {
