@@ -587,7 +587,7 @@ static void *scratch (lua_State *L, size_t n) {
     luaL_error(L, "%s%scannot allocate %I bytes of host memory (out of memory)", named ? ar.name : "",
                named ? ": " : "", (lua_Integer)n);
   }
-  else if (st != LUA_OK) lua_error(L);   /* an error in a __gc finalizer that the allocation ran */
+  else if (st != LUA_OK) lua_error(L);   /* none expected (a finalizer's error is a warning): as it is */
   return lua_touserdata(L, -1);
 }
 

@@ -886,22 +886,6 @@ static void on_wait (nvfp4_comm *c, int entering, void *ud) {
 }
 
 
-/* nvfp4.watchdog_tell(k, text): case k ended on this rank without it
-** joining any more of the case's collectives: every other rank gets a
-** note, and one waiting in a collective over this rank during case k says
-** "rank r <text>" and ends the job (text cut to 1015 bytes).  Does nothing
-** where notes are off (one rank, no MPI_THREAD_MULTIPLE). */
-static void note_send (long long k, const char *msg);
-
-static int mod_watchdog_tell (lua_State *L) {
-  lua_Integer k = luaL_checkinteger(L, 1);
-  const char *msg = luaL_checkstring(L, 2);
-  luaL_argcheck(L, k > 0, 1, "case number must be > 0");
-  note_send((long long)k, msg);
-  return 0;
-}
-
-
 /* Note (k, msg) to every other rank, sent without waiting (the sends of
 ** eight notes in flight at most; past that nothing is sent and the
 ** timeouts remain). */
@@ -933,6 +917,20 @@ static void note_send (long long k, const char *msg) {
                   &fn.out[slot].rq[fn.out[slot].nrq]) == MPI_SUCCESS)
       fn.out[slot].nrq++;
   }
+}
+
+
+/* nvfp4.watchdog_tell(k, text): case k ended on this rank without it
+** joining any more of the case's collectives: every other rank gets a
+** note, and one waiting in a collective over this rank during case k says
+** "rank r <text>" and ends the job (text cut to 1015 bytes).  Does nothing
+** where notes are off (one rank, no MPI_THREAD_MULTIPLE). */
+static int mod_watchdog_tell (lua_State *L) {
+  lua_Integer k = luaL_checkinteger(L, 1);
+  const char *msg = luaL_checkstring(L, 2);
+  luaL_argcheck(L, k > 0, 1, "case number must be > 0");
+  note_send((long long)k, msg);
+  return 0;
 }
 
 

@@ -472,15 +472,13 @@ function M.need_ranks (n)
   argcheck(math.type(n) == "integer" and n >= 1, 1, "need_ranks",
            "n must be an integer >= 1, got " .. (type(n) == "number" and tostring(n) or type(n)))
   local size = nvfp4.world().size
+  local why = (size < n or size % n ~= 0) and ("needs a multiple of %d ranks, have %d"):format(n, size)
   if not current then
     error(("sc.need_ranks(%d) outside a case: it skips the case under way (%s); call it inside a case's "
            .. "function (at the top level, compare nvfp4.world().size and call sc.usage)")
-          :format(n, (size < n or size % n ~= 0) and ("needs a multiple of %d ranks, have %d"):format(n, size)
-                     or "the world has " .. size), 2)
+          :format(n, why or "the world has " .. size), 2)
   end
-  if size < n or size % n ~= 0 then
-    M.skip(("needs a multiple of %d ranks, have %d"):format(n, size))
-  end
+  if why then M.skip(why) end
 end
 
 --- sc.log(fmt, ...): a line in the case's verbose output.
@@ -1119,10 +1117,11 @@ function M.run ()
     current = nil
     -- free the case's tensors now; a __gc finalizer that does not return is named as such (the
     -- timeout read as if the case had ended well here and a peer had not finished it)
-    arm(status == FAIL and 0 or 2, label .. " (it ended on this rank, but the garbage collection after it "
-        .. "has not returned: a __gc finalizer of the case's objects)")
+    local graces = status == FAIL and 0 or 2         -- as endlabel was armed
+    arm(graces, label .. " (it ended on this rank, but the garbage collection after it has not returned: "
+        .. "a __gc finalizer of the case's objects)")
     collectgarbage()
-    arm(status == FAIL and 0 or 2, endlabel)
+    arm(graces, endlabel)
     deadline = nil
     local verdict = vcomm:all_reduce_max(status)
     local per = vcomm:all_gather_int(status)
