@@ -122,6 +122,11 @@ const char *nvfp4_last_error (const nvfp4_ctx *ctx) {
 }
 
 
+size_t nvfp4_ctx_memory (const nvfp4_ctx *ctx) {
+  return ctx ? ctx->mem : 0;
+}
+
+
 nvfp4_status nvfp4_ctx_sync (nvfp4_ctx *ctx) {
   if (ctx == NULL) return NVFP4_EINVAL;
   return ctx->ops->sync ? ctx->ops->sync(ctx) : NVFP4_OK;

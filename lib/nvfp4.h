@@ -146,6 +146,15 @@ const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);
 ** found one of ctx's NCCL comms stuck behind a peer's failure and aborted
 ** it (see the conventions above). */
 nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);
+/* The bytes of tensor buffers now allocated on ctx, in its backend's memory
+** (host for cpu, the device's for cuda): every live tensor's data, scales
+** and device amax, a layer's saved tensors and weights, the temporaries of a
+** call in progress (none between calls); not the backend's own workspaces
+** (cuBLAS's, the quantize's scratch), kept for the context's life.  A
+** binding whose garbage collector cannot see this memory (Lua's) reads it
+** to collect in time.  NULL: 0.  No spec section (the library's own
+** accounting). */
+size_t       nvfp4_ctx_memory  (const nvfp4_ctx *ctx);
 /* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ..."). */
 const char  *nvfp4_version_string (void);
 

@@ -30,6 +30,7 @@ struct nvfp4_ctx {
   char err[NVFP4I_ERRLEN];          /* why the last call failed */
   int64_t live;                     /* tensors and comms made on it, not yet destroyed */
   int closing;                      /* nvfp4_ctx_destroy came while live > 0 */
+  size_t mem;                       /* bytes of its buffers (nvfp4i_buf) now allocated */
 };
 
 /* A tensor or comm made on ctx (hold) and destroyed (release): a context

@@ -44,6 +44,7 @@ static nvfp4_status buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b, nvfp4_shape shape,
     return nvfp4i_fail(ctx, NVFP4_ENOMEM, "cannot allocate %zu bytes on %s",
                        b->nbytes, ctx->ops->name);
   }
+  ctx->mem += b->nbytes;
   return NVFP4_OK;
 }
 
@@ -63,7 +64,10 @@ nvfp4_status nvfp4i_buf_alloc_uninit (nvfp4_ctx *ctx, nvfp4i_buf *b,
 
 
 void nvfp4i_buf_free (nvfp4_ctx *ctx, nvfp4i_buf *b) {
-  if (b->p != NULL) ctx->ops->free(ctx, b->p);
+  if (b->p != NULL) {
+    ctx->ops->free(ctx, b->p);
+    ctx->mem -= b->nbytes;
+  }
   memset(b, 0, sizeof *b);
 }
 

@@ -50,7 +50,7 @@ static int pushclone (lua_State *L, const nvfp4_tensor *t) {
     return 1;
   }
   p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_tensor_clone(t, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_tensor_clone(t, &p->t));
   return 1;
 }
 
@@ -69,7 +69,7 @@ static int mod_gemm (lua_State *L) {
   if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_opttensor(L, 5, "bias");
   dt = nvfp4L_optdtype(L, 5, "dtype", NVFP4_F32);
   p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_gemm(nvfp4L_getctx(L), a, ua, b, ub, bias, dt, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_gemm(nvfp4L_getctx(L), a, ua, b, ub, bias, dt, &p->t));
   return 1;
 }
 
@@ -82,7 +82,7 @@ static int mod_gemm_ref64 (lua_State *L) {
   luaL_argcheck(L, lua_isnone(L, 5), 5, "gemm_ref64 takes no options (no bias, fp32 out: add a "
                 "bias to its result)");
   p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_gemm_ref64(nvfp4L_getctx(L), a, ua, b, ub, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_gemm_ref64(nvfp4L_getctx(L), a, ua, b, ub, &p->t));
   return 1;
 }
 
@@ -195,6 +195,7 @@ static int mod_linear (lua_State *L) {
     }
     return nvfp4L_reraise(L);
   }
+  nvfp4L_mempressure(L);                  /* the layer holds library memory too */
   p = (LLinear *)lua_newuserdatauv(L, sizeof(LLinear), 1);   /* 4, closed first */
   p->l = p->zombie = NULL;
   luaL_setmetatable(L, LINEAR_T);

@@ -22,14 +22,64 @@
 ** =======================================================
 */
 
-nvfp4_ctx *nvfp4L_getctx (lua_State *L) {
-  nvfp4_ctx **p;
+/* The registry's context userdata: the context, and the library memory
+** (nvfp4_ctx_memory) past which the next tensor made collects first. */
+typedef struct LCtx {
+  nvfp4_ctx *ctx;
+  size_t gc_at;
+} LCtx;
+
+static LCtx *getlctx (lua_State *L) {
+  LCtx *p;
   lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CTX);  /* ctx userdata */
-  p = (nvfp4_ctx **)lua_touserdata(L, -1);
+  p = (LCtx *)lua_touserdata(L, -1);
   lua_pop(L, 1);
-  if (p == NULL || *p == NULL)
+  if (p == NULL || p->ctx == NULL)
     luaL_error(L, "nvfp4: no context (the module is not open)");
-  return *p;
+  return p;
+}
+
+
+nvfp4_ctx *nvfp4L_getctx (lua_State *L) {
+  return getlctx(L)->ctx;
+}
+
+
+/* Lua's collector counts a tensor as its small handle, not as the library
+** memory behind it (host or device): a loop making large tensors would
+** keep its dead ones until the Lua heap grew, which it hardly does, and run
+** the host or the GPU out of memory.  So, as Lua's own pause does for its
+** heap (LUAI_GCPAUSE 200: a cycle when the heap has doubled), a full
+** collection runs before an object is made once the library memory passes
+** twice what a collection left alive (at least NVFP4L_GC_MIN), unless the
+** script has stopped the collector (collectgarbage "stop"). */
+#define NVFP4L_GC_MIN ((size_t)64 << 20)
+
+/* A full collection, and the next one's mark. */
+static void collect (lua_State *L, LCtx *p) {
+  size_t now;
+  lua_gc(L, LUA_GCCOLLECT);
+  now = nvfp4_ctx_memory(p->ctx);
+  p->gc_at = now > NVFP4L_GC_MIN / 2 ? 2 * now : NVFP4L_GC_MIN;
+}
+
+void nvfp4L_mempressure (lua_State *L) {
+  LCtx *p = getlctx(L);
+  if (nvfp4_ctx_memory(p->ctx) > p->gc_at && lua_gc(L, LUA_GCISRUNNING)) collect(L, p);
+}
+
+
+/* ENOMEM from a call that loses nothing and involves no peer: collect the
+** garbage (the dead tensors' memory, which the collector may not have
+** reached) and say so, for the caller to call again; any other error is
+** raised as nvfp4L_checkstatus does; OK: 0. */
+int nvfp4L_nomem_collect (lua_State *L, nvfp4_status s) {
+  if (s == NVFP4_ENOMEM && lua_gc(L, LUA_GCISRUNNING)) {
+    collect(L, getlctx(L));
+    return 1;
+  }
+  nvfp4L_checkstatus(L, s);
+  return 0;
 }
 
 
@@ -78,7 +128,9 @@ nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg) {
 
 
 LTensor *nvfp4L_newtensor (lua_State *L) {
-  LTensor *p = (LTensor *)lua_newuserdatauv(L, sizeof(LTensor), 0);
+  LTensor *p;
+  nvfp4L_mempressure(L);
+  p = (LTensor *)lua_newuserdatauv(L, sizeof(LTensor), 0);
   p->t = p->zombie = NULL;
   luaL_setmetatable(L, NVFP4L_TENSOR);
   return p;
@@ -559,7 +611,7 @@ static void pushfromhost (lua_State *L, nvfp4_shape s, nvfp4_dtype dt,
                           const void *host) {
   LTensor *p = nvfp4L_newtensor(L);
   size_t n = (size_t)nvfp4_shape_numel(s) * nvfp4_dtype_size(dt);
-  nvfp4L_checkstatus(L, nvfp4_tensor_from_host(nvfp4L_getctx(L), s, dt, host, n, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_tensor_from_host(nvfp4L_getctx(L), s, dt, host, n, &p->t));
 }
 
 
@@ -696,7 +748,7 @@ static int fill (lua_State *L, int kind) {
   void *buf;
   if (kind == 0) {
     LTensor *p = nvfp4L_newtensor(L);
-    nvfp4L_checkstatus(L, nvfp4_tensor_create(nvfp4L_getctx(L), s, dt, &p->t));
+    NVFP4L_LOCAL(L, nvfp4_tensor_create(nvfp4L_getctx(L), s, dt, &p->t));
     return 1;
   }
   buf = scratch(L, n * nvfp4_dtype_size(dt));
@@ -727,12 +779,12 @@ static int randtensor (lua_State *L, int uniform) {
       nvfp4L_opterror(L, 3, "lo/hi", "only apply to uniform");
     lua_pop(L, 2);
     p = nvfp4L_newtensor(L);
-    nvfp4L_checkstatus(L, nvfp4_tensor_randn(nvfp4L_getctx(L), s, dt, seed, &p->t));
+    NVFP4L_LOCAL(L, nvfp4_tensor_randn(nvfp4L_getctx(L), s, dt, seed, &p->t));
   } else {
     lua_Number lo = nvfp4L_optnum(L, 3, "lo", 0.0), hi = nvfp4L_optnum(L, 3, "hi", 1.0);
     if (!(lo < hi)) nvfp4L_opterror(L, 3, "lo", "must be less than hi");
     p = nvfp4L_newtensor(L);
-    nvfp4L_checkstatus(L, nvfp4_tensor_uniform(nvfp4L_getctx(L), s, dt, seed, lo, hi, &p->t));
+    NVFP4L_LOCAL(L, nvfp4_tensor_uniform(nvfp4L_getctx(L), s, dt, seed, lo, hi, &p->t));
   }
   return 1;
 }
@@ -886,7 +938,7 @@ static int tensor_tolist (lua_State *L) {
 static int tensor_clone (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
   LTensor *p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_tensor_clone(t, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_tensor_clone(t, &p->t));
   return 1;
 }
 
@@ -896,7 +948,7 @@ static int tensor_convert (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
   nvfp4_dtype dt = nvfp4L_checkdtype(L, 2, NULL);
   LTensor *p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_tensor_convert(t, dt, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_tensor_convert(t, dt, &p->t));
   return 1;
 }
 
@@ -905,7 +957,7 @@ static int tensor_reshape (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
   nvfp4_shape s = nvfp4L_checkshape(L, 2);
   LTensor *p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_tensor_reshape(t, s, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_tensor_reshape(t, s, &p->t));
   return 1;
 }
 
@@ -932,7 +984,7 @@ static int tensor_narrow (lua_State *L) {
     luaL_argerror(L, 4, lua_pushfstring(L, "start %I + length %I runs past dim %d of size %I",
                                         start, len, d + 1, (lua_Integer)s.dim[d]));
   p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_tensor_narrow(t, d, (int64_t)(start - 1), (int64_t)len, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_tensor_narrow(t, d, (int64_t)(start - 1), (int64_t)len, &p->t));
   return 1;
 }
 
@@ -1084,7 +1136,10 @@ static int mod_quantize (lua_State *L) {
     return nvfp4L_reraise(L);
   }
   q = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), nvfp4L_totensor(L, 1), o, &q->t));
+  if (o->amax_group == NULL)     /* with one, its peers may have gone on: no second call */
+    NVFP4L_LOCAL(L, nvfp4_quantize(nvfp4L_getctx(L), nvfp4L_totensor(L, 1), o, &q->t));
+  else
+    nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), nvfp4L_totensor(L, 1), o, &q->t));
   return 1;
 }
 
@@ -1117,8 +1172,8 @@ static int dequantize (lua_State *L, int method) {
        : (nvfp4_dtype)nvfp4L_checkname(L, 2, "fp32", out_names, "dtype");
   col = nvfp4L_checkname(L, 3, "rowwise", usages, "usage");
   p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, col ? nvfp4_dequantize_columnwise(nvfp4L_getctx(L), q, dt, &p->t)
-                            : nvfp4_dequantize(nvfp4L_getctx(L), q, dt, &p->t));
+  NVFP4L_LOCAL(L, col ? nvfp4_dequantize_columnwise(nvfp4L_getctx(L), q, dt, &p->t)
+                      : nvfp4_dequantize(nvfp4L_getctx(L), q, dt, &p->t));
   return 1;
 }
 
@@ -1134,7 +1189,7 @@ static int tensor_dequantize (lua_State *L) {
 static int mod_swap_first_dims (lua_State *L) {
   nvfp4_tensor *x = nvfp4L_totensor(L, 1);
   LTensor *p = nvfp4L_newtensor(L);
-  nvfp4L_checkstatus(L, nvfp4_swap_first_dims(nvfp4L_getctx(L), x, &p->t));
+  NVFP4L_LOCAL(L, nvfp4_swap_first_dims(nvfp4L_getctx(L), x, &p->t));
   return 1;
 }
 
@@ -1231,6 +1286,15 @@ static int mod_clock (lua_State *L) {
 ** CUDA backend's calls return when enqueued, and a quantize that computes
 ** its amax keeps it on the device); for timings.  Raises the context's
 ** error if queued work failed. */
+/* nvfp4.memory(): the bytes of library memory the process's tensors and
+** layers hold now (nvfp4_ctx_memory: host for cpu, the device's for cuda). */
+static int mod_memory (lua_State *L) {
+  luaL_argcheck(L, lua_gettop(L) == 0, 1, "nvfp4.memory takes no arguments");
+  lua_pushinteger(L, (lua_Integer)nvfp4_ctx_memory(nvfp4L_getctx(L)));
+  return 1;
+}
+
+
 static int mod_sync (lua_State *L) {
   luaL_argcheck(L, lua_gettop(L) == 0, 1, "nvfp4.sync takes no arguments");
   nvfp4L_checkstatus(L, nvfp4_ctx_sync(nvfp4L_getctx(L)));
@@ -1239,9 +1303,9 @@ static int mod_sync (lua_State *L) {
 
 
 static int ctx_gc (lua_State *L) {
-  nvfp4_ctx **p = (nvfp4_ctx **)luaL_checkudata(L, 1, NVFP4L_CTX ".meta");
-  nvfp4_ctx_destroy(*p);
-  *p = NULL;
+  LCtx *p = (LCtx *)luaL_checkudata(L, 1, NVFP4L_CTX ".meta");
+  nvfp4_ctx_destroy(p->ctx);
+  p->ctx = NULL;
   return 0;
 }
 
@@ -1249,7 +1313,7 @@ static int ctx_gc (lua_State *L) {
 /* Create the process's context once (kept in the registry; it is collected
 ** last because it is created before any tensor). */
 static void openctx (lua_State *L) {
-  nvfp4_ctx **p;
+  LCtx *p;
   const char *why = "";
   nvfp4_status st;
   if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CTX) != LUA_TNIL) {
@@ -1257,13 +1321,14 @@ static void openctx (lua_State *L) {
     return;
   }
   lua_pop(L, 1);
-  p = (nvfp4_ctx **)lua_newuserdatauv(L, sizeof *p, 0);
-  *p = NULL;
+  p = (LCtx *)lua_newuserdatauv(L, sizeof *p, 0);
+  p->ctx = NULL;
+  p->gc_at = NVFP4L_GC_MIN;
   luaL_newmetatable(L, NVFP4L_CTX ".meta");   /* not NVFP4L_CTX: that key holds p */
   lua_pushcfunction(L, ctx_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
-  st = nvfp4_ctx_create(NVFP4_BACKEND_AUTO, p, &why);
+  st = nvfp4_ctx_create(NVFP4_BACKEND_AUTO, &p->ctx, &why);
   if (st != NVFP4_OK)
     luaL_error(L, "nvfp4: cannot create a context: %s (%s)", why, nvfp4_status_string(st));
   lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CTX);
@@ -1292,6 +1357,7 @@ static const luaL_Reg mod_funcs[] = {
   {"isatty", mod_isatty},
   {"clock", mod_clock},
   {"sync", mod_sync},
+  {"memory", mod_memory},
   {NULL, NULL}
 };
 

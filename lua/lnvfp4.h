@@ -56,6 +56,18 @@ int           nvfp4L_inbinding (lua_State *L);
 nvfp4_ctx    *nvfp4L_getctx (lua_State *L);
 /* Raise "<library message> (<status string>)" unless s is NVFP4_OK. */
 void          nvfp4L_checkstatus (lua_State *L, nvfp4_status s);
+/* Before making an object that holds library memory: a full collection
+** when that memory (nvfp4_ctx_memory) has doubled since the last one (the
+** collector cannot see it).  nvfp4L_newtensor calls it. */
+void          nvfp4L_mempressure (lua_State *L);
+/* 1 (after a full collection) when s is ENOMEM and the collector runs;
+** else raises as nvfp4L_checkstatus, or 0 for OK.  For NVFP4L_LOCAL. */
+int           nvfp4L_nomem_collect (lua_State *L, nvfp4_status s);
+/* Check a call that involves no peer and loses nothing when it fails
+** (its outputs NULL, its inputs as they were), called a second time after
+** a collection when it ran out of memory.  call is evaluated twice. */
+#define NVFP4L_LOCAL(L, call) \
+  do { if (nvfp4L_nomem_collect((L), (call))) nvfp4L_checkstatus((L), (call)); } while (0)
 
 /* Tensors.  totensor raises "nvfp4.tensor expected" or "tensor is closed";
 ** newtensor pushes a closed tensor handle to fill through &p->t. */

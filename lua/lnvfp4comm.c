@@ -439,7 +439,9 @@ static int comm_all_gather (lua_State *L) {
     LTensor *p = nvfp4L_newtensor(L);
     nvfp4L_checkstatus(L, nvfp4_all_gather(c, a->x, &a->g, &p->t));
   } else {
-    LHandle *h = (LHandle *)lua_newuserdatauv(L, sizeof(LHandle), 3);
+    LHandle *h;
+    nvfp4L_mempressure(L);                       /* the handle holds library memory */
+    h = (LHandle *)lua_newuserdatauv(L, sizeof(LHandle), 3);
     h->h = h->zombie = NULL;
     luaL_setmetatable(L, NVFP4L_HANDLE);
     lua_pushvalue(L, 2);

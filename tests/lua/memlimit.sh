@@ -37,4 +37,24 @@ case $out in
   *"ones: cannot allocate 4000000000 bytes of host memory (out of memory)"*) echo "ok: past the limit, named" ;;
   *) echo "not ok: past the limit, expected 'ones: cannot allocate 4000000000 bytes of host memory'"; fail=1 ;;
 esac
+# A library allocation that fails collects the garbage and is made again (nvfp4L_nomem_collect): with
+# 200 MB live the next collection is due past 400 MB of library memory, so a dead 150 MB tensor is still
+# there when 250 MB are asked for, which the limit (550 MB above the start) refuses until it is gone.
+lim2=$((base + 550000))
+echo "ulimit -v $lim2"
+out=$( (ulimit -v $lim2 && "$prog" -e '
+local nvfp4 = require "nvfp4"
+local x = nvfp4.zeros({50000000})                      -- 200 MB, live
+local y = nvfp4.zeros({1})                             -- a collection: the next one past 400 MB
+y = nvfp4.zeros({37500000})                            -- 150 MB
+y = nil
+local ok, z = pcall(nvfp4.zeros, {62500000})           -- 250 MB
+print(ok and ("250 MB: allocated, library memory " .. nvfp4.memory()) or z)
+print(#x:shape())') 2>&1); rc=$?
+echo "$out"
+test $rc -eq 0 || { echo "not ok: exit $rc"; fail=1; }
+case $out in
+  *"250 MB: allocated, library memory 450000000"*) echo "ok: the dead tensor collected, the allocation made again" ;;
+  *) echo "not ok: expected the 250 MB allocation to succeed after a collection"; fail=1 ;;
+esac
 exit $fail

@@ -137,6 +137,41 @@ assert(not okc and ec:find("the tensor is fp4; only fp32 and bf16 tensors conver
 local oks, es = pcall(nvfp4.sync, 1)
 assert(not oks and es:find("nvfp4.sync takes no arguments", 1, true), es)
 
+print("testing nvfp4.memory and the collection of dead tensors' library memory")
+do
+  collectgarbage()
+  local m0 = nvfp4.memory()
+  assert(m0 < 16e6, "the test needs little live library memory at its start, has " .. m0)
+  local a = nvfp4.zeros({1000, 250})                      -- 1 MB of fp32 in the library
+  assert(nvfp4.memory() == m0 + 1000000, nvfp4.memory() - m0)
+  local xb = nvfp4.zeros({32, 64}, "bf16")                -- 4096 bytes
+  local q = nvfp4.quantize(xb, {rowwise = true, columnwise = true})
+  -- four buffers at their padded sizes (1024 + 512 + 1024 + 512) and the amax's two floats
+  assert(nvfp4.memory() == m0 + 1000000 + 4096 + 3080, nvfp4.memory() - m0)
+  a, xb, q = nil, nil, nil
+  collectgarbage()
+  assert(nvfp4.memory() == m0, nvfp4.memory() - m0)
+  assert(not pcall(nvfp4.memory, 1))
+  -- Lua sees a tensor as its small handle: dead ones used to stay until the Lua heap grew, so 16
+  -- tensors of 32 MB made in a loop held 512 MB; now a collection runs once the library memory
+  -- passes twice what the last one left (at least 64 MiB)
+  local peak = 0
+  for _ = 1, 16 do
+    local x = nvfp4.zeros({8000000})                      -- 32 MB
+    peak = math.max(peak, nvfp4.memory() - m0)
+    assert(x:numel() == 8000000)
+  end
+  assert(peak <= 4 * 32000000, "library memory in the loop reached " .. peak .. " bytes")
+  -- a stopped collector stays stopped: the dead tensors are all still there
+  collectgarbage()
+  collectgarbage("stop")
+  for _ = 1, 4 do nvfp4.zeros({8000000}) end
+  assert(nvfp4.memory() - m0 == 4 * 32000000, nvfp4.memory() - m0)
+  collectgarbage("restart")
+  collectgarbage()
+  assert(nvfp4.memory() == m0, nvfp4.memory() - m0)
+end
+
 print("testing a close run inside a binding call")
 do
   -- an object closed by Lua code that a binding call runs (a finalizer its allocation starts, an option

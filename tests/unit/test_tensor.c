@@ -63,6 +63,39 @@ static void test_ctx_backend_and_env (void **state) {
 }
 
 
+/* nvfp4_ctx_memory: the bytes of the buffers alive on the context, each
+** tensor's counted when made and given back when destroyed; a quantize's
+** four buffers at their padded sizes (spec §6) and its amax's two floats. */
+static void test_ctx_memory (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  nvfp4_tensor *a = NULL, *b = NULL, *q = NULL, *t = NULL;
+  nvfp4_qopts o;
+  assert_int_equal(nvfp4_ctx_memory(ctx), 0);
+  assert_int_equal(nvfp4_ctx_memory(NULL), 0);
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(3, 5), NVFP4_F32, &a), NVFP4_OK);
+  assert_int_equal(nvfp4_ctx_memory(ctx), 60);
+  assert_int_equal(nvfp4_tensor_randn(ctx, shape2(32, 64), NVFP4_BF16, 7, &b), NVFP4_OK);
+  assert_int_equal(nvfp4_ctx_memory(ctx), 60 + 4096);
+  memset(&o, 0, sizeof o);
+  o.rowwise = o.columnwise = 1;
+  assert_int_equal(nvfp4_quantize(ctx, b, &o, &q), NVFP4_OK);
+  /* rowwise data [32, 32], scale [128, 4]; columnwise data [64, 16], scale
+  ** [128, 4]; the computed amax, two floats */
+  assert_int_equal(nvfp4_ctx_memory(ctx), 60 + 4096 + 1024 + 512 + 1024 + 512 + 8);
+  assert_int_equal(nvfp4_tensor_clone(q, &t), NVFP4_OK);
+  assert_int_equal(nvfp4_ctx_memory(ctx), 60 + 4096 + 2 * (1024 + 512 + 1024 + 512 + 8));
+  nvfp4_tensor_destroy(q);
+  nvfp4_tensor_destroy(b);
+  assert_int_equal(nvfp4_ctx_memory(ctx), 60 + 1024 + 512 + 1024 + 512 + 8);
+  /* a failed call leaves the count as it was */
+  assert_int_equal(nvfp4_tensor_create(ctx, shape2(-1, 5), NVFP4_F32, &b), NVFP4_EINVAL);
+  assert_int_equal(nvfp4_ctx_memory(ctx), 60 + 1024 + 512 + 1024 + 512 + 8);
+  nvfp4_tensor_destroy(t);
+  nvfp4_tensor_destroy(a);
+  assert_int_equal(nvfp4_ctx_memory(ctx), 0);
+}
+
+
 static void test_round_trip_f32_bf16 (void **state) {
   nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
   float in[6] = {1.0f, -2.5f, 3.25f, 0.0f, -0.0f, 1e30f}, out[6];
@@ -743,6 +776,7 @@ int main (void) {
     cmocka_unit_test_setup_teardown(test_outputs_null_after_failure, setup, teardown),
     cmocka_unit_test_setup_teardown(test_foreign_context, setup, teardown),
     cmocka_unit_test(test_ctx_destroyed_first),
+    cmocka_unit_test_setup_teardown(test_ctx_memory, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
