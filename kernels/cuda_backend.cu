@@ -22,7 +22,10 @@
 nvfp4_status nvfp4i_cuda_fail (nvfp4_ctx *ctx, cudaError_t e, const char *call,
                                const char *file, int line) {
   cudaGetLastError();              /* clear a sticky launch error */
-  return nvfp4i_fail(ctx, NVFP4_ECUDA, "%s failed: %s (%s) at %s:%d", call,
+  /* out of device memory (a call's temporaries, a workspace): ENOMEM, as
+  ** for a tensor's buffer, so that a caller may free memory and call again */
+  return nvfp4i_fail(ctx, e == cudaErrorMemoryAllocation ? NVFP4_ENOMEM : NVFP4_ECUDA,
+                     "%s failed: %s (%s) at %s:%d", call,
                      cudaGetErrorString(e), cudaGetErrorName(e), file, line);
 }
 

@@ -24,7 +24,8 @@
 
 
 static nvfp4_status blas_fail (nvfp4_ctx *ctx, cublasStatus_t s, const char *call) {
-  return nvfp4i_fail(ctx, NVFP4_ECUBLAS, "%s failed: %s (%s)", call,
+  return nvfp4i_fail(ctx, s == CUBLAS_STATUS_ALLOC_FAILED ? NVFP4_ENOMEM : NVFP4_ECUBLAS,
+                     "%s failed: %s (%s)", call,
                      cublasGetStatusString(s), cublasGetStatusName(s));
 }
 

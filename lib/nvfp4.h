@@ -17,7 +17,8 @@
 **    its inputs untouched and frees whatever it had allocated.  Besides
 **    the errors each function lists: a tensor (or comm) of another context
 **    gives NVFP4_EUSAGE, and on a CUDA context a failed CUDA, cuBLAS or
-**    NCCL call gives NVFP4_ECUDA, ECUBLAS or ENCCL naming the call.
+**    NCCL call gives NVFP4_ECUDA, ECUBLAS or ENCCL naming the call (ENOMEM,
+**    naming it too, where CUDA or cuBLAS ran out of device memory).
 **  - outputs are new objects returned through the last (**out) argument;
 **    the caller owns them and frees them with the matching _destroy, which
 **    accepts NULL.  Every output pointer a call is given is set to NULL
@@ -148,12 +149,12 @@ const char  *nvfp4_last_error  (const nvfp4_ctx *ctx);
 nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);
 /* The bytes of tensor buffers now allocated on ctx, in its backend's memory
 ** (host for cpu, the device's for cuda): every live tensor's data, scales
-** and device amax, a layer's saved tensors and weights, the temporaries of a
-** call in progress (none between calls); not the backend's own workspaces
-** (cuBLAS's, the quantize's scratch), kept for the context's life.  A
-** binding whose garbage collector cannot see this memory (Lua's) reads it
-** to collect in time.  NULL: 0.  No spec section (the library's own
-** accounting). */
+** and device amax, a layer's weights and saved tensors, a gather handle's
+** buffers.  Not counted: a call's own temporaries (the GEMM's dequantized
+** operands, freed before it returns) and the backend's workspaces (cuBLAS's,
+** the quantize's scratch, kept for the context's life).  A binding whose
+** garbage collector cannot see this memory (Lua's) reads it to collect in
+** time.  NULL: 0.  No spec section (the library's own accounting). */
 size_t       nvfp4_ctx_memory  (const nvfp4_ctx *ctx);
 /* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ..."). */
 const char  *nvfp4_version_string (void);

@@ -42,15 +42,17 @@ static nvfp4_linear *tolinear (lua_State *L, const char *name) {
 }
 
 
-/* Push a clone of a borrowed library tensor as a new Lua tensor. */
-static int pushclone (lua_State *L, const nvfp4_tensor *t) {
-  LTensor *p;
-  if (t == NULL) {
-    lua_pushnil(L);
-    return 1;
-  }
-  p = nvfp4L_newtensor(L);
-  NVFP4L_LOCAL(L, nvfp4_tensor_clone(t, &p->t));
+/* Push a clone of a tensor the layer at 1 owns (what get returns: NULL
+** gives nil), or raise.  get is called after the new handle is made, and
+** again for the second call after a collection: either may run finalizers
+** that replace or free the layer's tensors (l:set_weight, l:forward), so a
+** pointer taken before would dangle. */
+static int pushclone (lua_State *L, const nvfp4_tensor *(*get) (lua_State *L)) {
+  LTensor *p = nvfp4L_newtensor(L);
+  const nvfp4_tensor *t = get(L);
+  if (t != NULL && nvfp4L_nomem_collect(L, nvfp4_tensor_clone(t, &p->t)) && (t = get(L)) != NULL)
+    nvfp4L_checkstatus(L, nvfp4_tensor_clone(t, &p->t));
+  if (t == NULL) lua_pushnil(L);
   return 1;
 }
 
@@ -308,13 +310,21 @@ static int linear_backward (lua_State *L) {
 }
 
 
+static const nvfp4_tensor *get_weight (lua_State *L) {
+  return nvfp4_linear_weight(tolinear(L, "weight"));
+}
+
 static int linear_weight (lua_State *L) {
-  return pushclone(L, nvfp4_linear_weight(tolinear(L, "weight")));
+  return pushclone(L, get_weight);
 }
 
 
+static const nvfp4_tensor *get_bias (lua_State *L) {
+  return nvfp4_linear_bias(tolinear(L, "bias"));
+}
+
 static int linear_bias (lua_State *L) {
-  return pushclone(L, nvfp4_linear_bias(tolinear(L, "bias")));
+  return pushclone(L, get_bias);
 }
 
 
@@ -332,14 +342,20 @@ static int linear_set_bias (lua_State *L) {
 }
 
 
-static int linear_operand (lua_State *L) {
+static const nvfp4_tensor *get_operand (lua_State *L) {
   static const char *const names[] = {"fprop_input", "weight", "wgrad_input",
                                       "grad_output", NULL};
   nvfp4_linear *l = tolinear(L, "operand");
   int which = nvfp4L_checkname(L, 2, NULL, names, "operand");
   const nvfp4_tensor *t = NULL;
   nvfp4L_checkstatus(L, nvfp4_linear_operand_get(l, (nvfp4_linear_operand)which, &t));
-  return pushclone(L, t);
+  return t;
+}
+
+static int linear_operand (lua_State *L) {
+  lua_settop(L, 2);
+  (void)get_operand(L);     /* the arguments' errors before anything is made */
+  return pushclone(L, get_operand);
 }
 
 

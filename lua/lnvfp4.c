@@ -22,11 +22,11 @@
 ** =======================================================
 */
 
-/* The registry's context userdata: the context, and the library memory
-** (nvfp4_ctx_memory) past which the next tensor made collects first. */
+/* The registry's context userdata: the context, and the least library
+** memory (nvfp4_ctx_memory) seen since the binding's last collection. */
 typedef struct LCtx {
   nvfp4_ctx *ctx;
-  size_t gc_at;
+  size_t low;
 } LCtx;
 
 static LCtx *getlctx (lua_State *L) {
@@ -51,21 +51,24 @@ nvfp4_ctx *nvfp4L_getctx (lua_State *L) {
 ** the host or the GPU out of memory.  So, as Lua's own pause does for its
 ** heap (LUAI_GCPAUSE 200: a cycle when the heap has doubled), a full
 ** collection runs before an object is made once the library memory passes
-** twice what a collection left alive (at least NVFP4L_GC_MIN), unless the
-** script has stopped the collector (collectgarbage "stop"). */
+** twice the least it was since the last such collection (seen as objects
+** are made: the script's own collections and closes lower it too) and
+** NVFP4L_GC_MIN, unless the collector is stopped (collectgarbage "stop",
+** or a finalizer running: lua_gc then answers -1 and must not be called). */
 #define NVFP4L_GC_MIN ((size_t)64 << 20)
 
-/* A full collection, and the next one's mark. */
-static void collect (lua_State *L, LCtx *p) {
-  size_t now;
-  lua_gc(L, LUA_GCCOLLECT);
-  now = nvfp4_ctx_memory(p->ctx);
-  p->gc_at = now > NVFP4L_GC_MIN / 2 ? 2 * now : NVFP4L_GC_MIN;
+/* A full collection, when the collector runs; 1 if it did. */
+static int collect (lua_State *L, LCtx *p) {
+  if (lua_gc(L, LUA_GCISRUNNING) != 1 || lua_gc(L, LUA_GCCOLLECT) != 0) return 0;
+  p->low = nvfp4_ctx_memory(p->ctx);
+  return 1;
 }
 
 void nvfp4L_mempressure (lua_State *L) {
   LCtx *p = getlctx(L);
-  if (nvfp4_ctx_memory(p->ctx) > p->gc_at && lua_gc(L, LUA_GCISRUNNING)) collect(L, p);
+  const size_t now = nvfp4_ctx_memory(p->ctx);
+  if (now < p->low) p->low = now;
+  if (now > NVFP4L_GC_MIN && now / 2 > p->low) collect(L, p);
 }
 
 
@@ -74,10 +77,7 @@ void nvfp4L_mempressure (lua_State *L) {
 ** reached) and say so, for the caller to call again; any other error is
 ** raised as nvfp4L_checkstatus does; OK: 0. */
 int nvfp4L_nomem_collect (lua_State *L, nvfp4_status s) {
-  if (s == NVFP4_ENOMEM && lua_gc(L, LUA_GCISRUNNING)) {
-    collect(L, getlctx(L));
-    return 1;
-  }
+  if (s == NVFP4_ENOMEM && collect(L, getlctx(L))) return 1;
   nvfp4L_checkstatus(L, s);
   return 0;
 }
@@ -1323,7 +1323,7 @@ static void openctx (lua_State *L) {
   lua_pop(L, 1);
   p = (LCtx *)lua_newuserdatauv(L, sizeof *p, 0);
   p->ctx = NULL;
-  p->gc_at = NVFP4L_GC_MIN;
+  p->low = 0;
   luaL_newmetatable(L, NVFP4L_CTX ".meta");   /* not NVFP4L_CTX: that key holds p */
   lua_pushcfunction(L, ctx_gc);
   lua_setfield(L, -2, "__gc");

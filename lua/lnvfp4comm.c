@@ -475,6 +475,9 @@ static int handle_wait (lua_State *L) {
   h = tohandle(L, "wait");
   nvfp4L_checkstatus(L, nvfp4_handle_wait(h, &borrowed));
   p = nvfp4L_newtensor(L);
+  /* a finalizer that collection ran may have waited on this handle */
+  if (lua_getiuservalue(L, 1, 3) != LUA_TNIL) return 1;
+  lua_pop(L, 1);
   nvfp4L_checkstatus(L, nvfp4_handle_take(h, &p->t));
   lua_pushvalue(L, -1);
   lua_setiuservalue(L, 1, 3);

@@ -350,6 +350,18 @@ do
   assert(tostring(g) == "nvfp4.comm (closed)", tostring(g))
 end
 
+print("testing a wait that a finalizer runs inside h:wait()")
+do
+  local h = w:all_gather(nvfp4.zeros({16, 64}), {quantize = {rowwise = true}, async = true})
+  local inner
+  nvfp4.zeros({25000000})                 -- 100 MB, dead: the next tensor made collects first
+  setmetatable({}, {__gc = function () inner = h:wait() end})
+  local g = h:wait()                      -- raised "handle already taken" when the finalizer took it
+  assert(inner ~= nil and rawequal(g, inner), "two waits gave two tensors")
+  assert(rawequal(h:wait(), g))
+  h:close()
+end
+
 print("testing closing")
 do local ww <close> = nvfp4.world() end         -- the shared world: closing it does nothing
 w:close()
