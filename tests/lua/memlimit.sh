@@ -8,7 +8,7 @@
 builddir=${top_builddir:-.}
 prog=$builddir/lua/nvfp4-lua
 test -x "$prog" || { echo "memlimit.sh: $prog is not built"; exit 99; }
-export NVFP4_BACKEND=cpu
+export NVFP4_BACKEND=cpu MALLOC_ARENA_MAX=2
 # the address space of a started program (MPI, BLAS and CUDA's libraries), in kB
 base=$("$prog" -e 'local n = require "nvfp4"; n.zeros(1)
 for l in io.lines("/proc/self/status") do local v = l:match("^VmSize:%s*(%d+)") if v then print(v) end end' 2>/dev/null)
@@ -38,23 +38,25 @@ case $out in
   *) echo "not ok: past the limit, expected 'ones: cannot allocate 4000000000 bytes of host memory'"; fail=1 ;;
 esac
 # A library allocation that fails collects the garbage and is made again (nvfp4L_nomem_collect): with
-# 200 MB live the next collection is due past 400 MB of library memory, so a dead 150 MB tensor is still
-# there when 250 MB are asked for, which the limit (550 MB above the start) refuses until it is gone.
-lim2=$((base + 550000))
+# 400 MB live the next collection is due past 800 MB of library memory, so a dead 350 MB tensor is still
+# there when 300 MB are asked for, which the limit (875 MB above the start) refuses until it is gone
+# (175 MB to spare either way: the threads' malloc arenas, 64 MB of address space each, vary from run to
+# run on a machine of many cores; MALLOC_ARENA_MAX keeps them few).
+lim2=$((base + 875000))
 echo "ulimit -v $lim2"
 out=$( (ulimit -v $lim2 && "$prog" -e '
 local nvfp4 = require "nvfp4"
-local x = nvfp4.zeros({50000000})                      -- 200 MB, live
-local y = nvfp4.zeros({1})                             -- a collection: the next one past 400 MB
-y = nvfp4.zeros({37500000})                            -- 150 MB
+local x = nvfp4.zeros({100000000})                     -- 400 MB, live
+local y = nvfp4.zeros({1})                             -- a collection: the next one past 800 MB
+y = nvfp4.zeros({87500000})                            -- 350 MB
 y = nil
-local ok, z = pcall(nvfp4.zeros, {62500000})           -- 250 MB
-print(ok and ("250 MB: allocated, library memory " .. nvfp4.memory()) or z)
+local ok, z = pcall(nvfp4.zeros, {75000000})           -- 300 MB
+print(ok and ("300 MB: allocated, library memory " .. nvfp4.memory()) or z)
 print(#x:shape())') 2>&1); rc=$?
 echo "$out"
 test $rc -eq 0 || { echo "not ok: exit $rc"; fail=1; }
 case $out in
-  *"250 MB: allocated, library memory 450000000"*) echo "ok: the dead tensor collected, the allocation made again" ;;
+  *"300 MB: allocated, library memory 700000000"*) echo "ok: the dead tensor collected, the allocation made again" ;;
   *) echo "not ok: expected the 250 MB allocation to succeed after a collection"; fail=1 ;;
 esac
 exit $fail
