@@ -1474,6 +1474,10 @@ static void markcfuncs (lua_State *L, int mod) {
 int nvfp4L_inbinding (lua_State *L) {
   lua_Debug ar;
   int level, found = 0;
+  /* a finalizer running (Lua 5.4.4 and later answer -1 there): the call
+  ** whose collection runs it may be below on another coroutine's stack (the
+  ** finalizer resumed this one), which the walk below cannot see */
+  if (lua_gc(L, LUA_GCISRUNNING) < 0) return 1;
   if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CFUNCS) != LUA_TTABLE) {
     lua_pop(L, 1);
     return 0;

@@ -41,7 +41,8 @@ typedef struct LTensor { nvfp4_tensor *t, *zombie; } LTensor;
 ** table's metamethod -- must not free what that call has taken from its
 ** arguments: the object is marked closed and freed when its handle is
 ** collected (the call's stack keeps the handle alive until it returns).
-** A close from another coroutine that such a finalizer resumes is not seen. */
+** Inside any finalizer (a coroutine it resumes included) a close is
+** deferred so, whatever stack the call that ran the collection is on. */
 int           nvfp4L_inbinding (lua_State *L);
 /* An object's close (close method, __close) on its handle p, whose live
 ** pointer is p->field and whose __gc is gc: nothing when already closed (a

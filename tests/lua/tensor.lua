@@ -234,5 +234,15 @@ do
   if mode == "generational" then collectgarbage("generational") end
   collectgarbage()
   assert(closedin > 0, "no finalizer ran inside a clone: the check did not happen")
+  -- the same close from a coroutine that the finalizer resumes, whose own stack holds no binding call
+  -- (the tensor was freed under the clone); the collection comes from the clone's new tensor
+  collectgarbage()
+  local t = nvfp4.zeros({16, 32})
+  nvfp4.zeros({25000000})                                -- 100 MB, dead: the next tensor collects first
+  local co = coroutine.wrap(function () t:close() end)
+  setmetatable({}, {__gc = function () co() end})
+  local c = t:clone()
+  assert(t:isclosed(), "the finalizer's coroutine did not run in the clone's collection")
+  assert(c:shape() == nvfp4.shape{16, 32} and c:get(16, 32) == 0)
 end
 print("OK")
