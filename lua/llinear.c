@@ -62,14 +62,23 @@ static int pushclone (lua_State *L, const nvfp4_tensor *(*get) (lua_State *L)) {
 static const char *const gemm_opts[] = {"bias", "dtype", NULL};
 
 static int mod_gemm (lua_State *L) {
-  nvfp4_tensor *a = nvfp4L_totensor(L, 1), *b = nvfp4L_totensor(L, 3), *bias = NULL;
-  nvfp4_usage ua = (nvfp4_usage)nvfp4L_checkname(L, 2, NULL, usage_names, "usage");
-  nvfp4_usage ub = (nvfp4_usage)nvfp4L_checkname(L, 4, NULL, usage_names, "usage");
+  nvfp4_tensor *a, *b, *bias = NULL;
+  nvfp4_usage ua, ub;
   nvfp4_dtype dt;
   LTensor *p;
+  nvfp4L_totensor(L, 1);                    /* the arguments' errors in their order */
+  ua = (nvfp4_usage)nvfp4L_checkname(L, 2, NULL, usage_names, "usage");
+  nvfp4L_totensor(L, 3);
+  ub = (nvfp4_usage)nvfp4L_checkname(L, 4, NULL, usage_names, "usage");
+  lua_settop(L, 5);
   nvfp4L_checkopts(L, 5, gemm_opts);
-  if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_opttensor(L, 5, "bias");
+  /* the options' __index may run Lua code that closes a tensor (from a
+  ** coroutine, which the close's stack walk cannot tie to this call): the
+  ** pointers are taken after them; the bias stays on the stack (6) */
   dt = nvfp4L_optdtype(L, 5, "dtype", NVFP4_F32);
+  if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_opttensor(L, 5, "bias");
+  a = nvfp4L_heldtensor(L, 1);
+  b = nvfp4L_heldtensor(L, 3);
   p = nvfp4L_newtensor(L);
   NVFP4L_LOCAL(L, nvfp4_gemm(nvfp4L_getctx(L), a, ua, b, ub, bias, dt, &p->t));
   return 1;

@@ -22,6 +22,11 @@
 ** =======================================================
 */
 
+/* nvfp4L_inbinding tells a finalizer apart by lua_gc's -1 there (5.4.4) */
+#if defined(LUA_VERSION_RELEASE_NUM) && LUA_VERSION_RELEASE_NUM < 50404
+#error "nvfp4-lua needs Lua 5.4.4 or later"
+#endif
+
 /* The registry's context userdata: the context, and the least library
 ** memory (nvfp4_ctx_memory) seen since the binding's last collection. */
 typedef struct LCtx {
@@ -124,6 +129,13 @@ nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg) {
     luaL_argerror(L, arg, "tensor is closed");
   }
   return p->t;
+}
+
+
+nvfp4_tensor *nvfp4L_heldtensor (lua_State *L, int arg) {
+  LTensor *p = (LTensor *)luaL_checkudata(L, arg, NVFP4L_TENSOR);
+  if (p->t == NULL && p->zombie == NULL) luaL_argerror(L, arg, "tensor is closed");
+  return p->t != NULL ? p->t : p->zombie;
 }
 
 
@@ -325,6 +337,9 @@ static lua_Integer runseed (lua_State *L) {
 }
 
 
+/* registry: the amax_group comm nvfp4L_checkqopts read last (quantize_args) */
+#define NVFP4L_QGROUP "nvfp4.qgroup"
+
 static const char *const qopt_names[] = {
   "rowwise", "columnwise", "rht", "rht_signs", "sr", "seed", "offset",
   "two_d", "amax", "amax_group", "four_over_six", "four_over_six_error", "emax", NULL
@@ -364,6 +379,8 @@ static int unnamed_argerror (lua_State *L, const char *m) {
 static int qopts_nested (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 2);
   *o = nvfp4L_checkqopts(L, 1);
+  lua_pushnil(L);                           /* the group is not kept (the gather's own) */
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
   return 0;
 }
 
@@ -461,9 +478,11 @@ nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
   lua_pop(L, 1);
   if (nvfp4L_getopt(L, arg, "amax_group") != LUA_TNIL) {
     o.amax_group = nvfp4L_optcomm(L, arg, "amax_group");
-    /* the comm stays referenced by the caller's option table */
+    /* the comm, kept for the caller (an __index may have made it, which
+    ** nothing else references: collected, it would be freed under the call) */
+    lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
   }
-  lua_pop(L, 1);
+  else lua_pop(L, 1);
   return o;
 }
 
@@ -1097,12 +1116,18 @@ int nvfp4L_reraise (lua_State *L) {
 }
 
 
-/* quantize's arguments (x, opts) into the qopts userdata at 3. */
+/* quantize's arguments (x, opts) into the qopts userdata at 3; returns
+** the amax_group comm (or nil), for the caller to hold. */
 static int quantize_args (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 3);
   nvfp4L_totensor(L, 1);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
   *o = nvfp4L_checkqopts(L, 2);
-  return 0;
+  lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
+  return 1;
 }
 
 
@@ -1119,7 +1144,7 @@ static int mod_quantize (lua_State *L) {
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 3);
-  if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+  if (lua_pcall(L, 3, 1, 0) != LUA_OK) {   /* 4: the amax_group comm, held for the call */
     nvfp4_comm *g = NULL;
     if (lua_type(L, 2) == LUA_TTABLE) {
       lua_getfield(L, 2, "amax_group");
@@ -1477,7 +1502,11 @@ int nvfp4L_inbinding (lua_State *L) {
   /* a finalizer running (Lua 5.4.4 and later answer -1 there): the call
   ** whose collection runs it may be below on another coroutine's stack (the
   ** finalizer resumed this one), which the walk below cannot see */
-  if (lua_gc(L, LUA_GCISRUNNING) < 0) return 1;
+  if (lua_gc(L, LUA_GCISRUNNING) < 0) {
+    const int closing = lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING) == LUA_TBOOLEAN;
+    lua_pop(L, 1);
+    if (!closing) return 1;
+  }
   if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CFUNCS) != LUA_TTABLE) {
     lua_pop(L, 1);
     return 0;

@@ -30,6 +30,7 @@
 /* Registry fields set by nvfp4-lua before the script runs: */
 #define NVFP4L_OPTIONS  "nvfp4.options"    /* table: the harness options */
 #define NVFP4L_EXIT     "nvfp4.exit"       /* integer: the program's exit status */
+#define NVFP4L_CLOSING  "nvfp4.closing"    /* true: lua_close runs (no binding call below) */
 
 /* t == NULL: closed.  zombie: a tensor closed while a binding call may hold
 ** it (see nvfp4L_inbinding), destroyed with the handle (__gc). */
@@ -57,6 +58,10 @@ int           nvfp4L_inbinding (lua_State *L);
 nvfp4_ctx    *nvfp4L_getctx (lua_State *L);
 /* Raise "<library message> (<status string>)" unless s is NVFP4_OK. */
 void          nvfp4L_checkstatus (lua_State *L, nvfp4_status s);
+/* The tensor at arg as a call that took it earlier holds it: closed since by
+** Lua code the call ran (deferred, see nvfp4L_inbinding), its zombie; freed
+** (closed where no binding call was seen) raises "tensor is closed". */
+nvfp4_tensor *nvfp4L_heldtensor (lua_State *L, int arg);
 /* Before making an object that holds library memory: a full collection
 ** when that memory (nvfp4_ctx_memory) has doubled since the last one (the
 ** collector cannot see it).  nvfp4L_newtensor calls it. */

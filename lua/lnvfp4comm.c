@@ -431,6 +431,13 @@ static int comm_all_gather (lua_State *L) {
     }
     return nvfp4L_reraise(L);
   }
+  /* x again: the options' __index may have closed it from a coroutine,
+  ** where the close could not see this call and freed it */
+  if (nvfp4L_tensorof(L, 2) == NULL && ((LTensor *)lua_touserdata(L, 2))->zombie == NULL) {
+    nvfp4_tensor *none = NULL;
+    (void)nvfp4_all_gather_plain(nvfp4L_tocomm(L, 1), NULL, &none);   /* the peers learn of it */
+  }
+  a->x = nvfp4L_heldtensor(L, 2);
   c = nvfp4L_tocomm(L, 1);
   if (!a->fp4 && !a->hasq) {
     LTensor *p = nvfp4L_newtensor(L);

@@ -418,6 +418,10 @@ int main (int argc, char **argv) {
     status = (int)lua_tointeger(L, -1);
   nvfp4L_notes_ended(status);       /* a peer waiting in a collective over this rank ends the job */
   nvfp4L_watchdog_settle();         /* a watchdog that fired ends the job, not this */
+  /* the finalizers lua_close runs have no binding call below them: their
+  ** closes free at once (an object made there is never finalized) */
+  lua_pushboolean(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING);
   lua_close(L);                     /* __gc: tensors, comms, ctx; before MPI_Finalize */
   MPI_Finalize();
   return status;
