@@ -51,15 +51,16 @@ check "os.exit(1.5) in a case: the case fails (exit status 1)" test "$rc" -eq 1
 check "... naming os.exit" grep -q "fw_exit.lua:6: bad argument #1 to 'os.exit' (an integer or a boolean, got 1.5)" "$tmp/exit"
 check "... and the run reports it" grep -q "^0 passed, 1 failed, 0 skipped" "$tmp/exit"
 
-"$RS" "$srcdir/fw_gc.lua" --timeout 2 >"$tmp/gc" 2>&1; rc=$?
+"$RS" "$srcdir/fw_gc.lua" --timeout 6 >"$tmp/gc" 2>&1; rc=$?
 check "a finalizer that raises is a Lua warning on its rank" \
   grep -q "^\[rank 1\] Lua warning: error in __gc (.*fw_gc.lua:[0-9]*: finalizer fails)" "$tmp/gc"
 check "... and its case passes" grep -q "^PASS  gc raises" "$tmp/gc"
+grep -q "^PASS  gc raises" "$tmp/gc" || sed 's/^/# /' "$tmp/gc"      # what it said instead (CI's log)
 check "a finalizer that never returns: the job ends (exit status 124)" test "$rc" -eq 124
 check "... its rank's timeout names the garbage collection" \
   grep -q "^\[rank 1\] case 'gc hangs' (it ended on this rank, but the garbage collection after it has not returned: a __gc finalizer of the case's objects) timed out after" "$tmp/gc"
 
-"$RS" "$srcdir/fw_gc.lua" exit --timeout 2 >"$tmp/gcx" 2>&1; rc=$?
+"$RS" "$srcdir/fw_gc.lua" exit --timeout 6 >"$tmp/gcx" 2>&1; rc=$?
 check "a finalizer calling os.exit(0) between cases: exit status 1" test "$rc" -eq 1
 check "... naming the case before it" \
   grep -qF "[rank 1] case 'gc exits' (after it, between cases: a __gc finalizer of its objects?) called os.exit(0): the job ends with status 1" "$tmp/gcx"

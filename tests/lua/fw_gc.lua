@@ -1,4 +1,5 @@
--- np=2  (run by framework.sh with --timeout 2, and with "exit") Finalizers run by the framework's
+-- np=2  (run by framework.sh with --timeout 6, time for the first cases under ASan on a loaded machine,
+-- and with "exit") Finalizers run by the framework's
 -- garbage collection after a case: one that raises is a Lua warning on standard error (Lua dropped it
 -- without a word), one that never returns is named by the timeout on its rank (it read as if the case
 -- had ended well there), and (with "exit") one that calls os.exit(0) is named with the case before it
