@@ -132,10 +132,17 @@ nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg) {
 }
 
 
+nvfp4_tensor *nvfp4L_tensorheld (lua_State *L, int idx) {
+  LTensor *p = (LTensor *)luaL_testudata(L, idx, NVFP4L_TENSOR);
+  return p == NULL ? NULL : p->t != NULL ? p->t : p->zombie;
+}
+
+
 nvfp4_tensor *nvfp4L_heldtensor (lua_State *L, int arg) {
-  LTensor *p = (LTensor *)luaL_checkudata(L, arg, NVFP4L_TENSOR);
-  if (p->t == NULL && p->zombie == NULL) luaL_argerror(L, arg, "tensor is closed");
-  return p->t != NULL ? p->t : p->zombie;
+  nvfp4_tensor *t;
+  luaL_checkudata(L, arg, NVFP4L_TENSOR);
+  if ((t = nvfp4L_tensorheld(L, arg)) == NULL) luaL_argerror(L, arg, "tensor is closed");
+  return t;
 }
 
 
@@ -337,9 +344,6 @@ static lua_Integer runseed (lua_State *L) {
 }
 
 
-/* registry: the amax_group comm nvfp4L_checkqopts read last (quantize_args) */
-#define NVFP4L_QGROUP "nvfp4.qgroup"
-
 static const char *const qopt_names[] = {
   "rowwise", "columnwise", "rht", "rht_signs", "sr", "seed", "offset",
   "two_d", "amax", "amax_group", "four_over_six", "four_over_six_error", "emax", NULL
@@ -379,8 +383,6 @@ static int unnamed_argerror (lua_State *L, const char *m) {
 static int qopts_nested (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 2);
   *o = nvfp4L_checkqopts(L, 1);
-  lua_pushnil(L);                           /* the group is not kept (the gather's own) */
-  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
   return 0;
 }
 
@@ -478,12 +480,8 @@ nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
   lua_pop(L, 1);
   if (nvfp4L_getopt(L, arg, "amax_group") != LUA_TNIL) {
     o.amax_group = nvfp4L_optcomm(L, arg, "amax_group");
-    /* the comm, kept for the caller (an __index may have made it, which
-    ** nothing else references: collected, it would be freed under the call) */
-    lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
   }
-  else lua_pop(L, 1);
-  return o;
+  return o;   /* the amax_group value stays pushed (see lnvfp4.h) */
 }
 
 /* }====================================================== */
@@ -1121,13 +1119,8 @@ int nvfp4L_reraise (lua_State *L) {
 static int quantize_args (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 3);
   nvfp4L_totensor(L, 1);
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
   *o = nvfp4L_checkqopts(L, 2);
-  lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
-  lua_pushnil(L);
-  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_QGROUP);
-  return 1;
+  return 1;                    /* the amax_group value checkqopts left */
 }
 
 
@@ -1307,10 +1300,6 @@ static int mod_clock (lua_State *L) {
 }
 
 
-/* nvfp4.sync(): waits for the work queued on the process's context (the
-** CUDA backend's calls return when enqueued, and a quantize that computes
-** its amax keeps it on the device); for timings.  Raises the context's
-** error if queued work failed. */
 /* nvfp4.memory(): the bytes of library memory the process's tensors and
 ** layers hold now (nvfp4_ctx_memory: host for cpu, the device's for cuda). */
 static int mod_memory (lua_State *L) {
@@ -1320,6 +1309,10 @@ static int mod_memory (lua_State *L) {
 }
 
 
+/* nvfp4.sync(): waits for the work queued on the process's context (the
+** CUDA backend's calls return when enqueued, and a quantize that computes
+** its amax keeps it on the device); for timings.  Raises the context's
+** error if queued work failed. */
 static int mod_sync (lua_State *L) {
   luaL_argcheck(L, lua_gettop(L) == 0, 1, "nvfp4.sync takes no arguments");
   nvfp4L_checkstatus(L, nvfp4_ctx_sync(nvfp4L_getctx(L)));

@@ -62,6 +62,8 @@ void          nvfp4L_checkstatus (lua_State *L, nvfp4_status s);
 ** Lua code the call ran (deferred, see nvfp4L_inbinding), its zombie; freed
 ** (closed where no binding call was seen) raises "tensor is closed". */
 nvfp4_tensor *nvfp4L_heldtensor (lua_State *L, int arg);
+/* The same without raising: NULL for a freed tensor or no tensor. */
+nvfp4_tensor *nvfp4L_tensorheld (lua_State *L, int idx);
 /* Before making an object that holds library memory: a full collection
 ** when that memory (nvfp4_ctx_memory) has doubled since the last one (the
 ** collector cannot see it).  nvfp4L_newtensor calls it. */
@@ -113,7 +115,10 @@ int           nvfp4L_getopt (lua_State *L, int arg, const char *key);
 int           nvfp4L_opterror (lua_State *L, int arg, const char *key,
                                const char *msg);
 
-/* Quantization options from a strict table (see the README for the keys). */
+/* Quantization options from a strict table (see the README for the keys).
+** Leaves the amax_group value pushed (nil when absent): an __index may have
+** made it, which nothing else references, and the caller holds it while
+** it uses o.amax_group (collected, it would be freed under the call). */
 nvfp4_qopts   nvfp4L_checkqopts (lua_State *L, int arg);
 
 /* Communicators (lnvfp4comm.c). */

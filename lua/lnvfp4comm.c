@@ -433,7 +433,7 @@ static int comm_all_gather (lua_State *L) {
   }
   /* x again: the options' __index may have closed it from a coroutine,
   ** where the close could not see this call and freed it */
-  if (nvfp4L_tensorof(L, 2) == NULL && ((LTensor *)lua_touserdata(L, 2))->zombie == NULL) {
+  if (nvfp4L_tensorheld(L, 2) == NULL) {
     nvfp4_tensor *none = NULL;
     (void)nvfp4_all_gather_plain(nvfp4L_tocomm(L, 1), NULL, &none);   /* the peers learn of it */
   }
