@@ -42,6 +42,14 @@ static nvfp4_linear *tolinear (lua_State *L, const char *name) {
 }
 
 
+/* The layer at 1 as a call that checked it (tolinear) holds it: closed
+** since by Lua code the call ran (deferred, nvfp4L_inbinding), its zombie. */
+static nvfp4_linear *heldlinear (lua_State *L, const char *name) {
+  LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
+  return p->l != NULL ? p->l : p->zombie != NULL ? p->zombie : tolinear(L, name);
+}
+
+
 /* Push a clone of a tensor the layer at 1 owns (what get returns: NULL
 ** gives nil), or raise.  get is called after the new handle is made, and
 ** again for the second call after a collection: either may run finalizers
@@ -206,7 +214,7 @@ static int mod_linear (lua_State *L) {
     }
     return nvfp4L_reraise(L);
   }
-  nvfp4L_mempressure(L);                  /* the layer holds library memory too */
+  nvfp4L_mempressure(L, "a linear layer");   /* the layer holds library memory too */
   p = (LLinear *)lua_newuserdatauv(L, sizeof(LLinear), 1);   /* 4, closed first */
   p->l = p->zombie = NULL;
   luaL_setmetatable(L, LINEAR_T);
@@ -260,7 +268,7 @@ static int linear_config (lua_State *L) {
 }
 
 
-static int linear_gc (lua_State *L) {
+static int linear_free (lua_State *L) {
   LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
   nvfp4_linear_destroy(p->l);   /* NULL-safe */
   nvfp4_linear_destroy(p->zombie);
@@ -272,7 +280,13 @@ static int linear_gc (lua_State *L) {
 /* l:close() and <close>: at once, unless a binding call below may hold it. */
 static int linear_close (lua_State *L) {
   LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
-  return nvfp4L_close(L, p, l, linear_gc);
+  return nvfp4L_close(L, p, l, linear_free);
+}
+
+
+/* __gc: the collector's call frees, one from Lua code is a close. */
+static int linear_gc (lua_State *L) {
+  return nvfp4L_finalizing(L) ? linear_free(L) : linear_close(L);
 }
 
 
@@ -320,19 +334,21 @@ static int linear_backward (lua_State *L) {
 
 
 static const nvfp4_tensor *get_weight (lua_State *L) {
-  return nvfp4_linear_weight(tolinear(L, "weight"));
+  return nvfp4_linear_weight(heldlinear(L, "weight"));
 }
 
 static int linear_weight (lua_State *L) {
+  (void)tolinear(L, "weight");
   return pushclone(L, get_weight);
 }
 
 
 static const nvfp4_tensor *get_bias (lua_State *L) {
-  return nvfp4_linear_bias(tolinear(L, "bias"));
+  return nvfp4_linear_bias(heldlinear(L, "bias"));
 }
 
 static int linear_bias (lua_State *L) {
+  (void)tolinear(L, "bias");
   return pushclone(L, get_bias);
 }
 
@@ -354,7 +370,7 @@ static int linear_set_bias (lua_State *L) {
 static const nvfp4_tensor *get_operand (lua_State *L) {
   static const char *const names[] = {"fprop_input", "weight", "wgrad_input",
                                       "grad_output", NULL};
-  nvfp4_linear *l = tolinear(L, "operand");
+  nvfp4_linear *l = heldlinear(L, "operand");
   int which = nvfp4L_checkname(L, 2, NULL, names, "operand");
   const nvfp4_tensor *t = NULL;
   nvfp4L_checkstatus(L, nvfp4_linear_operand_get(l, (nvfp4_linear_operand)which, &t));
@@ -363,6 +379,7 @@ static const nvfp4_tensor *get_operand (lua_State *L) {
 
 static int linear_operand (lua_State *L) {
   lua_settop(L, 2);
+  (void)tolinear(L, "operand");
   (void)get_operand(L);     /* the arguments' errors before anything is made */
   return pushclone(L, get_operand);
 }

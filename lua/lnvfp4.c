@@ -22,7 +22,8 @@
 ** =======================================================
 */
 
-/* nvfp4L_inbinding tells a finalizer apart by lua_gc's -1 there (5.4.4) */
+/* lua_gc's -1 inside a finalizer (collect), and a finalizer's call named
+** "__gc" (nvfp4L_finalizing): Lua 5.4.4 */
 #if defined(LUA_VERSION_RELEASE_NUM) && LUA_VERSION_RELEASE_NUM < 50404
 #error "nvfp4-lua needs Lua 5.4.4 or later"
 #endif
@@ -69,9 +70,19 @@ static int collect (lua_State *L, LCtx *p) {
   return 1;
 }
 
-void nvfp4L_mempressure (lua_State *L) {
+void nvfp4L_notclosing (lua_State *L, const char *what) {
+  const int closing = lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING) == LUA_TBOOLEAN;
+  lua_pop(L, 1);
+  if (closing)
+    luaL_error(L, "cannot make %s while the Lua state closes (in a finalizer that its end runs): "
+               "it would never be freed", what);
+}
+
+void nvfp4L_mempressure (lua_State *L, const char *what) {
   LCtx *p = getlctx(L);
-  const size_t now = nvfp4_ctx_memory(p->ctx);
+  size_t now;
+  nvfp4L_notclosing(L, what);
+  now = nvfp4_ctx_memory(p->ctx);
   if (now < p->low) p->low = now;
   if (now > NVFP4L_GC_MIN && now / 2 > p->low) collect(L, p);
 }
@@ -148,7 +159,7 @@ nvfp4_tensor *nvfp4L_heldtensor (lua_State *L, int arg) {
 
 LTensor *nvfp4L_newtensor (lua_State *L) {
   LTensor *p;
-  nvfp4L_mempressure(L);
+  nvfp4L_mempressure(L, "a tensor");
   p = (LTensor *)lua_newuserdatauv(L, sizeof(LTensor), 0);
   p->t = p->zombie = NULL;
   luaL_setmetatable(L, NVFP4L_TENSOR);
@@ -818,7 +829,7 @@ static int mod_uniform (lua_State *L) { return randtensor(L, 1); }
 ** =======================================================
 */
 
-static int tensor_gc (lua_State *L) {
+static int tensor_free (lua_State *L) {
   LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
   nvfp4_tensor_destroy(p->t);  /* NULL-safe */
   nvfp4_tensor_destroy(p->zombie);
@@ -830,7 +841,14 @@ static int tensor_gc (lua_State *L) {
 /* t:close() and <close>: at once, unless a binding call below may hold it. */
 static int tensor_close (lua_State *L) {
   LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
-  return nvfp4L_close(L, p, t, tensor_gc);
+  return nvfp4L_close(L, p, t, tensor_free);
+}
+
+
+/* __gc: the collector's call frees; one from Lua code (getmetatable(t).__gc(t))
+** is a close, which a binding call below may hold off (nvfp4L_finalizing). */
+static int tensor_gc (lua_State *L) {
+  return nvfp4L_finalizing(L) ? tensor_free(L) : tensor_close(L);
 }
 
 
@@ -1128,8 +1146,19 @@ static int quantize_args (lua_State *L) {
 ** wait in the library's agreement: when this rank's arguments are refused
 ** here, the library is called with no tensor first, so that they learn of
 ** it (EPEER) instead of waiting, and then the error is raised as usual. */
+/* An amax_group's peers, waiting in the quantize's agreement, learn that
+** this rank's call failed (a call with no tensor, refused there too). */
+static void quantize_tell (lua_State *L, nvfp4_comm *g) {
+  nvfp4_qopts tell;
+  nvfp4_tensor *none = NULL;
+  memset(&tell, 0, sizeof tell);
+  tell.amax_group = g;
+  (void)nvfp4_quantize(nvfp4L_getctx(L), NULL, &tell, &none);
+}
+
 static int mod_quantize (lua_State *L) {
   nvfp4_qopts *o;
+  nvfp4_tensor *x;
   LTensor *q;
   lua_settop(L, 2);
   o = (nvfp4_qopts *)lua_newuserdatauv(L, sizeof *o, 0);
@@ -1144,20 +1173,20 @@ static int mod_quantize (lua_State *L) {
       g = nvfp4L_commof(L, -1);
       lua_pop(L, 1);
     }
-    if (g != NULL) {
-      nvfp4_qopts tell;
-      nvfp4_tensor *none = NULL;
-      memset(&tell, 0, sizeof tell);
-      tell.amax_group = g;
-      (void)nvfp4_quantize(nvfp4L_getctx(L), NULL, &tell, &none);
-    }
+    if (g != NULL) quantize_tell(L, g);
     return nvfp4L_reraise(L);
   }
   q = nvfp4L_newtensor(L);
+  /* x as this call holds it: a close by Lua code that the options or the
+  ** collection above ran leaves it to the call (nvfp4L_inbinding) */
+  if ((x = nvfp4L_tensorheld(L, 1)) == NULL) {
+    if (o->amax_group != NULL) quantize_tell(L, o->amax_group);
+    nvfp4L_heldtensor(L, 1);     /* raises */
+  }
   if (o->amax_group == NULL)     /* with one, its peers may have gone on: no second call */
-    NVFP4L_LOCAL(L, nvfp4_quantize(nvfp4L_getctx(L), nvfp4L_totensor(L, 1), o, &q->t));
+    NVFP4L_LOCAL(L, nvfp4_quantize(nvfp4L_getctx(L), x, o, &q->t));
   else
-    nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), nvfp4L_totensor(L, 1), o, &q->t));
+    nvfp4L_checkstatus(L, nvfp4_quantize(nvfp4L_getctx(L), x, o, &q->t));
   return 1;
 }
 
@@ -1489,33 +1518,113 @@ static void markcfuncs (lua_State *L, int mod) {
 }
 
 
-int nvfp4L_inbinding (lua_State *L) {
+/* coroutine.resume's function and that of coroutine.wrap's closures (the
+** same C functions in every state of the process), for nvfp4L_inbinding;
+** NULL where the coroutine library was not open when the module was */
+static lua_CFunction co_resume, co_wrapped;
+
+static void markcoroutines (lua_State *L) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "coroutine") == LUA_TTABLE) {
+    lua_getfield(L, -1, "resume");
+    co_resume = lua_tocfunction(L, -1);
+    lua_pop(L, 1);
+    if (lua_getfield(L, -1, "wrap") == LUA_TFUNCTION) {
+      lua_getfield(L, -2, "running");               /* any function: the closure is never called */
+      if (lua_pcall(L, 1, 1, 0) == LUA_OK) co_wrapped = lua_tocfunction(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);
+}
+
+
+/* Whether a frame of thread T (from level `from`) runs one of the module's
+** C functions (the set at index set of L). */
+static int walkthread (lua_State *L, lua_State *T, int from, int set) {
   lua_Debug ar;
   int level, found = 0;
-  /* a finalizer running (Lua 5.4.4 and later answer -1 there): the call
-  ** whose collection runs it may be below on another coroutine's stack (the
-  ** finalizer resumed this one), which the walk below cannot see */
-  if (lua_gc(L, LUA_GCISRUNNING) < 0) {
-    const int closing = lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING) == LUA_TBOOLEAN;
-    lua_pop(L, 1);
-    if (!closing) return 1;
+  for (level = from; !found && lua_getstack(T, level, &ar); level++) {
+    lua_CFunction f;
+    if (!lua_checkstack(T, 1)) return 1;            /* cannot tell: as if one were */
+    lua_getinfo(T, "f", &ar);                        /* pushes the frame's function onto T */
+    f = lua_tocfunction(T, -1);
+    lua_pop(T, 1);
+    if (f != NULL) {
+      lua_pushcfunction(L, f);
+      found = lua_rawget(L, set) != LUA_TNIL;
+      lua_pop(L, 1);
+    }
   }
+  return found;
+}
+
+
+/* The coroutine that T (a thread in 'normal' status: it resumed another)
+** resumed, from its top frame: coroutine.resume's first argument, or a
+** coroutine.wrap closure's thread (its upvalue); NULL when T resumed it
+** some other way (coroutine.close running __close methods, C code). */
+static lua_State *resumedby (lua_State *T) {
+  lua_Debug ar;
+  lua_State *co = NULL;
+  lua_CFunction f;
+  if (!lua_getstack(T, 0, &ar) || !lua_checkstack(T, 2)) return NULL;
+  lua_getinfo(T, "f", &ar);
+  f = lua_tocfunction(T, -1);
+  if (f != NULL && f == co_resume) {
+    if (lua_getlocal(T, &ar, 1) != NULL) {
+      co = lua_tothread(T, -1);
+      lua_pop(T, 1);
+    }
+  }
+  else if (f != NULL && f == co_wrapped && lua_getupvalue(T, -1, 1) != NULL) {
+    co = lua_tothread(T, -1);
+    lua_pop(T, 1);
+  }
+  lua_pop(T, 1);
+  return co;
+}
+
+
+/* Every binding call in progress is on a thread of the chain from the main
+** thread to L, each resuming the next (a suspended coroutine is in none: a
+** binding call does not yield), so the walk follows that chain: a close
+** from a coroutine that an option's __index, a debug hook or a finalizer
+** resumed during a binding call is tied to that call.  A link it cannot
+** follow counts as a call (the close deferred: safe, freed with its
+** handle). */
+#define NVFP4L_MAXHOPS 1000    /* past Lua's C-call limit (200): no chain is longer */
+
+int nvfp4L_inbinding (lua_State *L) {
+  lua_State *T;
+  int set, hops, found = 0;
   if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CFUNCS) != LUA_TTABLE) {
     lua_pop(L, 1);
     return 0;
   }
-  for (level = 1; !found && lua_getstack(L, level, &ar); level++) {
-    lua_CFunction f;
-    lua_getinfo(L, "f", &ar);                        /* pushes the frame's function */
-    if ((f = lua_tocfunction(L, -1)) != NULL) {
-      lua_pushcfunction(L, f);
-      found = lua_rawget(L, -3) != LUA_TNIL;
-      lua_pop(L, 1);
+  set = lua_gettop(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+  T = lua_tothread(L, -1);
+  lua_pop(L, 1);
+  /* level 0 of L is the close itself (or __gc called as one) */
+  for (hops = 0; T != NULL && hops <= NVFP4L_MAXHOPS; hops++) {
+    if (walkthread(L, T, T == L ? 1 : 0, set)) {
+      found = 1;
+      break;
     }
-    lua_pop(L, 1);
+    if (T == L) break;
+    T = resumedby(T);
   }
+  if (T == NULL || hops > NVFP4L_MAXHOPS) found = 1;
   lua_pop(L, 1);
   return found;
+}
+
+
+int nvfp4L_finalizing (lua_State *L) {
+  lua_Debug ar;
+  return lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.namewhat != NULL &&
+         strcmp(ar.namewhat, "metamethod") == 0 && ar.name != NULL && strcmp(ar.name, "__gc") == 0;
 }
 
 
@@ -1538,6 +1647,7 @@ int luaopen_nvfp4 (lua_State *L) {
   nvfp4L_open_linear(L, mod);
   lua_settop(L, mod);
   markcfuncs(L, mod);
+  markcoroutines(L);
   return 1;
 }
 

@@ -30,21 +30,25 @@
 /* Registry fields set by nvfp4-lua before the script runs: */
 #define NVFP4L_OPTIONS  "nvfp4.options"    /* table: the harness options */
 #define NVFP4L_EXIT     "nvfp4.exit"       /* integer: the program's exit status */
-#define NVFP4L_CLOSING  "nvfp4.closing"    /* true: lua_close runs (no binding call below) */
+#define NVFP4L_CLOSING  "nvfp4.closing"    /* true: lua_close runs (nothing can be made) */
 
 /* t == NULL: closed.  zombie: a tensor closed while a binding call may hold
 ** it (see nvfp4L_inbinding), destroyed with the handle (__gc). */
 typedef struct LTensor { nvfp4_tensor *t, *zombie; } LTensor;
 
-/* Whether a C function of this module is running below the caller on L's
-** stack.  An object's close (t:close(), <close>) that runs inside such a
-** call -- a __gc finalizer started by the call's allocation, an option
-** table's metamethod -- must not free what that call has taken from its
-** arguments: the object is marked closed and freed when its handle is
-** collected (the call's stack keeps the handle alive until it returns).
-** Inside any finalizer (a coroutine it resumes included) a close is
-** deferred so, whatever stack the call that ran the collection is on. */
+/* Whether a C function of this module is running below the caller: on L's
+** stack or on a thread that resumed L (directly or through others).  An
+** object's close (t:close(), <close>) that runs inside such a call -- a
+** __gc finalizer started by the call's allocation, an option table's
+** metamethod, a debug hook, or a coroutine one of them resumed -- must not
+** free what that call has taken from its arguments: the object is marked
+** closed and freed when its handle is collected (the call's stack keeps the
+** handle alive until it returns). */
 int           nvfp4L_inbinding (lua_State *L);
+/* Whether the running C function (an object's __gc) was called by the
+** collector as a finalizer, not by Lua code (getmetatable(t).__gc(t), which
+** the binding takes for a close). */
+int           nvfp4L_finalizing (lua_State *L);
 /* An object's close (close method, __close) on its handle p, whose live
 ** pointer is p->field and whose __gc is gc: nothing when already closed (a
 ** zombie waits for __gc), the object moved to p->zombie while a binding call
@@ -64,10 +68,15 @@ void          nvfp4L_checkstatus (lua_State *L, nvfp4_status s);
 nvfp4_tensor *nvfp4L_heldtensor (lua_State *L, int arg);
 /* The same without raising: NULL for a freed tensor or no tensor. */
 nvfp4_tensor *nvfp4L_tensorheld (lua_State *L, int idx);
-/* Before making an object that holds library memory: a full collection
-** when that memory (nvfp4_ctx_memory) has doubled since the last one (the
-** collector cannot see it).  nvfp4L_newtensor calls it. */
-void          nvfp4L_mempressure (lua_State *L);
+/* Before making an object that holds library memory (what: "a tensor", for
+** the message): a full collection when that memory (nvfp4_ctx_memory) has
+** doubled since the last one (the collector cannot see it); first
+** nvfp4L_notclosing.  nvfp4L_newtensor calls it. */
+void          nvfp4L_mempressure (lua_State *L, const char *what);
+/* Raises "cannot make <what> while the Lua state closes ..." while it does
+** (NVFP4L_CLOSING: a finalizer that lua_close runs), where Lua would never
+** finalize what is made. */
+void          nvfp4L_notclosing (lua_State *L, const char *what);
 /* 1 (after a full collection) when s is ENOMEM and the collector runs;
 ** else raises as nvfp4L_checkstatus, or 0 for OK.  For NVFP4L_LOCAL. */
 int           nvfp4L_nomem_collect (lua_State *L, nvfp4_status s);

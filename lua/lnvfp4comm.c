@@ -43,7 +43,9 @@ static nvfp4_comm *selfcomm (lua_State *L, const char *name) {
 
 
 static LComm *newcomm (lua_State *L) {
-  LComm *p = (LComm *)lua_newuserdatauv(L, sizeof(LComm), 0);
+  LComm *p;
+  nvfp4L_notclosing(L, "a communicator");
+  p = (LComm *)lua_newuserdatauv(L, sizeof(LComm), 0);
   p->c = p->zombie = NULL;
   luaL_setmetatable(L, NVFP4L_COMM);
   return p;
@@ -63,19 +65,8 @@ static int mod_world (lua_State *L) {
 }
 
 
-static int comm_gc (lua_State *L) {
+static int comm_free (lua_State *L) {
   LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
-  lua_Debug ar;
-  /* The registry keeps the world until lua_close, whose finalizers run with
-  ** nothing on the stack: a __gc called by Lua code (getmetatable(w).__gc(w))
-  ** leaves it to the process, as close does. */
-  if (lua_getstack(L, 1, &ar)) {
-    int isworld;
-    lua_getfield(L, LUA_REGISTRYINDEX, WORLD_KEY);
-    isworld = lua_rawequal(L, 1, -1);
-    lua_pop(L, 1);
-    if (isworld) return 0;
-  }
   nvfp4_comm_destroy(p->c);
   nvfp4_comm_destroy(p->zombie);
   p->c = p->zombie = NULL;
@@ -93,7 +84,14 @@ static int comm_close (lua_State *L) {
   isworld = lua_rawequal(L, 1, -1);
   lua_pop(L, 1);
   if (isworld) return 0;
-  return nvfp4L_close(L, p, c, comm_gc);
+  return nvfp4L_close(L, p, c, comm_free);
+}
+
+
+/* __gc: the collector's call frees (the registry keeps the world until
+** lua_close); one from Lua code (getmetatable(w).__gc(w)) is a close. */
+static int comm_gc (lua_State *L) {
+  return nvfp4L_finalizing(L) ? comm_free(L) : comm_close(L);
 }
 
 
@@ -447,7 +445,7 @@ static int comm_all_gather (lua_State *L) {
     nvfp4L_checkstatus(L, nvfp4_all_gather(c, a->x, &a->g, &p->t));
   } else {
     LHandle *h;
-    nvfp4L_mempressure(L);                       /* the handle holds library memory */
+    nvfp4L_mempressure(L, "a gather handle");    /* the handle holds library memory */
     h = (LHandle *)lua_newuserdatauv(L, sizeof(LHandle), 3);
     h->h = h->zombie = NULL;
     luaL_setmetatable(L, NVFP4L_HANDLE);
@@ -498,7 +496,7 @@ static int handle_finish_count (lua_State *L) {
 }
 
 
-static int handle_gc (lua_State *L) {
+static int handle_free (lua_State *L) {
   LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
   nvfp4_handle_destroy(h->h);
   nvfp4_handle_destroy(h->zombie);
@@ -510,7 +508,13 @@ static int handle_gc (lua_State *L) {
 /* h:close() and <close>: at once, unless a binding call below may hold it. */
 static int handle_close (lua_State *L) {
   LHandle *h = (LHandle *)luaL_checkudata(L, 1, NVFP4L_HANDLE);
-  return nvfp4L_close(L, h, h, handle_gc);
+  return nvfp4L_close(L, h, h, handle_free);
+}
+
+
+/* __gc: the collector's call frees, one from Lua code is a close. */
+static int handle_gc (lua_State *L) {
+  return nvfp4L_finalizing(L) ? handle_free(L) : handle_close(L);
 }
 
 

@@ -275,10 +275,29 @@ static int l_usage_error (lua_State *L) {
 }
 
 
+/* os.exit(code, close): with close, lua_close runs inside it; its
+** finalizers can make nothing (nvfp4L_notclosing), as at the program's end */
+static int os_exit (lua_State *L) {
+  if (lua_toboolean(L, 2)) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING);
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+
 static int pmain (lua_State *L) {
   int argc = (int)lua_tointeger(L, 1), script, i;
   char **argv = (char **)lua_touserdata(L, 2);
   luaL_openlibs(L);
+  lua_getglobal(L, LUA_OSLIBNAME);
+  lua_getfield(L, -1, "exit");
+  lua_pushcclosure(L, os_exit, 1);
+  lua_setfield(L, -2, "exit");
+  lua_pop(L, 1);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, luaopen_nvfp4);
   lua_setfield(L, -2, "nvfp4");                   /* require "nvfp4" */
@@ -418,8 +437,8 @@ int main (int argc, char **argv) {
     status = (int)lua_tointeger(L, -1);
   nvfp4L_notes_ended(status);       /* a peer waiting in a collective over this rank ends the job */
   nvfp4L_watchdog_settle();         /* a watchdog that fired ends the job, not this */
-  /* the finalizers lua_close runs have no binding call below them: their
-  ** closes free at once (an object made there is never finalized) */
+  /* the finalizers lua_close runs can make nothing: Lua would never
+  ** finalize it (nvfp4L_notclosing) */
   lua_pushboolean(L, 1);
   lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING);
   lua_close(L);                     /* __gc: tensors, comms, ctx; before MPI_Finalize */

@@ -362,6 +362,22 @@ do
   h:close()
 end
 
+print("testing a quantize with amax_group whose tensor a finalizer closes on one rank")
+do
+  -- the quantize completes on every rank (rank 0 said "tensor is closed" after the group's agreement
+  -- and its peers, waiting in the quantize, got another rank's call)
+  collectgarbage()
+  local x = nvfp4.randn({16, 32}, "bf16", {seed = 21})      -- the same on every rank
+  local want = nvfp4.quantize(x, {rowwise = true})
+  if me == 0 then
+    nvfp4.zeros({25000000})               -- 100 MB, dead: the next tensor made collects first
+    setmetatable({}, {__gc = function () x:close() end})
+  end
+  local q = nvfp4.quantize(x, {rowwise = true, amax_group = w})
+  assert(nvfp4.equal(q, want) and (me ~= 0 or x:isclosed()))
+  assert(w:all_reduce_max(me) == last)
+end
+
 print("testing closing")
 do local ww <close> = nvfp4.world() end         -- the shared world: closing it does nothing
 w:close()
