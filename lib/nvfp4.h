@@ -40,7 +40,8 @@
 **    and where a call needs a value on the host: a quantize with
 **    amax_group on a staged transport (the reduction through the host; over
 **    NCCL it stays on the device), and the first host use of an amax that a
-**    quantize computed on the device (nvfp4_gemm_ref64, the NVFP4 gather of
+**    quantize computed on the device (nvfp4_gemm_ref64,
+**    nvfp4_dequantize_columnwise, the NVFP4 gather of
 **    FP4 shards unless they all come from one quantize with amax_group
 **    over that communicator (see nvfp4_all_gather), nvfp4_tensor_equal;
 **    nvfp4_gemm forms its alpha from it on the device).
@@ -61,7 +62,8 @@
 **    failing rank aborts its communicator and tells its peers, and a peer's
 **    next wait on its stream (a readback, an upload of more than 64 KiB,
 **    nvfp4_ctx_sync, a comm's set-up or destroy) aborts its own and returns
-**    EPEER naming the failed call: so every call that waits on a CUDA
+**    EPEER naming the failed call (a comm's set-up and destroy return no
+**    status of that wait: its reason is left in nvfp4_last_error): so every call that waits on a CUDA
 **    context's stream may return EPEER or ENCCL when that context has NCCL
 **    comms, besides the errors it lists.  A
 **    peer that never joins is found $NVFP4_NCCL_TIMEOUT seconds (600 by
@@ -108,7 +110,9 @@ typedef enum nvfp4_status {
   NVFP4_NSTATUS     /* keep last */
 } nvfp4_status;
 
-/* Never NULL; "unknown status" outside the enum. */
+/* Never NULL; "unknown status" outside the enum.  Like every name the
+** library returns (nvfp4_ctx_backend, nvfp4_dtype_name, nvfp4_cw_rule_name,
+** nvfp4_comm_transport), a static string: never freed or written. */
 const char *nvfp4_status_string (nvfp4_status s);
 
 
@@ -156,7 +160,9 @@ nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);
 ** garbage collector cannot see this memory (Lua's) reads it to collect in
 ** time.  NULL: 0.  No spec section (the library's own accounting). */
 size_t       nvfp4_ctx_memory  (const nvfp4_ctx *ctx);
-/* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ..."). */
+/* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ...")
+** in a static buffer of the library (never freed), rewritten by each call:
+** not for two threads at once. */
 const char  *nvfp4_version_string (void);
 
 
@@ -175,6 +181,8 @@ typedef struct nvfp4_shape {
 ** possible here: dims are copied as given, ndim is clamped to 0..8; NULL
 ** dims give ndim 0). */
 nvfp4_shape nvfp4_shape_make (int ndim, const int64_t *dims);
+/* 1 when a and b have the same ndim (as stored, not clamped: ndim 9 and 8
+** differ) and equal dims, else 0. */
 int         nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b);
 /* numel and M saturate at INT64_MAX; tensors and quantizable shapes are
 ** limited to NVFP4_MAX_NUMEL elements (EINVAL above: byte counts fit). */
@@ -201,7 +209,9 @@ nvfp4_shape nvfp4_columnwise_scale_shape (nvfp4_shape x);
 
 /* Whether x can be quantized with the given usages (spec §6): ndim in
 ** 1..NVFP4_MAX_DIMS, dims >= 0, at most 2^60 elements, K % 16 == 0, for
-** columnwise ndim >= 2 and M % 16 == 0, and each asked copy's padded
+** columnwise ndim >= 2 and M % 16 == 0 (a rowwise-only copy takes any M:
+** the library's extension, where spec §6 gives TE's M % 16 == 0 for every
+** usage; the gather and the Linear layer keep TE's rule), and each asked copy's padded
 ** scale_inv at most 2^60 bytes (a huge K or M, where the 128 x 4 padding
 ** overflows what a buffer can hold).
 ** Returns NVFP4_OK or NVFP4_EINVAL with the rule in msg (n bytes, the
@@ -294,7 +304,7 @@ nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
 /* A new plain tensor holding elements start .. start + length - 1 of t
 ** along dim (0-based), the other dims whole: a rank's shard of a full
 ** tensor (dim 0, start r * S / TP, length S / TP for the sequence split of
-** spec/sp-linear-and-gather.md).  t plain (F32, BF16, U8); a device copy,
+** spec/sp-linear-and-gather.md §0).  t plain (F32, BF16, U8); a device copy,
 ** queued on the stream; length 0 gives an empty tensor.  Errors: EINVAL (an
 ** fp4 or 0-d t, dim outside 0..ndim-1, start outside 0..size, a negative
 ** length, start + length past the dim's end, NULL out; naming the value and
@@ -339,7 +349,7 @@ nvfp4_ctx   *nvfp4_tensor_ctx   (const nvfp4_tensor *t);
 ** keyed by seed, Box-Muller for normal (mean 0, std 1; its log/sin/cos may
 ** differ in the last bit between libm versions), uniform lo + (hi - lo) * u
 ** with u in [0, 1); values rounded once (RNE) to dt, so hi itself can occur
-** (bf16 [1, 2): 2.0 in about 1 of 230).  dt: F32 or BF16.  Errors: EINVAL
+** (bf16 [1, 2): 2.0 in 1 of 256).  dt: F32 or BF16.  Errors: EINVAL
 ** (dtype, shape, lo >= hi, a bound not finite or beyond dt's largest
 ** finite value), ENOMEM.  Test data: no spec section (the Philox counter
 ** layout is the library's own, as for SR in spec §5.2). */
@@ -360,7 +370,8 @@ typedef enum nvfp4_buffer {
 /* 1 when t is FP4 and holds that copy, else 0 (NULL, plain). */
 int          nvfp4_tensor_has_rowwise    (const nvfp4_tensor *t);
 int          nvfp4_tensor_has_columnwise (const nvfp4_tensor *t);
-/* Shape of one buffer; ndim 0 when the usage is absent or t is not FP4. */
+/* Shape of one buffer; ndim 0 when the usage is absent, t is not FP4 (or
+** NULL) or b is outside the enum. */
 nvfp4_shape  nvfp4_tensor_buffer_shape (const nvfp4_tensor *t, nvfp4_buffer b);
 /* Copy one buffer's bytes to host (the caller's; synchronizes); nbytes must
 ** equal the buffer's size (its shape's numel: uint8), laid out as spec §6
@@ -434,7 +445,8 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 ** a GPU, or NVFP4_TRANSPORT=mpi-staged).  With amax_group a rank may give
 ** its amax (has_amax) where another computes it: the group's MAX of all
 ** pairs (a computed one is (a, a) without RHT) is every rank's.  Rowwise needs
-** K % 16 == 0; columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
+** K % 16 == 0 (any M: the library's extension of spec §6, whose TE rule is
+** M % 16 == 0 for every usage); columnwise needs M % 16 == 0 and K % 16 == 0; RHT needs BF16
 ** and columnwise; 2D excludes RHT and SR; 4over6 excludes RHT and SR (2D
 ** 4over6 needs M % 16 == 0).  Scale padding is written as
 ** 0x00.  The result remembers its E4M3 maximum (256 for 4over6 unless
@@ -472,7 +484,8 @@ nvfp4_status nvfp4_dequantize_columnwise (nvfp4_ctx *ctx, const nvfp4_tensor *q,
 
 /* swap_first_dims (spec §13): in [A, B, rest..] -> out [B, A, rest..], the
 ** trailing dims copied as opaque bytes; any plain dtype.  Fails with EINVAL
-** "Input is not allocated" on an empty input (zero elements), as TE does,
+** "Input is not allocated" on an empty input (zero elements), as TE does
+** (sp-linear-and-gather.md §6.1, the zero-size trap),
 ** and EINVAL when ndim < 2 or for an FP4 tensor; ENOMEM. */
 nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
                                     nvfp4_tensor **out);
@@ -551,9 +564,12 @@ nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
 ** on every rank with the same message ("rank 1 has [..] fp32, rank 0 has
 ** [..] fp32"); a rank whose own arguments are bad (NULL x) gets EINVAL and
 ** the others EPEER naming it.  No rank is left inside a collective.
-** Errors besides: ENOMEM (its peers get EPEER), EINVAL above 2^31-1 bytes
-** per rank (one MPI message: on the mpi and mpi-staged transports, and
-** always for reduce_scatter, an all-to-all), EMPI/ENCCL.  The
+** Errors besides: ENOMEM before the data moves (its peers get EPEER; for
+** a BF16 sum, ENOMEM from the fp32 accumulator comes after the exchange, on
+** that rank only, its peers succeeding), EINVAL above 2^31-1 bytes in one
+** MPI message (x per rank for the gather and all_reduce_sum on the mpi and
+** mpi-staged transports; for reduce_scatter, an all-to-all, always, one
+** output block: x's bytes / size), EMPI/ENCCL.  The
 ** high-precision gathers and reduce-scatters of sp-linear-and-gather.md §3-§4 and §5.1's fallback. */
 nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
                                      nvfp4_tensor **out);
@@ -676,7 +692,8 @@ typedef enum nvfp4_usage { NVFP4_ROWWISE = 0, NVFP4_COLUMNWISE } nvfp4_usage;
 ** the single rounding to out_dt (F32 or BF16).  Every scale shape is checked
 ** against its data first: EINVAL "invalid columnwise_scale_inv shape
 ** (expected (8192,768), got (8192,512))", as TE's swizzle does.  Errors:
-** EINVAL (dtype, reduction dims differ, scale/data shapes, a dim above
+** EINVAL (dtype, a usage outside the enum, a 0-d operand, a bias that is
+** not F32/BF16 [P], reduction dims differ, scale/data shapes, a dim above
 ** 2^31-1: the BLAS takes int dims), EUSAGE (the usage is not present),
 ** ENOMEM; ECUBLAS and ECUDA on CUDA
 ** (there alpha is formed on the device, from an amax still there). */
@@ -777,7 +794,8 @@ typedef struct nvfp4_linear nvfp4_linear;
 /* Validates cfg (EINVAL naming the rule: features % 16, % TP, SP without a
 ** parallel mode, a parallel mode without a TP group in a job of several
 ** ranks, dtype, recipe kind, RHT pairing, 4over6 activations with the input
-** RHT, gather rule) and creates the local weight (params dtype, seeded
+** RHT, gather rule, features not positive, a parallel mode outside the
+** enum) and creates the local weight (params dtype, seeded
 ** normal) and a zero bias.  Collective over cfg->tp_group when TP > 1
 ** (every rank of the group calls it, passing the group): the ranks agree on
 ** the verdict (a rank whose config or memory fails keeps its error, its
@@ -792,6 +810,8 @@ typedef struct nvfp4_linear nvfp4_linear;
 ** usable by it until the layer is destroyed (see nvfp4_comm_destroy; EUSAGE
 ** when it is of another context); *out is the caller's.  Errors also ENOMEM, EMPI,
 ** and EINVAL for a weight [out_features, in_features] above 2^60 elements.
+** A NULL cfg (or ctx) is EINVAL at once and cannot tell the group: its
+** peers wait.
 ** spec/sp-linear-and-gather.md §2-§4 (the recipe, row- and column-parallel
 ** te.Linear); the weight init is ours (the spec does not give TE's). */
 nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
@@ -825,8 +845,9 @@ nvfp4_status nvfp4_linear_set_bias   (nvfp4_linear *l, const nvfp4_tensor *b);
 ** after the shape agreement).  A forward failing
 ** after its argument checks drops what the previous one saved (a backward
 ** then gets EUSAGE).
-** Errors: EINVAL (shape rules, naming the value), EPEER, EMISMATCH, plus
-** those of quantize, the gathers and the GEMM.  te.Linear's forward:
+** Errors: EINVAL (x's dtype: F32 or BF16, BF16 when the NVFP4 recipe's
+** input or grad RHT is on; shape rules, naming the value), EPEER,
+** EMISMATCH, plus those of quantize, the gathers and the GEMM.  te.Linear's forward:
 ** sp-linear-and-gather.md §3.1, §3.3, §4.1, §4.3; operand usages §2.4-§2.5. */
 nvfp4_status nvfp4_linear_forward (nvfp4_linear *l, const nvfp4_tensor *x,
                                    nvfp4_tensor **y);
@@ -849,7 +870,10 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
                                     nvfp4_tensor **db);
 
 /* The GEMM operands of the last forward/backward, kept when
-** cfg.keep_operands is set (borrowed; valid until the next call):
+** cfg.keep_operands is set (borrowed: FPROP_INPUT, WEIGHT and, outside
+** column+SP, WGRAD_INPUT until the layer's next forward, a failed one
+** included, or its destroy; GRAD_OUTPUT and column+SP's WGRAD_INPUT until
+** its next backward):
 ** FPROP_INPUT (X as fprop read it, gathered under column+SP), WEIGHT (the
 ** quantized weight, both usages), WGRAD_INPUT (X columnwise as wgrad read
 ** it), GRAD_OUTPUT (dY quantized, gathered under row+SP).  Baseline recipes

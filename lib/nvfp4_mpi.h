@@ -39,7 +39,8 @@ extern "C" {
 ** not initialized or already finalized (nothing is called on mc then); with
 ** CUDA a $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9),
 ** ENOMEM, EPEER, EMPI (CUDA; a failed call leaves mc's error handler as it
-** was).  sp-linear-and-gather.md §0 (the TP group). */
+** was).  A NULL ctx is EINVAL at once and cannot tell its peers (with CUDA
+** they wait in the agreement).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc,
                                     nvfp4_comm **out);
 /* The MPI communicator a comm runs over (owned by the comm for split ones);
@@ -74,7 +75,9 @@ nvfp4_status nvfp4_comm_agree (nvfp4_comm *c, const char *what, nvfp4_status loc
 ** (not on c), must not call the library, and may end the process (nvfp4-lua
 ** ends the job there when a peer that left the case is a rank of c).
 ** NULL: none.  Set it before any collective runs (not thread-safe).  c is
-** borrowed for the call; ud is the caller's, passed through.  Returns
+** borrowed for the call (in nvfp4_comm_create_mpi and nvfp4_comm_split a
+** temporary describing the communicator being made: its rank, size and
+** nvfp4_comm_mpi only, not to be kept); ud is the caller's, passed through.  Returns
 ** nothing and cannot fail.  No spec section (the library's own
 ** agreement). */
 typedef void (*nvfp4_wait_fn) (nvfp4_comm *c, int entering, void *ud);
