@@ -449,24 +449,29 @@ static nvfp4_status store_bf16 (nvfp4_ctx *ctx, nvfp4_tensor *t, const float *ac
 }
 
 
+/* The FP32 accumulator of a sum of n elements into dtype dt: BF16 sums
+** round once from it, FP32 ones add in out itself (acc left empty).  Made
+** with the call's other buffers, before its agreement, so that its ENOMEM
+** reaches the peers (it came after the exchange, on that rank alone). */
+static nvfp4_status acc_alloc (nvfp4_ctx *ctx, nvfp4_dtype dt, size_t n, nvfp4i_buf *acc) {
+  memset(acc, 0, sizeof *acc);
+  if (dt == NVFP4_F32 || n == 0) return NVFP4_OK;
+  return nvfp4i_buf_alloc(ctx, acc, nvfp4_shape_make(1, (int64_t[]){(int64_t)n}), sizeof(float));
+}
+
+
 /* out (allocated, dtype dt, n elements) = sum over ranks of the size blocks
-** in buf (ctx memory, size * n elements of dt). */
-static nvfp4_status reduce_into (nvfp4_ctx *ctx, nvfp4_tensor *out,
+** in buf (ctx memory, size * n elements of dt); acc from acc_alloc. */
+static nvfp4_status reduce_into (nvfp4_ctx *ctx, nvfp4_tensor *out, const nvfp4i_buf *acc,
                                  const void *buf, size_t n, int size) {
-  nvfp4i_buf acc;
-  nvfp4_status st;
   if (n == 0) return NVFP4_OK;
   if (out->dtype == NVFP4_F32) {
     CHECK(ctx->ops->memset(ctx, out->data.p, 0, n * sizeof(float)));
     return sum_blocks(ctx, (float *)out->data.p, buf, NVFP4_F32, n, size);
   }
-  CHECK(nvfp4i_buf_alloc(ctx, &acc, nvfp4_shape_make(1, (int64_t[]){(int64_t)n}),
-                         sizeof(float)));
-  if ((st = ctx->ops->memset(ctx, acc.p, 0, n * sizeof(float))) == NVFP4_OK &&
-      (st = sum_blocks(ctx, (float *)acc.p, buf, out->dtype, n, size)) == NVFP4_OK)
-    st = store_bf16(ctx, out, (const float *)acc.p, n);
-  nvfp4i_buf_free(ctx, &acc);
-  return st;
+  CHECK(ctx->ops->memset(ctx, acc->p, 0, n * sizeof(float)));
+  CHECK(sum_blocks(ctx, (float *)acc->p, buf, out->dtype, n, size));
+  return store_bf16(ctx, out, (const float *)acc->p, n);
 }
 
 
@@ -474,7 +479,7 @@ nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
                                    nvfp4_tensor **out) {
   nvfp4_ctx *ctx;
   nvfp4_tensor *t = NULL;
-  nvfp4i_buf recv;
+  nvfp4i_buf recv, acc;
   nvfp4_shape o;
   nvfp4_status st;
   size_t n, blk;
@@ -491,17 +496,21 @@ nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
   n = (size_t)nvfp4_shape_numel(o);
   blk = n * nvfp4_dtype_size(x->dtype);
   memset(&recv, 0, sizeof recv);
+  memset(&acc, 0, sizeof acc);
   st = nvfp4i_tensor_alloc_plain(ctx, o, x->dtype, &t);
   if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, x->shape, nvfp4_dtype_size(x->dtype));
+  if (st == NVFP4_OK) st = acc_alloc(ctx, x->dtype, n, &acc);
   if ((st = nvfp4i_comm_agree(c, "reduce_scatter", st)) != NVFP4_OK) goto fail;
   /* Block r of every rank comes to rank r, in rank order. */
   CHECK_GOTO(nvfp4i_comm_all_to_all_bytes(c, x->data.p, blk, recv.p), st, fail);
-  CHECK_GOTO(reduce_into(ctx, t, recv.p, n, c->size), st, fail);
+  CHECK_GOTO(reduce_into(ctx, t, &acc, recv.p, n, c->size), st, fail);
   nvfp4i_buf_free(ctx, &recv);
+  nvfp4i_buf_free(ctx, &acc);
   *out = t;
   return NVFP4_OK;
 fail:
   nvfp4i_buf_free(ctx, &recv);
+  nvfp4i_buf_free(ctx, &acc);
   nvfp4_tensor_destroy(t);
   return st;
 }
@@ -514,7 +523,7 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
                                    nvfp4_tensor **out) {
   nvfp4_ctx *ctx;
   nvfp4_tensor *t = NULL;
-  nvfp4i_buf recv;
+  nvfp4i_buf recv, acc;
   nvfp4_shape g;
   nvfp4_status st;
   size_t n;
@@ -523,17 +532,21 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
   n = (size_t)nvfp4_shape_numel(x->shape);
   CHECK(nvfp4i_gathered_shape(ctx, "all_reduce_sum", x->shape, c->size, &g));
   memset(&recv, 0, sizeof recv);
+  memset(&acc, 0, sizeof acc);
   st = nvfp4i_tensor_alloc_plain(ctx, x->shape, x->dtype, &t);
   if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, g, nvfp4_dtype_size(x->dtype));
+  if (st == NVFP4_OK) st = acc_alloc(ctx, x->dtype, n, &acc);
   if ((st = nvfp4i_comm_agree(c, "all_reduce_sum", st)) != NVFP4_OK) goto fail;
   CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, "all_reduce_sum", x->data.p, x->data.nbytes,
                                           recv.p), st, fail);
-  CHECK_GOTO(reduce_into(ctx, t, recv.p, n, c->size), st, fail);
+  CHECK_GOTO(reduce_into(ctx, t, &acc, recv.p, n, c->size), st, fail);
   nvfp4i_buf_free(ctx, &recv);
+  nvfp4i_buf_free(ctx, &acc);
   *out = t;
   return NVFP4_OK;
 fail:
   nvfp4i_buf_free(ctx, &recv);
+  nvfp4i_buf_free(ctx, &acc);
   nvfp4_tensor_destroy(t);
   return st;
 }

@@ -564,9 +564,8 @@ nvfp4_status nvfp4_comm_all_gather_int (nvfp4_comm *c, int v, int *out);
 ** on every rank with the same message ("rank 1 has [..] fp32, rank 0 has
 ** [..] fp32"); a rank whose own arguments are bad (NULL x) gets EINVAL and
 ** the others EPEER naming it.  No rank is left inside a collective.
-** Errors besides: ENOMEM before the data moves (its peers get EPEER; for
-** a BF16 sum, ENOMEM from the fp32 accumulator comes after the exchange, on
-** that rank only, its peers succeeding), EINVAL above 2^31-1 bytes in one
+** Errors besides: ENOMEM (its peers get EPEER: every buffer, a BF16 sum's
+** fp32 accumulator included, is made before the ranks agree), EINVAL above 2^31-1 bytes in one
 ** MPI message (x per rank for the gather and all_reduce_sum on the mpi and
 ** mpi-staged transports; for reduce_scatter, an all-to-all, always, one
 ** output block: x's bytes / size), EMPI/ENCCL.  The
