@@ -1621,10 +1621,19 @@ int nvfp4L_inbinding (lua_State *L) {
 }
 
 
+/* The collector calls a finalizer with its object alone, and Lua 5.4.4
+** names that call "__gc" (a "metamethod"), or "hook" when the collection
+** ran inside a debug hook (its frame's flag is tested first); a call from
+** Lua code gets the name of its call site, and a __gc reached as another
+** object's __call (a finalizer that is a table or userdata) gets two
+** arguments. */
 int nvfp4L_finalizing (lua_State *L) {
   lua_Debug ar;
-  return lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.namewhat != NULL &&
-         strcmp(ar.namewhat, "metamethod") == 0 && ar.name != NULL && strcmp(ar.name, "__gc") == 0;
+  if (lua_gettop(L) != 1 || !lua_getstack(L, 0, &ar) || !lua_getinfo(L, "n", &ar) ||
+      ar.namewhat == NULL)
+    return 0;
+  return strcmp(ar.namewhat, "hook") == 0 ||
+         (strcmp(ar.namewhat, "metamethod") == 0 && ar.name != NULL && strcmp(ar.name, "__gc") == 0);
 }
 
 

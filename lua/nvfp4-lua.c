@@ -276,8 +276,11 @@ static int l_usage_error (lua_State *L) {
 
 
 /* os.exit(code, close): with close, lua_close runs inside it; its
-** finalizers can make nothing (nvfp4L_notclosing), as at the program's end */
+** finalizers can make nothing (nvfp4L_notclosing), as at the program's end.
+** The code is checked here first (the errors named 'exit', as Lua's), so
+** that the mark is set only when the exit cannot fail. */
 static int os_exit (lua_State *L) {
+  if (!lua_isboolean(L, 1)) (void)luaL_optinteger(L, 1, EXIT_SUCCESS);
   if (lua_toboolean(L, 2)) {
     lua_pushboolean(L, 1);
     lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING);

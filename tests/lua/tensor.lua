@@ -343,6 +343,38 @@ do
   local t10 = nvfp4.zeros({1000})
   getmetatable(t10).__gc(t10)
   assert(t10:isclosed() and nvfp4.memory() == m10)
+  -- __gc as another object's finalizer through __call (two arguments): a close, held off by the
+  -- forward that holds x (it freed x under the forward: a use after free)
+  collectgarbage()
+  local x11 = nvfp4.randn({4, 32}, "fp32", {seed = 1})
+  local l11 = nvfp4.linear{in_features = 32, out_features = 16, recipe = "fp32"}
+  local y11 = l11:forward(x11)
+  local mt = getmetatable(x11)
+  mt.__call = mt.__gc
+  nvfp4.zeros({25000000})
+  setmetatable({}, {__gc = x11})          -- the collector calls x11(obj): tensor_gc(x11, obj)
+  local y11b = l11:forward(x11)
+  mt.__call = nil
+  assert(x11:isclosed() and nvfp4.equal(y11b, y11))
+  -- the collector's own __gc inside a debug hook (Lua names that call "hook"): it frees (taken for a
+  -- close under the quantize below, the dead tensors were deferred to handles already gone: a leak)
+  collectgarbage()
+  local m12 = nvfp4.memory()
+  local x12 = nvfp4.zeros({16, 32})
+  for _ = 1, 200 do nvfp4.zeros({64}) end                -- dead, finalized in the hook's steps
+  nvfp4.quantize(x12, setmetatable({}, {__index = function ()
+    local s12 = {}
+    debug.sethook(function () end, "", 1)                -- a count hook: its C side steps the collector
+    for j = 1, 200000 do s12[j] = j end
+    debug.sethook()
+  end}))
+  collectgarbage()
+  collectgarbage()
+  assert(nvfp4.memory() - m12 == 16 * 32 * 4, "held " .. nvfp4.memory() - m12)
+  -- os.exit's bad code raises before anything closes (the state refused every new tensor after it)
+  local okx, ex = pcall(os.exit, "not a number", true)
+  assert(not okx and tostring(ex):find("number expected", 1, true), ex)
+  assert(nvfp4.zeros({4}):numel() == 4)
   -- an amax_group that an __index makes is held for the call (only the option table's metamethod
   -- referenced it: the collection before the new tensor freed it under the quantize)
   collectgarbage()
