@@ -202,7 +202,7 @@ static int mod_linear (lua_State *L) {
     nvfp4_comm *g = NULL;
     if (lua_type(L, 1) == LUA_TTABLE) {
       lua_getfield(L, 1, "group");
-      g = nvfp4L_commof(L, -1);
+      g = nvfp4L_commheld(L, -1);
       lua_pop(L, 1);
     }
     if (g != NULL) {
@@ -302,18 +302,35 @@ static int linear_tostring (lua_State *L) {
 ** with a group, the library is called with no tensor first, so that the
 ** group's other ranks (waiting in its agreement) learn of it; the error is
 ** then raised by nvfp4L_totensor, as before. */
+static void tell_group (nvfp4_linear *l, int backward) {
+  nvfp4_tensor *t1 = NULL, *t2 = NULL, *t3 = NULL;
+  if (backward) (void)nvfp4_linear_backward(l, NULL, &t1, &t2, &t3);
+  else (void)nvfp4_linear_forward(l, NULL, &t1);
+}
+
 static nvfp4_tensor *collective_tensor (lua_State *L, int arg, nvfp4_linear *l, int backward) {
-  if (nvfp4L_tensorof(L, arg) == NULL) {
-    nvfp4_tensor *t1 = NULL, *t2 = NULL, *t3 = NULL;
-    if (backward) (void)nvfp4_linear_backward(l, NULL, &t1, &t2, &t3);
-    else (void)nvfp4_linear_forward(l, NULL, &t1);
-  }
+  if (nvfp4L_tensorof(L, arg) == NULL) tell_group(l, backward);
   return nvfp4L_totensor(L, arg);
 }
 
 
+/* The layer at 1 for forward or backward: tolinear, whose refusal of a
+** layer whose group was closed (on this rank) reaches the group first, as
+** collective_tensor's does (the layer still holds the comm: the library
+** keeps it for the layer). */
+static nvfp4_linear *collective_linear (lua_State *L, const char *name, int backward) {
+  LLinear *p = (LLinear *)luaL_checkudata(L, 1, LINEAR_T);
+  if (p->l != NULL) {
+    if (lua_getiuservalue(L, 1, 1) != LUA_TNIL && nvfp4L_commof(L, -1) == NULL)
+      tell_group(p->l, backward);
+    lua_pop(L, 1);
+  }
+  return tolinear(L, name);
+}
+
+
 static int linear_forward (lua_State *L) {
-  nvfp4_linear *l = tolinear(L, "forward");
+  nvfp4_linear *l = collective_linear(L, "forward", 0);
   nvfp4_tensor *x = collective_tensor(L, 2, l, 0);
   LTensor *y = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_linear_forward(l, x, &y->t));
@@ -323,7 +340,7 @@ static int linear_forward (lua_State *L) {
 
 /* l:backward(dy) -> dx, dw (nil when frozen), db (nil without a bias). */
 static int linear_backward (lua_State *L) {
-  nvfp4_linear *l = tolinear(L, "backward");
+  nvfp4_linear *l = collective_linear(L, "backward", 1);
   nvfp4_tensor *dy = collective_tensor(L, 2, l, 1);
   LTensor *dx = nvfp4L_newtensor(L), *dw = nvfp4L_newtensor(L), *db = nvfp4L_newtensor(L);
   nvfp4L_checkstatus(L, nvfp4_linear_backward(l, dy, &dx->t, &dw->t, &db->t));
@@ -420,6 +437,7 @@ static const luaL_Reg mod_funcs[] = {
 void nvfp4L_open_linear (lua_State *L, int modidx) {
   luaL_newmetatable(L, LINEAR_T);
   luaL_setfuncs(L, linear_metameth, 0);
+  nvfp4L_protectmeta(L, LINEAR_T);
   luaL_newlibtable(L, linear_meth);
   luaL_setfuncs(L, linear_meth, 0);
   nvfp4L_nameable(L, "nvfp4.linear");

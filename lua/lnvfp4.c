@@ -70,6 +70,12 @@ static int collect (lua_State *L, LCtx *p) {
   return 1;
 }
 
+void nvfp4L_protectmeta (lua_State *L, const char *tname) {
+  lua_pushstring(L, tname);
+  lua_setfield(L, -2, "__metatable");
+}
+
+
 void nvfp4L_notclosing (lua_State *L, const char *what) {
   const int closing = lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING) == LUA_TBOOLEAN;
   lua_pop(L, 1);
@@ -1170,7 +1176,7 @@ static int mod_quantize (lua_State *L) {
     nvfp4_comm *g = NULL;
     if (lua_type(L, 2) == LUA_TTABLE) {
       lua_getfield(L, 2, "amax_group");
-      g = nvfp4L_commof(L, -1);
+      g = nvfp4L_commheld(L, -1);
       lua_pop(L, 1);
     }
     if (g != NULL) quantize_tell(L, g);
@@ -1463,6 +1469,7 @@ static void createmeta (lua_State *L) {
   };
   luaL_newmetatable(L, NVFP4L_TENSOR);              /* metatable for tensors */
   luaL_setfuncs(L, tensor_metameth, 0);
+  nvfp4L_protectmeta(L, NVFP4L_TENSOR);
   luaL_newlibtable(L, tensor_meth);                 /* method table */
   luaL_setfuncs(L, tensor_meth, 0);
   for (i = 0; i < (int)(sizeof shortcut / sizeof shortcut[0]); i++) {

@@ -73,6 +73,11 @@ nvfp4_tensor *nvfp4L_tensorheld (lua_State *L, int idx);
 ** doubled since the last one (the collector cannot see it); first
 ** nvfp4L_notclosing.  nvfp4L_newtensor calls it. */
 void          nvfp4L_mempressure (lua_State *L, const char *what);
+/* The metatable on top of the stack (an object type's, tname): getmetatable
+** gives tname, and plain Lua code cannot reach or change the metatable (its
+** __gc set to nil, or another object's __call set to it, lost or freed
+** what a call held); the debug library still can. */
+void          nvfp4L_protectmeta (lua_State *L, const char *tname);
 /* Raises "cannot make <what> while the Lua state closes ..." while it does
 ** (NVFP4L_CLOSING: a finalizer that lua_close runs), where Lua would never
 ** finalize what is made. */
@@ -170,8 +175,11 @@ void nvfp4L_notes_init (void);
 void nvfp4L_notes_ended (int status);
 /* The tensor at idx, or NULL when it is closed or not a tensor (no error). */
 nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx);
-/* The comm at idx, or NULL when it is closed or not a comm (no error). */
+/* The comm at idx, or NULL when it is closed or not a comm (no error).
+** commheld: the same as a call that took it earlier holds it (a comm
+** closed since by Lua code the call ran is its zombie, see nvfp4L_heldtensor). */
 struct nvfp4_comm *nvfp4L_commof (lua_State *L, int idx);
+struct nvfp4_comm *nvfp4L_commheld (lua_State *L, int idx);
 
 /* Module openers: each adds its functions to the module table at modidx
 ** and registers its metatables.  luaopen_nvfp4 calls them in this order. */

@@ -106,6 +106,12 @@ nvfp4_comm *nvfp4L_commof (lua_State *L, int idx) {
 }
 
 
+nvfp4_comm *nvfp4L_commheld (lua_State *L, int idx) {
+  LComm *p = (LComm *)luaL_testudata(L, idx, NVFP4L_COMM);
+  return p == NULL ? NULL : p->c != NULL ? p->c : p->zombie;
+}
+
+
 static int comm_tostring (lua_State *L) {
   LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
   if (p->c == NULL) lua_pushliteral(L, "nvfp4.comm (closed)");
@@ -423,20 +429,20 @@ static int comm_all_gather (lua_State *L) {
   luaL_checkstack(L, n, "too many arguments to all_gather");   /* a C function gets 20 slots */
   for (i = 1; i <= n; i++) lua_pushvalue(L, i);
   if (lua_pcall(L, n, 0, 0) != LUA_OK) {
-    if ((c = nvfp4L_commof(L, 1)) != NULL) {
+    if ((c = nvfp4L_commheld(L, 1)) != NULL) {     /* closed by the options' code: held */
       nvfp4_tensor *none = NULL;
       (void)nvfp4_all_gather_plain(c, NULL, &none);
     }
     return nvfp4L_reraise(L);
   }
-  /* x again: the options' __index may have closed it from a coroutine,
-  ** where the close could not see this call and freed it */
+  /* x and the comm again, as this call holds them: the options' code may
+  ** have closed them (deferred to the call's end, see nvfp4L_inbinding) */
+  c = nvfp4L_commheld(L, 1);
   if (nvfp4L_tensorheld(L, 2) == NULL) {
     nvfp4_tensor *none = NULL;
-    (void)nvfp4_all_gather_plain(nvfp4L_tocomm(L, 1), NULL, &none);   /* the peers learn of it */
+    (void)nvfp4_all_gather_plain(c, NULL, &none);   /* the peers learn of it */
   }
   a->x = nvfp4L_heldtensor(L, 2);
-  c = nvfp4L_tocomm(L, 1);
   if (!a->fp4 && !a->hasq) {
     LTensor *p = nvfp4L_newtensor(L);
     nvfp4L_checkstatus(L, nvfp4_all_gather_plain(c, a->x, &p->t));
@@ -1096,6 +1102,7 @@ static const luaL_Reg handle_meth[] = {
 
 void nvfp4L_open_comm (lua_State *L, int modidx) {
   luaL_newmetatable(L, NVFP4L_COMM);              /* comm metatable */
+  nvfp4L_protectmeta(L, NVFP4L_COMM);
   luaL_newlib(L, comm_meth);
   nvfp4L_nameable(L, "nvfp4.comm");
   lua_pushcclosure(L, comm_index, 1);             /* __index sees methods */
@@ -1108,6 +1115,7 @@ void nvfp4L_open_comm (lua_State *L, int modidx) {
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
   luaL_newmetatable(L, NVFP4L_HANDLE);            /* handle metatable */
+  nvfp4L_protectmeta(L, NVFP4L_HANDLE);
   luaL_newlib(L, handle_meth);
   nvfp4L_nameable(L, "nvfp4.handle");
   lua_setfield(L, -2, "__index");

@@ -797,7 +797,7 @@ local guarded = false
 local function guardcollectives (world)
   if guarded then return end
   guarded = true
-  local idx = getmetatable(world).__index
+  local idx = debug.getmetatable(world).__index     -- (getmetatable gives the type's name)
   local _, methods = debug.getupvalue(idx, 1)
   if type(methods) ~= "table" then return end     -- not the C closure we know
   -- f wrapped: inside a case the later deadline, and a label naming `what`

@@ -120,7 +120,7 @@ fails("all_reduce_sum: x is an fp4 tensor; an NVFP4 tensor goes through the NVFP
       .. "Lua's comm:all_gather), or dequantize it first", w.all_reduce, w, nvfp4.quantize(nvfp4.randn({16, 32})))
 
 print("testing the world's __gc called by Lua code")
-getmetatable(w).__gc(w)          -- nothing, as w:close(): the process shares the world
+debug.getmetatable(w).__gc(w)    -- nothing, as w:close(): the process shares the world
 assert(not w:isclosed() and w:all_reduce_max(me) == size - 1)
 
 print("testing all_gather with thousands of extra arguments")
@@ -376,6 +376,43 @@ do
   local q = nvfp4.quantize(x, {rowwise = true, amax_group = w})
   assert(nvfp4.equal(q, want) and (me ~= 0 or x:isclosed()))
   assert(w:all_reduce_max(me) == last)
+end
+
+print("testing a comm closed on one rank by a call's own option code")
+do
+  -- the call holds the comm it was given: closed by its options' __index (rank 0 only), a gather over it
+  -- completes; a group or amax_group option closed so is refused on that rank, and the others learn of it
+  -- (they were left waiting in the library's agreement)
+  local x = nvfp4.randn({32, 32}, "fp32", {seed = 1})
+  local g = w:split(size)
+  local closer = function (key) return function (_, k) if k == key and me == 0 then g:close() end end end
+  local gx = g:all_gather(x, setmetatable({quantize = {rowwise = true}}, {__index = closer("rule")}))
+  assert(gx:shape() == nvfp4.shape{32 * size, 32} and (me ~= 0 or tostring(g) == "nvfp4.comm (closed)"))
+  assert(w:all_reduce_max(me) == last)
+  g = w:split(size)
+  fails(me == 0 and "option 'group' is a closed nvfp4.comm" or "linear_create: rank 0 failed", nvfp4.linear,
+        setmetatable({in_features = 32, out_features = 16 * size, parallel = "column"},
+                     {__index = function (_, k) if k == "group" then
+                        if me == 0 then g:close() end
+                        return g end end}))
+  g = w:split(size)
+  fails(me == 0 and "option 'amax_group' is a closed nvfp4.comm" or "quantize: rank 0 failed", nvfp4.quantize,
+        nvfp4.randn({16, 32}, "bf16"),
+        setmetatable({rowwise = true}, {__index = function (_, k) if k == "amax_group" then
+                        if me == 0 then g:close() end
+                        return g end end}))
+  -- a layer whose group one rank closed: that rank refuses its backward and forward, the others learn of it
+  g = w:split(size)
+  local lg = nvfp4.linear{in_features = 32, out_features = 16 * size, parallel = "column", group = g}
+  local xb = nvfp4.randn({16, 32}, "bf16", {seed = 2})
+  assert(lg:forward(xb):shape() == nvfp4.shape{16, 16})
+  if me == 0 then g:close() end
+  fails(me == 0 and "its group (comm) was closed" or "linear_backward: rank 0 failed", lg.backward, lg,
+        nvfp4.randn({16, 16}, "bf16"))
+  fails(me == 0 and "its group (comm) was closed" or "linear_forward: rank 0 failed", lg.forward, lg, xb)
+  assert(w:all_reduce_max(me) == last)
+  lg:close()
+  g:close()
 end
 
 print("testing closing")
