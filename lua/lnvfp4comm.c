@@ -395,6 +395,11 @@ static int gather_parse (lua_State *L) {
                       "(for a plain one, say quantize = {rowwise = .., columnwise = ..})");
     if (a->hasq) {
       a->q = nvfp4L_checkqopts_at(L, o, "quantize");
+      /* the library reduces the amax over c itself: another comm there was
+      ** silently replaced by it */
+      if (a->q.amax_group != NULL)
+        nvfp4L_opterror(L, o, "quantize.amax_group", "is not taken: the gather reduces the amax over "
+                        "its own communicator (leave it out)");
       a->g.quant = &a->q;
     }
   }

@@ -172,6 +172,11 @@ do
   ok, e = pcall(w.all_gather, w, x, {quantize = me == 0 and {colwise = true} or {rowwise = true}})
   assert(not ok and tostring(e):find(me == 0 and "option 'quantize' has an unknown option 'colwise'"
                                      or "all_gather: rank 0 failed", 1, true), tostring(e))
+  -- an amax_group there was silently replaced by the gather's own comm
+  ok, e = pcall(w.all_gather, w, x, {quantize = {rowwise = true, amax_group = me == last and w or nil}})
+  assert(not ok and tostring(e):find(me == last and "option 'quantize.amax_group' is not taken: the gather "
+                                     .. "reduces the amax over its own communicator (leave it out)"
+                                     or ("all_gather: rank " .. last .. " failed"), 1, true), tostring(e))
   assert(w:all_gather(x):shape() == nvfp4.shape{16 * size, 32})
 end
 
