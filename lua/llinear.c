@@ -298,16 +298,19 @@ static int linear_tostring (lua_State *L) {
 }
 
 
-/* A collective call's tensor argument that the binding refuses: on a layer
-** with a group, the library is called with no tensor first, so that the
-** group's other ranks (waiting in its agreement) learn of it; the error is
-** then raised by nvfp4L_totensor, as before. */
+/* The layer's group (waiting in the agreement of its forward or backward)
+** learns that this rank's call failed: the call with no tensor. */
 static void tell_group (nvfp4_linear *l, int backward) {
   nvfp4_tensor *t1 = NULL, *t2 = NULL, *t3 = NULL;
   if (backward) (void)nvfp4_linear_backward(l, NULL, &t1, &t2, &t3);
   else (void)nvfp4_linear_forward(l, NULL, &t1);
 }
 
+
+/* A collective call's tensor argument that the binding refuses: on a layer
+** with a group, the library is called with no tensor first, so that the
+** group's other ranks (waiting in its agreement) learn of it; the error is
+** then raised by nvfp4L_totensor, as before. */
 static nvfp4_tensor *collective_tensor (lua_State *L, int arg, nvfp4_linear *l, int backward) {
   if (nvfp4L_tensorof(L, arg) == NULL) tell_group(l, backward);
   return nvfp4L_totensor(L, arg);

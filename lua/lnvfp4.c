@@ -851,8 +851,9 @@ static int tensor_close (lua_State *L) {
 }
 
 
-/* __gc: the collector's call frees; one from Lua code (getmetatable(t).__gc(t))
-** is a close, which a binding call below may hold off (nvfp4L_finalizing). */
+/* __gc: the collector's call frees; one from Lua code (debug.getmetatable(t)
+** .__gc(t)) is a close, which a binding call below may hold off
+** (nvfp4L_finalizing). */
 static int tensor_gc (lua_State *L) {
   return nvfp4L_finalizing(L) ? tensor_free(L) : tensor_close(L);
 }
@@ -1148,10 +1149,6 @@ static int quantize_args (lua_State *L) {
 }
 
 
-/* nvfp4.quantize(x [, opts]).  With an amax_group, the group's other ranks
-** wait in the library's agreement: when this rank's arguments are refused
-** here, the library is called with no tensor first, so that they learn of
-** it (EPEER) instead of waiting, and then the error is raised as usual. */
 /* An amax_group's peers, waiting in the quantize's agreement, learn that
 ** this rank's call failed (a call with no tensor, refused there too). */
 static void quantize_tell (lua_State *L, nvfp4_comm *g) {
@@ -1162,6 +1159,11 @@ static void quantize_tell (lua_State *L, nvfp4_comm *g) {
   (void)nvfp4_quantize(nvfp4L_getctx(L), NULL, &tell, &none);
 }
 
+
+/* nvfp4.quantize(x [, opts]).  With an amax_group, the group's other ranks
+** wait in the library's agreement: when this rank's arguments are refused
+** here, the library is called with no tensor first, so that they learn of
+** it (EPEER) instead of waiting, and then the error is raised as usual. */
 static int mod_quantize (lua_State *L) {
   nvfp4_qopts *o;
   nvfp4_tensor *x;

@@ -46,16 +46,17 @@ typedef struct LTensor { nvfp4_tensor *t, *zombie; } LTensor;
 ** handle alive until it returns). */
 int           nvfp4L_inbinding (lua_State *L);
 /* Whether the running C function (an object's __gc) was called by the
-** collector as a finalizer, not by Lua code (getmetatable(t).__gc(t), which
-** the binding takes for a close). */
+** collector as a finalizer, not by Lua code (debug.getmetatable(t).__gc(t),
+** which the binding takes for a close). */
 int           nvfp4L_finalizing (lua_State *L);
 /* An object's close (close method, __close) on its handle p, whose live
-** pointer is p->field and whose __gc is gc: nothing when already closed (a
-** zombie waits for __gc), the object moved to p->zombie while a binding call
-** below may hold it, else gc(L) frees it now.  Returns what a close returns. */
-#define nvfp4L_close(L, p, field, gc) \
+** pointer is p->field and whose free function (what the collector's __gc
+** calls) is freef: nothing when already closed (a zombie waits for __gc),
+** the object moved to p->zombie while a binding call below may hold it,
+** else freef(L) frees it now.  Returns what a close returns. */
+#define nvfp4L_close(L, p, field, freef) \
   ((p)->field == NULL ? 0 : nvfp4L_inbinding(L) \
-   ? ((p)->zombie = (p)->field, (p)->field = NULL, 0) : (gc)(L))
+   ? ((p)->zombie = (p)->field, (p)->field = NULL, 0) : (freef)(L))
 
 /* The process's context (created when the module is opened, from
 ** --backend / $NVFP4_BACKEND).  Raises if the module is not open. */

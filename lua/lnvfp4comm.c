@@ -89,7 +89,7 @@ static int comm_close (lua_State *L) {
 
 
 /* __gc: the collector's call frees (the registry keeps the world until
-** lua_close); one from Lua code (getmetatable(w).__gc(w)) is a close. */
+** lua_close); one from Lua code (debug.getmetatable(w).__gc(w)) is a close. */
 static int comm_gc (lua_State *L) {
   return nvfp4L_finalizing(L) ? comm_free(L) : comm_close(L);
 }
