@@ -382,22 +382,36 @@ static int pmain (lua_State *L) {
 ** warning: ..."; on from the start, unlike lua.c's (a harness should not
 ** hide a finalizer's error); warn("@off") / warn("@on") as in Lua. */
 static void warnf (void *ud, const char *msg, int tocont) {
+  /* the pieces of one warning (Lua sends "error in ", "__gc", " (", msg,
+  ** ")") are gathered and written in one call: written one by one, mpirun
+  ** could put another rank's output between them, breaking the line */
   static int on = 1, cont = 0;
+  static char line[4096];
+  static size_t len = 0;
+  size_t n;
   (void)ud;
   if (!cont && !tocont && msg[0] == '@') {     /* a control message */
     if (strcmp(msg, "@on") == 0) on = 1;
     else if (strcmp(msg, "@off") == 0) on = 0;
     return;
   }
-  if (on) {
-    if (!cont) fprintf(stderr, "[rank %d] Lua warning: ", rank);
-    fputs(msg, stderr);
-    if (!tocont) {
-      fputc('\n', stderr);
-      fflush(stderr);
-    }
-  }
   cont = tocont;
+  if (!on) return;
+  n = strlen(msg);
+  if (len + n >= sizeof line) {               /* too long for one line: what there is so far */
+    fprintf(stderr, "[rank %d] Lua warning: %.*s", rank, (int)len, line);
+    fputs(msg, stderr);
+    len = 0;
+    if (!tocont) fputc('\n', stderr);
+  }
+  else {
+    memcpy(line + len, msg, n);
+    len += n;
+    if (tocont) return;
+    fprintf(stderr, "[rank %d] Lua warning: %.*s\n", rank, (int)len, line);
+    len = 0;
+  }
+  fflush(stderr);
 }
 
 
