@@ -144,11 +144,17 @@ static const char *const fo6_names[] = {"none", "weights", "activations", "all",
 
 
 /* nvfp4.linear's options (the table at 1) into the config userdata at 2;
-** the group (when given) is left at 3. */
+** the group value is left at 3 (nil when not given).  It is read first and
+** once, and kept as the userdata's user value, where mod_linear's error
+** path finds it without a second read (an __index there would run on the
+** failing rank alone). */
 static int linear_args (lua_State *L) {
   nvfp4_linear_config *cp = (nvfp4_linear_config *)lua_touserdata(L, 2), c;
   lua_settop(L, 2);
   luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "group");                                          /* 3 */
+  lua_pushvalue(L, 3);
+  lua_setiuservalue(L, 2, 1);
   nvfp4L_checkopts(L, 1, linear_opts);
   memset(&c, 0, sizeof c);
   if (nvfp4L_getopt(L, 1, "in_features") == LUA_TNIL)
@@ -178,7 +184,7 @@ static int linear_args (lua_State *L) {
   c.keep_operands = nvfp4L_optbool(L, 1, "keep_operands", 0);
   c.init_seed = (uint64_t)nvfp4L_optint(L, 1, "init_seed", 1);
   c.params_dtype = nvfp4L_optdtype(L, 1, "params_dtype", c.params_dtype);
-  if (nvfp4L_getopt(L, 1, "group") != LUA_TNIL) c.tp_group = nvfp4L_optcomm(L, 1, "group");
+  if (!lua_isnil(L, 3)) c.tp_group = nvfp4L_optcomm(L, 1, "group");   /* the value at 3, the top */
   *cp = c;
   return 1;                               /* the group, or nil */
 }
@@ -194,17 +200,15 @@ static int mod_linear (lua_State *L) {
   nvfp4_linear_config *c;
   LLinear *p;
   lua_settop(L, 1);
-  c = (nvfp4_linear_config *)lua_newuserdatauv(L, sizeof *c, 0);     /* 2 */
+  c = (nvfp4_linear_config *)lua_newuserdatauv(L, sizeof *c, 1);     /* 2 */
   lua_pushcfunction(L, linear_args);
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) {                           /* 3: the error */
-    nvfp4_comm *g = NULL;
-    if (lua_type(L, 1) == LUA_TTABLE) {
-      lua_getfield(L, 1, "group");
-      g = nvfp4L_commheld(L, -1);
-      lua_pop(L, 1);
-    }
+    nvfp4_comm *g;
+    lua_getiuservalue(L, 2, 1);           /* the group value linear_args read */
+    g = nvfp4L_commheld(L, -1);
+    lua_pop(L, 1);
     if (g != NULL) {
       nvfp4_linear_config tell;
       nvfp4_linear *none = NULL;

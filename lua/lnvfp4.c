@@ -399,7 +399,7 @@ static int unnamed_argerror (lua_State *L, const char *m) {
 /* nvfp4L_checkqopts_at's checks: (table, qopts userdata). */
 static int qopts_nested (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 2);
-  *o = nvfp4L_checkqopts(L, 1);
+  *o = nvfp4L_checkqopts(L, 1, 0);
   return 0;
 }
 
@@ -436,7 +436,7 @@ nvfp4_qopts nvfp4L_checkqopts_at (lua_State *L, int arg, const char *key) {
 }
 
 
-nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
+nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg, int group) {
   nvfp4_qopts o;
   int t;
   memset(&o, 0, sizeof o);
@@ -495,9 +495,9 @@ nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg) {
   } else if (t != LUA_TNIL)
     nvfp4L_opterror(L, arg, "amax", "must be a number or {rowwise, columnwise}");
   lua_pop(L, 1);
-  if (nvfp4L_getopt(L, arg, "amax_group") != LUA_TNIL) {
-    o.amax_group = nvfp4L_optcomm(L, arg, "amax_group");
-  }
+  if (group != 0) lua_pushvalue(L, group);
+  else nvfp4L_getopt(L, arg, "amax_group");
+  if (!lua_isnil(L, -1)) o.amax_group = nvfp4L_optcomm(L, arg, "amax_group");
   return o;   /* the amax_group value stays pushed (see lnvfp4.h) */
 }
 
@@ -1140,11 +1140,19 @@ int nvfp4L_reraise (lua_State *L) {
 
 
 /* quantize's arguments (x, opts) into the qopts userdata at 3; returns
-** the amax_group comm (or nil), for the caller to hold. */
+** the amax_group comm (or nil), for the caller to hold.  The amax_group
+** value is read first and once, and kept as the userdata's user value,
+** where the caller's error path finds it without a second read (an
+** __index there would run on the failing rank alone). */
 static int quantize_args (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 3);
+  lua_settop(L, 3);
+  if (lua_type(L, 2) == LUA_TTABLE) lua_getfield(L, 2, "amax_group");
+  else lua_pushnil(L);                                   /* 4 */
+  lua_pushvalue(L, 4);
+  lua_setiuservalue(L, 3, 1);
   nvfp4L_totensor(L, 1);
-  *o = nvfp4L_checkqopts(L, 2);
+  *o = nvfp4L_checkqopts(L, 2, 4);
   return 1;                    /* the amax_group value checkqopts left */
 }
 
@@ -1169,18 +1177,16 @@ static int mod_quantize (lua_State *L) {
   nvfp4_tensor *x;
   LTensor *q;
   lua_settop(L, 2);
-  o = (nvfp4_qopts *)lua_newuserdatauv(L, sizeof *o, 0);
+  o = (nvfp4_qopts *)lua_newuserdatauv(L, sizeof *o, 1);
   lua_pushcfunction(L, quantize_args);
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 3);
   if (lua_pcall(L, 3, 1, 0) != LUA_OK) {   /* 4: the amax_group comm, held for the call */
-    nvfp4_comm *g = NULL;
-    if (lua_type(L, 2) == LUA_TTABLE) {
-      lua_getfield(L, 2, "amax_group");
-      g = nvfp4L_commheld(L, -1);
-      lua_pop(L, 1);
-    }
+    nvfp4_comm *g;
+    lua_getiuservalue(L, 3, 1);         /* the amax_group value quantize_args read */
+    g = nvfp4L_commheld(L, -1);
+    lua_pop(L, 1);
     if (g != NULL) quantize_tell(L, g);
     return nvfp4L_reraise(L);
   }

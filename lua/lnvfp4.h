@@ -131,10 +131,13 @@ int           nvfp4L_opterror (lua_State *L, int arg, const char *key,
                                const char *msg);
 
 /* Quantization options from a strict table (see the README for the keys).
-** Leaves the amax_group value pushed (nil when absent): an __index may have
-** made it, which nothing else references, and the caller holds it while
-** it uses o.amax_group (collected, it would be freed under the call). */
-nvfp4_qopts   nvfp4L_checkqopts (lua_State *L, int arg);
+** group: the stack index of the amax_group value the caller has read
+** already (read once: an __index runs once for it, and the caller keeps
+** it for its error path), or 0 to read it here.  Leaves the amax_group
+** value pushed (nil when absent): an __index may have made it, which
+** nothing else references, and the caller holds it while it uses
+** o.amax_group (collected, it would be freed under the call). */
+nvfp4_qopts   nvfp4L_checkqopts (lua_State *L, int arg, int group);
 
 /* Communicators (lnvfp4comm.c). */
 struct nvfp4_comm *nvfp4L_tocomm (lua_State *L, int arg);

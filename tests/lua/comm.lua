@@ -394,18 +394,23 @@ do
   local gx = g:all_gather(x, setmetatable({quantize = {rowwise = true}}, {__index = closer("rule")}))
   assert(gx:shape() == nvfp4.shape{32 * size, 32} and (me ~= 0 or tostring(g) == "nvfp4.comm (closed)"))
   assert(w:all_reduce_max(me) == last)
+  -- the option is read once on every rank, refused or not: an error path that read it again ran its
+  -- __index once more on the refusing rank alone (a collective there would have hung)
+  local reads = 0
+  local closing = function (key, t)
+    return setmetatable(t, {__index = function (_, k) if k == key then
+                              reads = reads + 1
+                              if me == 0 then g:close() end
+                              return g end end})
+  end
   g = w:split(size)
   fails(me == 0 and "option 'group' is a closed nvfp4.comm" or "linear_create: rank 0 failed", nvfp4.linear,
-        setmetatable({in_features = 32, out_features = 16 * size, parallel = "column"},
-                     {__index = function (_, k) if k == "group" then
-                        if me == 0 then g:close() end
-                        return g end end}))
+        closing("group", {in_features = 32, out_features = 16 * size, parallel = "column"}))
+  assert(reads == 1, reads)
   g = w:split(size)
   fails(me == 0 and "option 'amax_group' is a closed nvfp4.comm" or "quantize: rank 0 failed", nvfp4.quantize,
-        nvfp4.randn({16, 32}, "bf16"),
-        setmetatable({rowwise = true}, {__index = function (_, k) if k == "amax_group" then
-                        if me == 0 then g:close() end
-                        return g end end}))
+        nvfp4.randn({16, 32}, "bf16"), closing("amax_group", {rowwise = true}))
+  assert(reads == 2, reads)
   -- a layer whose group one rank closed: that rank refuses its backward and forward, the others learn of it
   g = w:split(size)
   local lg = nvfp4.linear{in_features = 32, out_features = 16 * size, parallel = "column", group = g}
