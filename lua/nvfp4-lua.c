@@ -275,20 +275,16 @@ static int l_usage_error (lua_State *L) {
 }
 
 
-/* os.exit(code, close): with close, lua_close runs inside it; its
-** finalizers can make nothing (nvfp4L_notclosing), as at the program's end.
-** The code is checked here first (the errors named 'exit', as Lua's), so
-** that the mark is set only when the exit cannot fail. */
-static int os_exit (lua_State *L) {
-  if (!lua_isboolean(L, 1)) (void)luaL_optinteger(L, 1, EXIT_SUCCESS);
-  if (lua_toboolean(L, 2)) {
-    lua_pushboolean(L, 1);
-    lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING);
-  }
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-  return lua_gettop(L);
+/* The state closes: the finalizers lua_close runs from here on can make
+** nothing (nvfp4L_notclosing).  The __close of a value pmain keeps below
+** everything the script runs, so it comes after every <close> handler of
+** the main thread that a lua_close inside os.exit(code, true) runs first
+** (those may make objects: the collector finalizes them), and before its
+** finalizers; and at pmain's end. */
+static int mark_closing (lua_State *L) {
+  lua_pushboolean(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING);
+  return 0;
 }
 
 
@@ -296,11 +292,6 @@ static int pmain (lua_State *L) {
   int argc = (int)lua_tointeger(L, 1), script, i;
   char **argv = (char **)lua_touserdata(L, 2);
   luaL_openlibs(L);
-  lua_getglobal(L, LUA_OSLIBNAME);
-  lua_getfield(L, -1, "exit");
-  lua_pushcclosure(L, os_exit, 1);
-  lua_setfield(L, -2, "exit");
-  lua_pop(L, 1);
   luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
   lua_pushcfunction(L, luaopen_nvfp4);
   lua_setfield(L, -2, "nvfp4");                   /* require "nvfp4" */
@@ -349,6 +340,12 @@ static int pmain (lua_State *L) {
     }
   }
   lua_settop(L, 2);
+  lua_newtable(L);                                      /* 3, below the script */
+  lua_createtable(L, 0, 1);
+  lua_pushcfunction(L, mark_closing);
+  lua_setfield(L, -2, "__close");
+  lua_setmetatable(L, 3);
+  lua_toclose(L, 3);
   createargtable(L, argv, argc, script < argc ? script : 0);
   lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
   lua_getfield(L, -1, "e");

@@ -51,6 +51,11 @@ check "os.exit(1.5) in a case: the case fails (exit status 1)" test "$rc" -eq 1
 check "... naming os.exit" grep -q "fw_exit.lua:6: bad argument #1 to 'os.exit' (an integer or a boolean, got 1.5)" "$tmp/exit"
 check "... and the run reports it" grep -q "^0 passed, 1 failed, 0 skipped" "$tmp/exit"
 
+"$RS" "$srcdir/fw_exitclose.lua" >"$tmp/exitclose" 2>&1; rc=$?
+check "os.exit(3, true): the main thread's <close> handlers it runs can make a tensor, its finalizers cannot (status 3)" \
+  test "$rc" -eq 3
+test "$rc" -eq 3 || sed 's/^/# /' "$tmp/exitclose"
+
 "$RS" "$srcdir/fw_gc.lua" --timeout 6 >"$tmp/gc" 2>&1; rc=$?
 check "a finalizer that raises is a Lua warning on its rank" \
   grep -q "^\[rank 1\] Lua warning: error in __gc (.*fw_gc.lua:[0-9]*: finalizer fails)" "$tmp/gc"
