@@ -297,8 +297,8 @@ nvfp4_status nvfp4_tensor_convert (const nvfp4_tensor *t, nvfp4_dtype dt,
                                    nvfp4_tensor **out);
 /* A copy with a new logical shape of the same numel (tensors own their
 ** storage); for FP4 the rowwise data is reshaped, columnwise stays 2-D (its
-** M is unchanged).  Errors: EINVAL (a bad shape; numel, or K for FP4,
-** differs), ENOMEM. */
+** M is unchanged).  Errors: EINVAL (a bad shape; numel, or for FP4 K or M
+** (the product of the leading dims), differs), ENOMEM. */
 nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
                                    nvfp4_tensor **out);
 /* A new plain tensor holding elements start .. start + length - 1 of t

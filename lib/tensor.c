@@ -350,12 +350,16 @@ nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, out, "tensor_reshape");
   CHECK(check_shape(t->ctx, shape, "reshape"));
+  /* FP4: M too, which equal numel and K imply unless K = 0 (the copies'
+  ** 2-D shapes and padded scales follow M) */
   FAIL_IF(t->ctx, nvfp4_shape_numel(shape) != nvfp4_shape_numel(t->shape) ||
-          (t->dtype == NVFP4_FP4 && nvfp4_shape_K(shape) != nvfp4_shape_K(t->shape)),
+          (t->dtype == NVFP4_FP4 && (nvfp4_shape_K(shape) != nvfp4_shape_K(t->shape) ||
+                                     nvfp4_shape_M(shape) != nvfp4_shape_M(t->shape))),
           NVFP4_EINVAL, "reshape: %s cannot become %s (%s)",
           nvfp4_shape_format(t->shape, a, sizeof a),
           nvfp4_shape_format(shape, b, sizeof b),
-          t->dtype == NVFP4_FP4 ? "fp4 keeps numel and the last dim" : "numel differs");
+          t->dtype == NVFP4_FP4 ? "fp4 keeps the last dim K and the product M of the others"
+                                : "numel differs");
   CHECK(nvfp4_tensor_clone(t, &c));
   c->shape = shape;
   if (c->dtype != NVFP4_FP4) c->data.shape = shape;

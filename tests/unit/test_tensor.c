@@ -164,6 +164,28 @@ static void test_convert (void **state) {
   assert_non_null(strstr(nvfp4_last_error(ctx), "the tensor is fp4"));
   nvfp4_tensor_destroy(q);
   nvfp4_tensor_destroy(b);
+  /* an fp4 reshape keeps M, also where numel and K do not fix it (K = 0: [32, 0] as [3, 0] kept a
+  ** columnwise copy of M = 32 that no later call took) */
+  {
+    nvfp4_qopts both;
+    memset(&both, 0, sizeof both);
+    both.rowwise = both.columnwise = 1;
+    assert_int_equal(nvfp4_tensor_create(ctx, shape2(32, 0), NVFP4_F32, &b), NVFP4_OK);
+    assert_int_equal(nvfp4_quantize(ctx, b, &both, &q), NVFP4_OK);
+    bad = (nvfp4_tensor *)0x1;
+    assert_int_equal(nvfp4_tensor_reshape(q, shape2(3, 0), &bad), NVFP4_EINVAL);
+    assert_null(bad);
+    assert_string_equal(nvfp4_last_error(ctx), "reshape: [32, 0] cannot become [3, 0] (fp4 keeps the "
+                                               "last dim K and the product M of the others)");
+    {
+      int64_t d3[3] = {2, 16, 0};
+      assert_int_equal(nvfp4_tensor_reshape(q, nvfp4_shape_make(3, d3), &bad), NVFP4_OK);
+      assert_int_equal(nvfp4_shape_M(nvfp4_tensor_shape(bad)), 32);
+      nvfp4_tensor_destroy(bad);
+    }
+    nvfp4_tensor_destroy(q);
+    nvfp4_tensor_destroy(b);
+  }
   nvfp4_tensor_destroy(f);
   assert_int_equal(nvfp4_tensor_convert(NULL, NVFP4_F32, &bad), NVFP4_EINVAL);
 }
