@@ -169,6 +169,10 @@ static nvfp4_status check_blas_dims (nvfp4_ctx *ctx, const char *what, int64_t P
   FAIL_IF(ctx, P > INT_MAX || Q > INT_MAX || R > INT_MAX, NVFP4_EINVAL,
           "%s: a dimension above 2^31-1 (%lld x %lld, reduction %lld): the BLAS takes int "
           "dimensions", what, (long long)Q, (long long)P, (long long)R);
+  /* the output's size, before any allocation (a tensor's limit: 2^60) */
+  FAIL_IF(ctx, P * Q > NVFP4_MAX_NUMEL, NVFP4_EINVAL,
+          "%s: the output [%lld, %lld] has more than 2^60 elements", what, (long long)Q,
+          (long long)P);
   return NVFP4_OK;
 }
 

@@ -693,7 +693,8 @@ typedef enum nvfp4_usage { NVFP4_ROWWISE = 0, NVFP4_COLUMNWISE } nvfp4_usage;
 ** (expected (8192,768), got (8192,512))", as TE's swizzle does.  Errors:
 ** EINVAL (dtype, a usage outside the enum, a 0-d operand, a bias that is
 ** not F32/BF16 [P], reduction dims differ, scale/data shapes, a dim above
-** 2^31-1: the BLAS takes int dims), EUSAGE (the usage is not present),
+** 2^31-1: the BLAS takes int dims, an output of more than 2^60 elements),
+** EUSAGE (the usage is not present),
 ** ENOMEM; ECUBLAS and ECUDA on CUDA
 ** (there alpha is formed on the device, from an amax still there). */
 nvfp4_status nvfp4_gemm (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage ua,

@@ -298,6 +298,23 @@ static void test_gemm_plain_usages_bias_bf16 (void **state) {
     nvfp4_tensor_destroy(za);
     nvfp4_tensor_destroy(zb);
   }
+  {   /* an output of (2^31 - 1)^2 elements from operands of none (K = 0): refused by both GEMMs,
+      ** naming them, before any allocation (gemm_ref64 tried 16 EiB: ENOMEM, or an abort under a
+      ** sanitizer; gemm's message was the tensor's, naming no GEMM) */
+    nvfp4_tensor *za = NULL;
+    const int64_t big = 2147483647;
+    assert_int_equal(nvfp4_tensor_create(ctx, shp(2, big, 0, 0), NVFP4_F32, &za), 0);
+    assert_int_equal(nvfp4_gemm(ctx, za, NVFP4_ROWWISE, za, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
+                     NVFP4_EINVAL);
+    assert_null(y);
+    assert_string_equal(nvfp4_last_error(ctx), "gemm: the output [2147483647, 2147483647] has more "
+                                               "than 2^60 elements");
+    assert_int_equal(nvfp4_gemm_ref64(ctx, za, NVFP4_ROWWISE, za, NVFP4_ROWWISE, &y), NVFP4_EINVAL);
+    assert_null(y);
+    assert_string_equal(nvfp4_last_error(ctx), "gemm_ref64: the output [2147483647, 2147483647] has "
+                                               "more than 2^60 elements");
+    nvfp4_tensor_destroy(za);
+  }
   nvfp4_tensor_destroy(tx); nvfp4_tensor_destroy(tw);
   nvfp4_tensor_destroy(tdy); nvfp4_tensor_destroy(tb);
 }
