@@ -54,7 +54,8 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16, NVFP4_EINVAL,
           "%s: dtype %s is not fp32 or bf16", what, NVFP4I_DTYPE(dt));
   FAIL_IF(ctx, !normal && !(isfinite(lo) && isfinite(hi) && lo < hi),
-          NVFP4_EINVAL, "%s: range [%g, %g) is empty or not finite", what, lo, hi);
+          NVFP4_EINVAL, "%s: range [%g, %g) is empty or not finite", what,
+          isnan(lo) ? (double)NAN : lo, isnan(hi) ? (double)NAN : hi);  /* "nan", never "-nan" */
   {
     /* the values lie in [lo, hi]: bounds the dtype holds keep them finite */
     const double vmax = dt == NVFP4_BF16 ? 0x1.FEp127 : (double)FLT_MAX;

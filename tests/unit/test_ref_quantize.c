@@ -1562,6 +1562,14 @@ static void test_random_tensors (void **state) {
   assert_err(nvfp4_tensor_randn(ctx, S2(4, 4), NVFP4_U8, 1, &a), NVFP4_EINVAL, "u8");
   assert_null(a);
   assert_err(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_F32, 1, 3.0, 3.0, &a), NVFP4_EINVAL, "[3, 3)");
+  /* a NaN bound reads "nan" whatever its sign bit (0.0/0.0 is -nan on x86: it printed "-nan") */
+  {
+    volatile double zero = 0.0;
+    assert_err(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_F32, 1, zero / zero, 1.0, &a), NVFP4_EINVAL,
+               "uniform: range [nan, 1) is empty or not finite");
+    assert_err(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_F32, 1, 0.0, -(zero / zero), &a),
+               NVFP4_EINVAL, "uniform: range [0, nan) is empty or not finite");
+  }
   /* finite bounds beyond the dtype's range gave a tensor of Infs */
   assert_err(nvfp4_tensor_uniform(ctx, S2(4, 4), NVFP4_F32, 1, -1e300, 1e300, &a), NVFP4_EINVAL,
              "leaves fp32's finite range");
