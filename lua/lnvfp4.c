@@ -184,6 +184,16 @@ void nvfp4L_pushshape (lua_State *L, nvfp4_shape s) {
 }
 
 
+const char *nvfp4L_gotvalue (lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (lua_type(L, idx) == LUA_TNUMBER)
+    return lua_tonumber(L, idx) != lua_tonumber(L, idx) ? "nan" : luaL_tolstring(L, idx, NULL);
+  if (lua_type(L, idx) == LUA_TSTRING)
+    return lua_pushfstring(L, "'%s' (a string)", lua_tostring(L, idx));
+  return luaL_typename(L, idx);
+}
+
+
 nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
   nvfp4_shape s;
   lua_Integer n, i;
@@ -196,17 +206,9 @@ nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
     lua_Integer d;
     lua_rawgeti(L, arg, i);
     d = lua_tointegerx(L, -1, &isint);
-    if (!isint || d < 0 || lua_type(L, -1) != LUA_TNUMBER) {   /* "16" too: a dim is a number */    /* a number is shown (4.5, -4, nan), a string quoted, anything else by its type */
-      const char *got;
-      if (lua_type(L, -1) == LUA_TNUMBER)
-        got = lua_tonumber(L, -1) != lua_tonumber(L, -1) ? "nan" : luaL_tolstring(L, -1, NULL);
-      else if (lua_type(L, -1) == LUA_TSTRING)
-        got = lua_pushfstring(L, "'%s' (a string)", lua_tostring(L, -1));
-      else
-        got = luaL_typename(L, -1);
-      luaL_argerror(L, arg, lua_pushfstring(L,
-                    "shape dim %d must be a non-negative integer, got %s", (int)i, got));
-    }
+    if (!isint || d < 0 || lua_type(L, -1) != LUA_TNUMBER)     /* "16" too: a dim is a number */
+      luaL_argerror(L, arg, lua_pushfstring(L, "shape dim %d must be a non-negative integer, got %s",
+                                            (int)i, nvfp4L_gotvalue(L, -1)));
     s.dim[i - 1] = (int64_t)d;
     lua_pop(L, 1);
   }
@@ -328,8 +330,7 @@ lua_Integer nvfp4L_optint (lua_State *L, int arg, const char *key, lua_Integer d
   if (t != LUA_TNIL) {
     v = lua_tointegerx(L, -1, &isint);
     if (t != LUA_TNUMBER || !isint)
-      nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be an integer, got %s",
-                                                    luaL_typename(L, -1)));
+      nvfp4L_opterror(L, arg, key, lua_pushfstring(L, "must be an integer, got %s", nvfp4L_gotvalue(L, -1)));
   }
   lua_pop(L, 1);
   return v;

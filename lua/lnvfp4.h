@@ -126,6 +126,10 @@ lua_Integer   nvfp4L_optint (lua_State *L, int arg, const char *key, lua_Integer
 lua_Number    nvfp4L_optnum (lua_State *L, int arg, const char *key, lua_Number def);
 /* Pushes the option's value (nil if absent) and returns its type. */
 int           nvfp4L_getopt (lua_State *L, int arg, const char *key);
+/* What a check was given, for its message: a number shown (4.5, -4, nan),
+** a string quoted ("'7' (a string)"), anything else by its type's name
+** (the string pushed when one is made). */
+const char   *nvfp4L_gotvalue (lua_State *L, int idx);
 /* Raise "bad argument #arg to 'f' (option 'key' <msg>)". */
 int           nvfp4L_opterror (lua_State *L, int arg, const char *key,
                                const char *msg);

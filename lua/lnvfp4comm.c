@@ -187,6 +187,16 @@ static nvfp4_comm *agreed (lua_State *L, const char *name) {
 }
 
 
+/* The error of a collective's argument that rank r gave wrong, raised alike
+** on every rank; rank r adds what it gave (got; NULL on the others). */
+static int collective_badarg (lua_State *L, int r, const char *expected, const char *got) {
+  if (got != NULL)
+    return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than %s (got %s)", r,
+                                               expected, got));
+  return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than %s", r, expected));
+}
+
+
 /* comm:all_reduce_max(v) where v is a number or a list of numbers: all
 ** integers give an exact 64-bit integer reduction, otherwise doubles, where
 ** a NaN anywhere makes that element NaN everywhere (MPI_MAX alone drops or
@@ -195,40 +205,50 @@ static nvfp4_comm *agreed (lua_State *L, const char *name) {
 ** with a bad argument (a non-number, a list of another length) makes every
 ** rank raise the same error instead of leaving them in the reduction. */
 static int comm_all_reduce_max (lua_State *L) {
-  nvfp4_comm *c = agreed(L, "all_reduce_max");
+  nvfp4_comm *c;
+  lua_settop(L, 2);                       /* v missing: nil, below what is pushed */
+  c = agreed(L, "all_reduce_max");
   MPI_Comm mc = nvfp4_comm_mpi(c);
-  int scalar = lua_type(L, 2) == LUA_TNUMBER, i, n;
-  /* [0] n, [1] -n, [2] not all integers, [3] 1 + the rank with a bad argument */
+  const int scalar = lua_type(L, 2) == LUA_TNUMBER, me = nvfp4_comm_rank(c), size = nvfp4_comm_size(c);
+  int i, n;
+  /* [0] n, [1] -n, [2] not all integers, [3] size - the lowest rank with a
+  ** bad argument (0: none) */
   long long meta[4] = {0, 0, 0, 0};
   long long *iv;
   double *dv;
-  int *lens = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)nvfp4_comm_size(c), 0);
-  if (!scalar && lua_type(L, 2) != LUA_TTABLE) meta[3] = 1 + nvfp4_comm_rank(c);
-  n = meta[3] ? 0 : scalar ? 1 : (int)lua_rawlen(L, 2);
+  const char *got = NULL;                 /* this rank's bad argument, said */
+  int *lens = (int *)lua_newuserdatauv(L, sizeof(int) * (size_t)size, 0);
+  if (!scalar && lua_type(L, 2) != LUA_TTABLE) got = nvfp4L_gotvalue(L, 2);
+  n = got != NULL ? 0 : scalar ? 1 : (int)lua_rawlen(L, 2);
   iv = (long long *)lua_newuserdatauv(L, sizeof(long long) * (size_t)(n + 1), 0);
   dv = (double *)lua_newuserdatauv(L, sizeof(double) * 2 * (size_t)(n + 1), 0);
   for (i = 0; i < n; i++) {
+    int isnum;
+    double d;
     if (scalar) lua_pushvalue(L, 2); else lua_rawgeti(L, 2, i + 1);
-    if (lua_type(L, -1) != LUA_TNUMBER) meta[3] = 1 + nvfp4_comm_rank(c);  /* "5" too */
-    else {
-      int isnum = lua_isinteger(L, -1);
-      double d = lua_tonumber(L, -1);
-      if (!isnum) meta[2] = 1;
-      iv[i] = (long long)lua_tointeger(L, -1);
-      dv[i] = d != d ? -HUGE_VAL : d;      /* NaN: its flag below */
-      dv[n + i] = d != d ? 1.0 : 0.0;
+    if (lua_type(L, -1) != LUA_TNUMBER) {                                /* "5" too */
+      got = lua_pushfstring(L, "%s at index %d", nvfp4L_gotvalue(L, -1), i + 1);   /* kept */
+      break;
     }
+    isnum = lua_isinteger(L, -1);
+    d = lua_tonumber(L, -1);
+    if (!isnum) meta[2] = 1;
+    iv[i] = (long long)lua_tointeger(L, -1);
+    dv[i] = d != d ? -HUGE_VAL : d;      /* NaN: its flag below */
+    dv[n + i] = d != d ? 1.0 : 0.0;
     lua_pop(L, 1);
   }
   meta[0] = n;
   meta[1] = -(long long)n;
+  if (got != NULL) meta[3] = size - me;
   if (MPI_Allreduce(MPI_IN_PLACE, meta, 4, MPI_LONG_LONG, MPI_MAX, mc) != MPI_SUCCESS)
     return luaL_error(L, "all_reduce_max: MPI_Allreduce failed");
-  if (meta[3])
-    return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than a number or a "
-                                               "list of numbers", (int)meta[3] - 1));
+  if (meta[3]) {
+    const int r = size - (int)meta[3];
+    return collective_badarg(L, r, "a number or a list of numbers", r == me ? got : NULL);
+  }
   if (meta[0] != -meta[1]) {      /* every rank is here: name the first that differs */
-    int size = nvfp4_comm_size(c), r;            /* lens: allocated before the rounds */
+    int r;                                       /* lens: allocated before the rounds */
     if (MPI_Allgather(&n, 1, MPI_INT, lens, 1, MPI_INT, mc) != MPI_SUCCESS)
       return luaL_error(L, "all_reduce_max: MPI_Allgather failed");
     for (r = 1; r < size - 1 && lens[r] == lens[0]; r++) {}
@@ -258,7 +278,9 @@ static int comm_all_reduce_max (lua_State *L) {
 ** Each rank sends (not an integer?, v): a rank with a bad v makes every rank
 ** raise the same error, instead of leaving the others in the gather. */
 static int comm_all_gather_int (lua_State *L) {
-  nvfp4_comm *c = agreed(L, "all_gather_int");
+  nvfp4_comm *c;
+  lua_settop(L, 2);                       /* v missing: nil, below what is pushed */
+  c = agreed(L, "all_gather_int");
   int isint = 0, i, n = nvfp4_comm_size(c);
   long long mine[2];
   long long *out = (long long *)lua_newuserdatauv(L, 2 * sizeof(long long) * (size_t)n, 0);
@@ -268,7 +290,7 @@ static int comm_all_gather_int (lua_State *L) {
     return luaL_error(L, "all_gather_int: MPI_Allgather failed");
   for (i = 0; i < n; i++)
     if (out[2 * i])
-      return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than an integer", i));
+      return collective_badarg(L, i, "an integer", i == nvfp4_comm_rank(c) ? nvfp4L_gotvalue(L, 2) : NULL);
   lua_createtable(L, n, 0);
   for (i = 0; i < n; i++) {
     lua_pushinteger(L, (lua_Integer)out[2 * i + 1]);
@@ -281,7 +303,9 @@ static int comm_all_gather_int (lua_State *L) {
 /* comm:all_gather_string(s) -> {s of rank 0, ..}: for reports (the
 ** framework gathers failure messages with it).  Straight MPI on host. */
 static int comm_all_gather_string (lua_State *L) {
-  nvfp4_comm *c = agreed(L, "all_gather_string");
+  nvfp4_comm *c;
+  lua_settop(L, 2);                       /* v missing: nil, below what is pushed */
+  c = agreed(L, "all_gather_string");
   size_t len = 0;
   const char *s = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &len) : NULL;
   int i, n = nvfp4_comm_size(c), total = 0, mine;
@@ -293,10 +317,10 @@ static int comm_all_gather_string (lua_State *L) {
   if (MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
     return luaL_error(L, "all_gather_string: MPI_Allgather failed");
   for (i = 0; i < n; i++) {
-    if (lens[i] < 0)
-      return luaL_argerror(L, 2, lua_pushfstring(L, lens[i] == -1 ? "rank %d gave something else "
-                                                 "than a string" : "rank %d's string is 16 MiB or "
-                                                 "longer", i));
+    if (lens[i] == -1)
+      return collective_badarg(L, i, "a string", i == nvfp4_comm_rank(c) ? nvfp4L_gotvalue(L, 2) : NULL);
+    if (lens[i] == -2)
+      return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d's string is 16 MiB or longer", i));
     if (lens[i] > 0x7fffffff - total)
       return luaL_argerror(L, 2, "the strings add up to 2 GiB or more");
     offs[i] = total;

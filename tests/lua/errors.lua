@@ -16,8 +16,12 @@ checkerror("bad argument #2 to 'quantize' (unknown option 'colwise')",
            function () return nvfp4.quantize(x, {colwise = true}) end)
 checkerror("bad argument #2 to 'quantize' (option 'rowwise' must be a boolean, got number)",
            function () return nvfp4.quantize(x, {rowwise = 1}) end)
-checkerror("bad argument #2 to 'quantize' (option 'seed' must be an integer, got number)",
+checkerror("bad argument #2 to 'quantize' (option 'seed' must be an integer, got 1.5)",
            function () return nvfp4.quantize(x, {sr = true, seed = 1.5}) end)
+checkerror("bad argument #2 to 'quantize' (option 'offset' must be an integer, got '7' (a string))",
+           function () return nvfp4.quantize(x, {sr = true, offset = "7"}) end)
+checkerror("bad argument #2 to 'quantize' (option 'seed' must be an integer, got table)",
+           function () return nvfp4.quantize(x, {sr = true, seed = {}}) end)
 checkerror("bad argument #2 to 'quantize' (option 'seed' needs sr = true)",
            function () return nvfp4.quantize(x, {seed = 3}) end)
 checkerror("bad argument #2 to 'quantize' (option 'offset' needs sr = true)",
