@@ -127,29 +127,32 @@ static void cuda_fini (nvfp4_ctx *ctx) {
 }
 
 
-/* Stream-ordered: the memory is usable by everything queued after this
-** call, and zeroed before it (padding of scale buffers stays 0x00). */
-static nvfp4_status cuda_alloc (nvfp4_ctx *ctx, size_t bytes, void **p) {
-  cudaStream_t s = nvfp4i_stream(ctx);
-  *p = NULL;
-  if (cudaMallocAsync(p, bytes, s) != cudaSuccess) {
-    cudaGetLastError();
+/* cuda_alloc without the memset: for buffers a collective or a kernel
+** overwrites entirely (the NVFP4 all-gather's gathered and swapped ones).
+** ENOMEM when the device is out of memory; any other failure (a sticky
+** error of an earlier kernel) is ECUDA with CUDA's message, so that a
+** caller does not free memory and retry in vain. */
+static nvfp4_status cuda_alloc_uninit (nvfp4_ctx *ctx, size_t bytes, void **p) {
+  const cudaError_t e = cudaMallocAsync(p, bytes, nvfp4i_stream(ctx));
+  if (e != cudaSuccess) {
     *p = NULL;
-    return NVFP4_ENOMEM;
+    return nvfp4i_cuda_fail(ctx, e, "cudaMallocAsync", __FILE__, __LINE__);
   }
-  CU_CHECK(ctx, cudaMemsetAsync(*p, 0, bytes, s));
   return NVFP4_OK;
 }
 
 
-/* cuda_alloc without the memset: for buffers a collective or a kernel
-** overwrites entirely (the NVFP4 all-gather's gathered and swapped ones). */
-static nvfp4_status cuda_alloc_uninit (nvfp4_ctx *ctx, size_t bytes, void **p) {
-  *p = NULL;
-  if (cudaMallocAsync(p, bytes, nvfp4i_stream(ctx)) != cudaSuccess) {
-    cudaGetLastError();
+/* Stream-ordered: the memory is usable by everything queued after this
+** call, and zeroed before it (padding of scale buffers stays 0x00); freed
+** again when the memset cannot be queued. */
+static nvfp4_status cuda_alloc (nvfp4_ctx *ctx, size_t bytes, void **p) {
+  cudaStream_t s = nvfp4i_stream(ctx);
+  cudaError_t e;
+  CHECK(cuda_alloc_uninit(ctx, bytes, p));
+  if ((e = cudaMemsetAsync(*p, 0, bytes, s)) != cudaSuccess) {
+    cudaFreeAsync(*p, s);
     *p = NULL;
-    return NVFP4_ENOMEM;
+    return nvfp4i_cuda_fail(ctx, e, "cudaMemsetAsync", __FILE__, __LINE__);
   }
   return NVFP4_OK;
 }
@@ -174,8 +177,11 @@ static nvfp4_status cuda_to_host (nvfp4_ctx *ctx, void *dst, const void *src, si
 
 
 /* From pageable host memory the runtime copies src out before returning,
-** so the caller may reuse it at once. */
+** so the caller may reuse it at once.  From page-locked memory
+** (cudaMallocHost, cudaHostRegister, or a buffer MPI registered) the copy
+** is asynchronous: it is waited for, for the same promise. */
 static nvfp4_status cuda_from_host (nvfp4_ctx *ctx, void *dst, const void *src, size_t n) {
+  cudaPointerAttributes at;
   if (n == 0) return NVFP4_OK;
   /* a large copy from pageable memory waits for the driver's staging
   ** buffers, which a stuck stream never frees: drained first, as to_host
@@ -183,7 +189,11 @@ static nvfp4_status cuda_from_host (nvfp4_ctx *ctx, void *dst, const void *src, 
   if (n > ((size_t)64 << 10) && nvfp4i_cuda_of(ctx)->nccl_comms != NULL)
     CHECK(nvfp4i_cuda_wait(ctx));
   CU_CHECK(ctx, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, nvfp4i_stream(ctx)));
-  return NVFP4_OK;
+  if (cudaPointerGetAttributes(&at, src) != cudaSuccess) {
+    cudaGetLastError();                   /* not known to CUDA: pageable */
+    return NVFP4_OK;
+  }
+  return at.type == cudaMemoryTypeHost ? nvfp4i_cuda_wait(ctx) : NVFP4_OK;
 }
 
 

@@ -260,11 +260,13 @@ nvfp4_status nvfp4i_cuda_wait (nvfp4_ctx *ctx) {
 
 
 /* Collective over c->mpi.  1 when the ranks' GPUs (host name + PCI bus
-** id) are pairwise distinct. */
+** id) are pairwise distinct; the same verdict on every rank (a rank that
+** cannot take part, out of host memory or in an MPI failure, makes it 0
+** everywhere, and takes the same MPI calls as the others). */
 static int own_gpus (nvfp4_comm *c) {
   enum { ID = 96 };
   char mine[ID], *all;
-  int i, j, distinct = 1;
+  int i, j, distinct, ok;
   memset(mine, 0, sizeof mine);
   if (cudaDeviceGetPCIBusId(mine, 32, nvfp4i_cuda_of(c->ctx)->device) != cudaSuccess) {
     cudaGetLastError();
@@ -272,15 +274,15 @@ static int own_gpus (nvfp4_comm *c) {
   }
   gethostname(mine + 32, ID - 33);
   all = (char *)malloc((size_t)ID * (size_t)c->size);
-  if (all == NULL) return 0;
-  if (MPI_Allgather(mine, ID, MPI_CHAR, all, ID, MPI_CHAR, c->mpi) != MPI_SUCCESS) {
-    free(all);
-    return 0;
-  }
+  ok = all != NULL;
+  if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
+  distinct = ok && MPI_Allgather(mine, ID, MPI_CHAR, all, ID, MPI_CHAR, c->mpi) == MPI_SUCCESS;
   for (i = 0; i < c->size && distinct; i++)
     for (j = i + 1; j < c->size && distinct; j++)
       if (memcmp(all + (size_t)i * ID, all + (size_t)j * ID, ID) == 0) distinct = 0;
   free(all);
+  if (ok && MPI_Allreduce(MPI_IN_PLACE, &distinct, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS)
+    distinct = 0;
   return distinct;
 }
 

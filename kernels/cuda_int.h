@@ -72,8 +72,12 @@ NVFP4I_FUNC cudaError_t nvfp4i_cuda_load_elementwise (void);
 NVFP4I_FUNC cudaError_t nvfp4i_cuda_load_gemm (void);
 NVFP4I_FUNC cudaError_t nvfp4i_cuda_load_transpose (void);
 
-/* After a kernel launch: a bad configuration shows up here. */
-#define CU_LAUNCHED(ctx, name)  CU_CHECK(ctx, cudaGetLastError())
+/* After a kernel launch: a bad configuration shows up here, named by the
+** kernel (name: a string literal). */
+#define CU_LAUNCHED(ctx, name)  \
+  do { cudaError_t e_ = cudaGetLastError(); \
+       if (e_ != cudaSuccess) return nvfp4i_cuda_fail((ctx), e_, name " launch", __FILE__, __LINE__); \
+  } while (0)
 
 /* Launchers (kernels/quantize.cu, dequantize.cu, transpose.cu, gemm.cu);
 ** arguments already validated by lib/. */

@@ -141,8 +141,10 @@ nvfp4_status nvfp4i_cuda_col_sum (nvfp4_ctx *ctx, void *out, nvfp4_dtype out_dt,
       partial, x, x_dt == NVFP4_BF16, rows, cols, chunk);
   col_sum_final<<<(unsigned)gx, THREADS, 0, s>>>(out, out_dt == NVFP4_BF16, partial,
                                                  nchunks, cols);
-  if (cudaGetLastError() != cudaSuccess)
-    st_ = nvfp4i_fail(ctx, NVFP4_ECUDA, "col_sum: kernel launch failed");
+  {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) st_ = nvfp4i_cuda_fail(ctx, e, "col_sum launch", __FILE__, __LINE__);
+  }
   cudaFreeAsync(partial, s);
   return st_;
 }

@@ -172,7 +172,17 @@ static nvfp4_status run_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
   cudaDataType_t it = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   if (c->blas == NULL) {
     cublasHandle_t h;
+    cublasStatus_t ms;
     BLAS_CHECK(ctx, cublasCreate(&h));
+    /* fp32 accumulation and one rounding to the output (spec §11): a
+    ** split-K GEMM with a bf16 output may otherwise reduce its partial sums
+    ** in bf16 (cuBLAS's default math mode allows it) */
+    ms = cublasSetMathMode(h, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+    if (ms != CUBLAS_STATUS_SUCCESS) {
+      cublasDestroy(h);
+      return blas_fail(ctx, ms, "cublasSetMathMode");
+    }
     c->blas = h;
   }
   BLAS_CHECK(ctx, cublasSetStream((cublasHandle_t)c->blas, c->stream));
@@ -188,10 +198,11 @@ static nvfp4_status run_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
                                dev ? c->gemm_scalars + 1 : &beta, D, dt, (int)P, CUBLAS_COMPUTE_32F,
                                CUBLAS_GEMM_DEFAULT);
   if (bs != CUBLAS_STATUS_SUCCESS) {
-    nvfp4i_fail(ctx, NVFP4_ECUBLAS, "cublasGemmEx (%s, P=%lld Q=%lld R=%lld) failed: %s (%s)",
-                bf16 ? "bf16" : "fp32", (long long)P, (long long)Q, (long long)R,
-                cublasGetStatusString(bs), cublasGetStatusName(bs));
-    return NVFP4_ECUBLAS;
+    /* its workspace out of device memory: ENOMEM, as any allocation */
+    const nvfp4_status st = bs == CUBLAS_STATUS_ALLOC_FAILED ? NVFP4_ENOMEM : NVFP4_ECUBLAS;
+    return nvfp4i_fail(ctx, st, "cublasGemmEx (%s, P=%lld Q=%lld R=%lld) failed: %s (%s)",
+                       bf16 ? "bf16" : "fp32", (long long)P, (long long)Q, (long long)R,
+                       cublasGetStatusString(bs), cublasGetStatusName(bs));
   }
   return NVFP4_OK;
 }
@@ -213,11 +224,13 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
           "gemm: dims %lld x %lld x %lld exceed cuBLAS's int", (long long)P,
           (long long)Q, (long long)R);
   if (!direct || R == 0) {
-    if (cudaMallocAsync(&tc, (size_t)P * (size_t)Q * sizeof(float), s) != cudaSuccess) {
+    const cudaError_t e = cudaMallocAsync(&tc, (size_t)P * (size_t)Q * sizeof(float), s);
+    if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       return nvfp4i_fail(ctx, NVFP4_ENOMEM, "gemm: cannot allocate a %lldx%lld fp32 result",
                          (long long)Q, (long long)P);
     }
+    if (e != cudaSuccess) return nvfp4i_cuda_fail(ctx, e, "cudaMallocAsync", __FILE__, __LINE__);
   }
   if (R == 0) {
     if (cudaMemsetAsync(tc, 0, (size_t)P * (size_t)Q * sizeof(float), s) != cudaSuccess)
@@ -235,8 +248,9 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
       gemm_alpha_kernel<<<1, 1, 0, s>>>(a->damax, a->dt == NVFP4_FP4 ? a->amax : -1.0f, a->e6,
                                        b->damax, b->dt == NVFP4_FP4 ? b->amax : -1.0f, b->e6,
                                        nvfp4i_cuda_of(ctx)->gemm_scalars);
-      if (cudaGetLastError() != cudaSuccess) {
-        st = nvfp4i_fail(ctx, NVFP4_ECUDA, "gemm: gemm_alpha_kernel launch failed");
+      const cudaError_t e = cudaGetLastError();
+      if (e != cudaSuccess) {
+        st = nvfp4i_cuda_fail(ctx, e, "gemm_alpha_kernel launch", __FILE__, __LINE__);
         goto done;
       }
     }
@@ -250,8 +264,8 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
     bias_round<<<nvfp4i_grid_for(P * Q, 256), 256, 0, s>>>((const float *)tc, bias ? bias->data.p : NULL,
                                                            bias && bias->dtype == NVFP4_BF16, P, P * Q,
                                                            d->data.p, d->dtype == NVFP4_BF16);
-    if (cudaGetLastError() != cudaSuccess)
-      st = nvfp4i_fail(ctx, NVFP4_ECUDA, "gemm: bias_round launch failed");
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) st = nvfp4i_cuda_fail(ctx, e, "bias_round launch", __FILE__, __LINE__);
   }
 done:
   if (ta) cudaFreeAsync(ta, s);

@@ -2040,10 +2040,17 @@ static nvfp4_status scg_buffer_for (nvfp4_ctx *ctx, qparams *p) {
 }
 
 
-/* The follow-up of a fast RHT launch (after it on the same stream). */
+/* The follow-up of a fast RHT launch (after it on the same stream).  Not
+** launched, the deferred list keeps the count the fast kernel left, which
+** the next RHT quantize would take for its own (entries of another shape):
+** reset after the fast kernel instead. */
 template <bool SR, bool AMAX_ONLY>
-static void launch_fix (const qparams &p, float *dst, cudaStream_t s) {
+static nvfp4_status launch_fix (nvfp4_ctx *ctx, const qparams &p, float *dst, cudaStream_t s) {
+  cudaError_t e;
   rht_fix_kernel<SR, AMAX_ONLY><<<(unsigned)sm_count() * 4, 128, 0, s>>>(p, dst);
+  if ((e = cudaGetLastError()) == cudaSuccess) return NVFP4_OK;
+  (void)cudaMemsetAsync(p.sl, 0, offsetof(slow_list, e), s);
+  return nvfp4i_cuda_fail(ctx, e, "rht_fix_kernel launch", __FILE__, __LINE__);
 }
 
 
@@ -2121,8 +2128,7 @@ nvfp4_status nvfp4i_cuda_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     else launch_fast_rs<false>(p, o->sr, o->rht, s);
     if (o->rht && p.col) {
       CU_LAUNCHED(ctx, "qfast_kernel");
-      if (o->sr) launch_fix<true, false>(p, NULL, s);
-      else launch_fix<false, false>(p, NULL, s);
+      CHECK((o->sr ? launch_fix<true, false>(ctx, p, NULL, s) : launch_fix<false, false>(ctx, p, NULL, s)));
     }
   }
   else if (x->dtype == NVFP4_BF16) {
@@ -2211,7 +2217,7 @@ static nvfp4_status amax_enqueue (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht
       if (st != NVFP4_OK) return st;
       launch_fast<false, true, true>(p, dst + 1, s);
       CU_LAUNCHED(ctx, "qfast_kernel");
-      launch_fix<false, true>(p, dst + 1, s);
+      CHECK((launch_fix<false, true>(ctx, p, dst + 1, s)));
     }
     else if (rht && M % 16 == 0)
       amax_rht_kernel<<<nvfp4i_grid_for((M / 16) * K, 128, AMAX_GRID_CAP), 128, 0, s>>>(p, M, K, sign_mask,

@@ -39,10 +39,14 @@ static nvfp4_status buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b, nvfp4_shape shape,
   b->nbytes = (size_t)nvfp4_shape_numel(shape) * elsize;
   b->p = NULL;
   if (b->nbytes == 0) return NVFP4_OK;
-  if (alloc(ctx, b->nbytes, &b->p) != NVFP4_OK) {
-    b->p = NULL;
-    return nvfp4i_fail(ctx, NVFP4_ENOMEM, "cannot allocate %zu bytes on %s",
-                       b->nbytes, ctx->ops->name);
+  {
+    const nvfp4_status st = alloc(ctx, b->nbytes, &b->p);
+    if (st != NVFP4_OK) {
+      b->p = NULL;
+      if (st != NVFP4_ENOMEM) return st;  /* the backend's error (ECUDA: a sticky fault), said there */
+      return nvfp4i_fail(ctx, NVFP4_ENOMEM, "cannot allocate %zu bytes on %s",
+                         b->nbytes, ctx->ops->name);
+    }
   }
   ctx->mem += b->nbytes;
   return NVFP4_OK;

@@ -15,8 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "config.h"
 #include "nvfp4.h"
 #include "nvfp4_int.h"     /* the backend entries convert, bias_add, col_sum */
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>   /* page-locked host memory (pinned_from_host_case) */
+#endif
 
 static nvfp4_ctx *cpu, *gpu;
 static int failures, checks;
@@ -331,6 +335,94 @@ static void gemm_device_alpha_case (void) {
     free(h1); free(h2);
     h1 = h2 = NULL;
   }
+}
+
+
+/* nvfp4_tensor_from_host returns with the caller's bytes taken, also from
+** page-locked memory (cudaMallocHost), whose copy is asynchronous: the
+** buffer overwritten at once must not reach the tensor.  The copy is queued
+** behind an fp32 GEMM of [8192, 8192] (tens of ms), so that it cannot be
+** done by then, however fast the host link. */
+static void pinned_from_host_case (void) {
+#ifdef HAVE_CUDA
+  const int64_t n = (int64_t)1 << 26;                /* 256 MiB of fp32 */
+  int64_t d[1] = {n}, dg[2] = {8192, 8192}, i, bad = 0;
+  nvfp4_tensor *t = NULL, *g = NULL, *busy = NULL;
+  uint32_t *pin = NULL, *back = NULL;
+  if (cudaMallocHost((void **)&pin, (size_t)n * 4) != cudaSuccess) {
+    cudaGetLastError();
+    printf("skipped: from_host from page-locked memory (no 256 MiB of it)\n");
+    return;
+  }
+  memset(pin, 0x11, (size_t)n * 4);
+  OK(nvfp4_tensor_randn(gpu, nvfp4_shape_make(2, dg), NVFP4_F32, 31, &g));
+  OK(nvfp4_ctx_sync(gpu));
+  OK(nvfp4_gemm(gpu, g, NVFP4_ROWWISE, g, NVFP4_ROWWISE, NULL, NVFP4_F32, &busy));   /* queued */
+  OK(nvfp4_tensor_from_host(gpu, nvfp4_shape_make(1, d), NVFP4_F32, pin, (size_t)n * 4, &t));
+  memset(pin, 0xFF, (size_t)n * 4);                  /* at once, as a caller may */
+  back = (uint32_t *)malloc((size_t)n * 4);
+  if (back == NULL) { printf("skipped: from_host from page-locked memory (host memory)\n"); goto done; }
+  OK(nvfp4_tensor_to_host(t, back, (size_t)n * 4));
+  for (i = 0; i < n; i++) bad += back[i] != 0x11111111u;
+  checks++;
+  if (bad) {
+    failures++;
+    printf("FAIL from_host from page-locked memory: %lld of %lld words are not the bytes given\n",
+           (long long)bad, (long long)n);
+  }
+done:
+  nvfp4_tensor_destroy(t); nvfp4_tensor_destroy(g); nvfp4_tensor_destroy(busy);
+  free(back);
+  cudaFreeHost(pin);
+#endif
+}
+
+
+/* A GEMM's output comes from the memory pool uninitialized, beta is 0 in
+** device memory: no NaN that the pool's earlier tensor left may reach it
+** (cuBLAS does not read C when beta is 0), with an fp32 and a bf16 output,
+** and the outputs hold the CPU reference's GEMM within rounding. */
+static void gemm_dirty_pool_case (void) {
+  const int64_t big = (int64_t)1 << 28;              /* 1 GiB of fp32 NaNs */
+  int64_t db[1] = {big}, dx[2] = {2048, 2048}, n = dx[0] * dx[0], i, nans;
+  nvfp4_tensor *junk = NULL, *xg = NULL, *qg = NULL, *yg = NULL;
+  float *h = (float *)malloc((size_t)big * 4), *y = NULL;
+  nvfp4_qopts o;
+  int out;
+  if (h == NULL) { printf("skipped: the GEMM on a dirty pool (host memory)\n"); return; }
+  for (i = 0; i < big; i++) h[i] = NAN;
+  memset(&o, 0, sizeof o);
+  o.rowwise = 1;
+  y = (float *)malloc((size_t)n * 4);
+  for (out = 0; out < 2 && y != NULL; out++) {
+    const nvfp4_dtype odt = out ? NVFP4_BF16 : NVFP4_F32;
+    OK(nvfp4_tensor_from_host(gpu, nvfp4_shape_make(1, db), NVFP4_F32, h, (size_t)big * 4, &junk));
+    OK(nvfp4_tensor_randn(gpu, nvfp4_shape_make(2, dx), NVFP4_BF16, 21, &xg));
+    OK(nvfp4_quantize(gpu, xg, &o, &qg));
+    nvfp4_tensor_destroy(junk);                      /* its NaNs go back to the pool */
+    junk = NULL;
+    OK(nvfp4_gemm(gpu, qg, NVFP4_ROWWISE, qg, NVFP4_ROWWISE, NULL, odt, &yg));
+    if (odt == NVFP4_BF16) {
+      nvfp4_tensor *yf = NULL;
+      OK(nvfp4_tensor_convert(yg, NVFP4_F32, &yf));
+      nvfp4_tensor_destroy(yg);
+      yg = yf;
+    }
+    OK(nvfp4_tensor_to_host(yg, y, (size_t)n * 4));
+    for (i = 0, nans = 0; i < n; i++) nans += y[i] != y[i];
+    checks++;
+    if (nans || !(y[0] > 0.0f)) {                   /* x.x^T: a positive diagonal */
+      failures++;
+      printf("FAIL gemm (%s out) after a pool of NaNs: %lld NaNs of %lld, y[0] %g\n",
+             nvfp4_dtype_name(odt), (long long)nans, (long long)n, (double)y[0]);
+    }
+  done:
+    nvfp4_tensor_destroy(junk); nvfp4_tensor_destroy(xg);
+    nvfp4_tensor_destroy(qg); nvfp4_tensor_destroy(yg);
+    junk = xg = qg = yg = NULL;
+  }
+  free(y);
+  free(h);
 }
 
 
@@ -798,6 +890,8 @@ int main (void) {
   }
   rht_amax_repeat_case();
   gemm_device_alpha_case();
+  pinned_from_host_case();
+  gemm_dirty_pool_case();
   for (d = 0; d < 3; d++) {
     nvfp4_dtype dt = d == 0 ? NVFP4_F32 : d == 1 ? NVFP4_BF16 : NVFP4_U8;
     swap_case(3, sw1, dt); swap_case(4, sw2, dt); swap_case(2, sw3, dt);
