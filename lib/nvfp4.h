@@ -18,7 +18,9 @@
 **    the errors each function lists: a tensor (or comm) of another context
 **    gives NVFP4_EUSAGE, and on a CUDA context a failed CUDA, cuBLAS or
 **    NCCL call gives NVFP4_ECUDA, ECUBLAS or ENCCL naming the call (ENOMEM,
-**    naming it too, where CUDA or cuBLAS ran out of device memory).
+**    naming it too, where CUDA or cuBLAS ran out of device memory; an
+**    allocation refused for another reason, such as an earlier kernel's
+**    fault, is ECUDA with CUDA's message).
 **  - outputs are new objects returned through the last (**out) argument;
 **    the caller owns them and frees them with the matching _destroy, which
 **    accepts NULL.  Every output pointer a call is given is set to NULL
@@ -271,7 +273,9 @@ typedef struct nvfp4_tensor nvfp4_tensor;
 ** below). */
 nvfp4_status nvfp4_tensor_create (nvfp4_ctx *ctx, nvfp4_shape shape,
                                   nvfp4_dtype dt, nvfp4_tensor **out);
-/* The same, filled from host memory (host: the caller's, read once).
+/* The same, filled from host memory (host: the caller's, read once; the
+** caller may reuse it as soon as the call returns, also when it is
+** page-locked, whose copy the CUDA backend then waits for).
 ** Errors: EINVAL (nbytes not numel * dtype size, a NULL host with nbytes >
 ** 0, or as nvfp4_tensor_create), ENOMEM. */
 nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
