@@ -138,7 +138,16 @@ typedef enum nvfp4_backend {
 ** set-up fails (what it had set up is undone).  The reason is in *errmsg if
 ** errmsg != NULL ("cuda backend set-up failed: <the failing call and its
 ** message>"): a string the library owns, valid until this thread's next
-** nvfp4_ctx_create.  No spec section (the library's own object). */
+** nvfp4_ctx_create.  CUDA: the context takes one GPU ($NVFP4_CUDA_DEVICE,
+** else the local rank modulo the GPU count) and makes it the creating
+** thread's current device; call the library where that device is current
+** (one GPU per process: CUDA contexts on two GPUs in one process are not
+** supported).  Device memory the library frees stays in that GPU's default
+** memory pool for its next allocations (release threshold unlimited: given
+** back at each synchronization, it cost a page mapping per allocation),
+** so memory that others take with cudaMalloc (cuBLAS's workspace, NCCL's
+** buffers) does not count it as free.  No spec section (the library's own
+** object). */
 nvfp4_status nvfp4_ctx_create  (nvfp4_backend want, nvfp4_ctx **out,
                                 const char **errmsg);
 void         nvfp4_ctx_destroy (nvfp4_ctx *ctx);         /* NULL: no-op */
