@@ -782,7 +782,11 @@ typedef struct nvfp4_recipe {
   ** needs no_input_rht) */
   unsigned four_over_six_weights : 1;
   unsigned four_over_six_activations : 1;
-  uint64_t seed;            /* SR: Philox key; each backward that succeeds moves the offset on */
+  /* SR: Philox key (plus the rank times 0x9E3779B97F4A7C15); each backward
+  ** that succeeds moves the layer's own offset on, from 0.  Two layers with
+  ** the same seed draw the same bits for the same grad_output (TE draws
+  ** every quantize from one generator): give each layer its own seed. */
+  uint64_t seed;
 } nvfp4_recipe;
 
 typedef struct nvfp4_linear_config {
