@@ -188,12 +188,22 @@ static nvfp4_comm *agreed (lua_State *L, const char *name) {
 
 
 /* The error of a collective's argument that rank r gave wrong, raised alike
-** on every rank; rank r adds what it gave (got; NULL on the others). */
-static int collective_badarg (lua_State *L, int r, const char *expected, const char *got) {
-  if (got != NULL)
-    return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than %s (got %s)", r,
-                                               expected, got));
-  return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than %s", r, expected));
+** on every rank: rank r says what it gave (got, its own; ignored on the
+** others) to all of them first (a broadcast every rank of c makes). */
+static int collective_badarg (lua_State *L, nvfp4_comm *c, int r, const char *expected,
+                              const char *got) {
+  char said[128];
+  memset(said, 0, sizeof said);
+  if (nvfp4_comm_rank(c) == r) {
+    const size_t n = strlen(got);
+    if (n < sizeof said) memcpy(said, got, n);
+    else snprintf(said, sizeof said, "%.*s...", (int)sizeof said - 4, got);
+  }
+  if (MPI_Bcast(said, (int)sizeof said, MPI_CHAR, r, nvfp4_comm_mpi(c)) != MPI_SUCCESS)
+    return luaL_error(L, "MPI_Bcast failed");
+  said[sizeof said - 1] = '\0';
+  return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d gave something else than %s (got %s)", r,
+                                             expected, said));
 }
 
 
@@ -245,7 +255,7 @@ static int comm_all_reduce_max (lua_State *L) {
     return luaL_error(L, "all_reduce_max: MPI_Allreduce failed");
   if (meta[3]) {
     const int r = size - (int)meta[3];
-    return collective_badarg(L, r, "a number or a list of numbers", r == me ? got : NULL);
+    return collective_badarg(L, c, r, "a number or a list of numbers", got);
   }
   if (meta[0] != -meta[1]) {      /* every rank is here: name the first that differs */
     int r;                                       /* lens: allocated before the rounds */
@@ -290,7 +300,7 @@ static int comm_all_gather_int (lua_State *L) {
     return luaL_error(L, "all_gather_int: MPI_Allgather failed");
   for (i = 0; i < n; i++)
     if (out[2 * i])
-      return collective_badarg(L, i, "an integer", i == nvfp4_comm_rank(c) ? nvfp4L_gotvalue(L, 2) : NULL);
+      return collective_badarg(L, c, i, "an integer", i == nvfp4_comm_rank(c) ? nvfp4L_gotvalue(L, 2) : "");
   lua_createtable(L, n, 0);
   for (i = 0; i < n; i++) {
     lua_pushinteger(L, (lua_Integer)out[2 * i + 1]);
@@ -318,7 +328,7 @@ static int comm_all_gather_string (lua_State *L) {
     return luaL_error(L, "all_gather_string: MPI_Allgather failed");
   for (i = 0; i < n; i++) {
     if (lens[i] == -1)
-      return collective_badarg(L, i, "a string", i == nvfp4_comm_rank(c) ? nvfp4L_gotvalue(L, 2) : NULL);
+      return collective_badarg(L, c, i, "a string", i == nvfp4_comm_rank(c) ? nvfp4L_gotvalue(L, 2) : "");
     if (lens[i] == -2)
       return luaL_argerror(L, 2, lua_pushfstring(L, "rank %d's string is 16 MiB or longer", i));
     if (lens[i] > 0x7fffffff - total)

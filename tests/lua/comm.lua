@@ -41,10 +41,10 @@ fails("the ranks' lists differ in length: rank 1 has 3 values, rank 0 has 2", w.
       me == 0 and {1, 2} or {1, 2, 3})
 fails("the ranks' lists differ in length: rank " .. (size - 1) .. " has 1 value, rank 0 has 2",
       w.all_reduce_max, w, me == size - 1 and {7} or {1, 2})
--- the rank named is the lowest that gave a bad argument; it says what it gave, the others name it
+-- the rank named is the lowest that gave a bad argument; every rank says what it gave (the same error)
 local function badarg (r, what, got, ...)
   local e = fails(("rank %d gave something else than %s"):format(r, what), ...)
-  local tail = me == r and (" (got %s))"):format(got) or what .. ")"
+  local tail = ("rank %d gave something else than %s (got %s))"):format(r, what, got)
   assert(tostring(e):sub(-#tail) == tail, tostring(e))
 end
 badarg(size - 1, "a number or a list of numbers", "'x' (a string) at index 2",
@@ -57,6 +57,8 @@ badarg(0, "a number or a list of numbers", "'5' (a string) at index 1", w.all_re
 badarg(0, "a string", "5", w.all_gather_string, w, me == 0 and 5 or "x")
 badarg(0, "a number or a list of numbers", "'x' (a string)", w.all_reduce_max, w, "x")   -- every rank: the lowest
 badarg(0, "a number or a list of numbers", "nil", w.all_reduce_max, w)
+badarg(last, "an integer", "'" .. ("x"):rep(123) .. "...", w.all_gather_int, w,    -- a long one cut
+       me == last and ("x"):rep(500) or 1)
 assert(#w:all_gather_string("ok") == size)
 -- ranks in different collectives (these, the library's, the barrier): every rank raises, none waits (they
 -- met in MPI calls of each other's and hung, or read each other's data)
