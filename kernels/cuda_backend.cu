@@ -4,7 +4,8 @@
 ** default pool, which keeps freed memory; zero-filled unless asked not to),
 ** copies, and the kernels of quantize.cu, dequantize.cu, transpose.cu and
 ** gemm.cu.  Every entry only enqueues work on the context's stream, except
-** to_host and sync, which wait for it (nvfp4.h "return when enqueued").
+** to_host and sync, which wait for it (nvfp4.h "return when enqueued"), and
+** from_host from page-locked or managed memory, which waits for its copy.
 **
 ** Device choice: $NVFP4_CUDA_DEVICE if set (0..count-1), else the MPI local rank
 ** (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID) modulo the
@@ -179,7 +180,8 @@ static nvfp4_status cuda_to_host (nvfp4_ctx *ctx, void *dst, const void *src, si
 /* From pageable host memory the runtime copies src out before returning,
 ** so the caller may reuse it at once.  From page-locked memory
 ** (cudaMallocHost, cudaHostRegister, or a buffer MPI registered) the copy
-** is asynchronous: it is waited for, for the same promise. */
+** or managed memory the copy is asynchronous: it is waited for, for the
+** same promise. */
 static nvfp4_status cuda_from_host (nvfp4_ctx *ctx, void *dst, const void *src, size_t n) {
   cudaPointerAttributes at;
   if (n == 0) return NVFP4_OK;
@@ -193,7 +195,8 @@ static nvfp4_status cuda_from_host (nvfp4_ctx *ctx, void *dst, const void *src, 
     cudaGetLastError();                   /* not known to CUDA: pageable */
     return NVFP4_OK;
   }
-  return at.type == cudaMemoryTypeHost ? nvfp4i_cuda_wait(ctx) : NVFP4_OK;
+  return at.type == cudaMemoryTypeHost || at.type == cudaMemoryTypeManaged ? nvfp4i_cuda_wait(ctx)
+                                                                          : NVFP4_OK;
 }
 
 

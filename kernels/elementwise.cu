@@ -131,11 +131,14 @@ nvfp4_status nvfp4i_cuda_col_sum (nvfp4_ctx *ctx, void *out, nvfp4_dtype out_dt,
           (long long)cols);
   if (rows > 65535 * chunk) chunk = (rows + 65534) / 65535;
   nchunks = rows > 0 ? (rows + chunk - 1) / chunk : 1;
-  if (cudaMallocAsync((void **)&partial, (size_t)nchunks * (size_t)cols * sizeof(float), s)
-      != cudaSuccess) {
-    cudaGetLastError();
-    return nvfp4i_fail(ctx, NVFP4_ENOMEM, "col_sum: cannot allocate %lld x %lld fp32 "
-                       "partial sums", (long long)nchunks, (long long)cols);
+  {
+    const cudaError_t e = cudaMallocAsync((void **)&partial, (size_t)nchunks * (size_t)cols * sizeof(float), s);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nvfp4i_fail(ctx, NVFP4_ENOMEM, "col_sum: cannot allocate %lld x %lld fp32 "
+                         "partial sums", (long long)nchunks, (long long)cols);
+    }
+    if (e != cudaSuccess) return nvfp4i_cuda_fail(ctx, e, "cudaMallocAsync", __FILE__, __LINE__);
   }
   col_sum_partial<<<dim3((unsigned)gx, (unsigned)nchunks), THREADS, 0, s>>>(
       partial, x, x_dt == NVFP4_BF16, rows, cols, chunk);

@@ -46,7 +46,9 @@
 **    nvfp4_dequantize_columnwise, the NVFP4 gather of
 **    FP4 shards unless they all come from one quantize with amax_group
 **    over that communicator (see nvfp4_all_gather), nvfp4_tensor_equal;
-**    nvfp4_gemm forms its alpha from it on the device).
+**    nvfp4_gemm forms its alpha from it on the device).  On CUDA,
+**    nvfp4_tensor_from_host waits too when its source is page-locked or
+**    managed memory (so the caller may reuse it on return).
 **  - a collective's ranks agree on their arguments and set-up before moving
 **    data, so a bad argument on one rank gives the others EPEER and none
 **    waits.  They agree on the call too: ranks in different calls on one
