@@ -806,7 +806,18 @@ else
     local ok, msg = runcase(c, ("fuzz case %d (seed %d; replay: %s) %s"):format(k, opts.seed, replaycmd(k),
                                                                              show(c)))
     n = n + 1
-    if not ok then fails[#fails + 1] = report(k, c, msg, nvfp4.clock() - ts) end
+    if not ok then
+      if out and opts.junit then
+        -- the failure stands in the file before its shrinking, which may take minutes: a job that ends
+        -- there (an interrupt, a crash) leaves it as failed, not as the case under way
+        fails[#fails + 1] = {k = k, msg = msg, secs = nvfp4.clock() - ts,
+                             report = "replay: " .. replaycmd(k) .. "\ncase: " .. show(c) ..
+                                      "\n(written before the failure was shrunk)"}
+        writejunit(opts.junit, n, fails, nvfp4.clock() - t0)
+        fails[#fails] = nil
+      end
+      fails[#fails + 1] = report(k, c, msg, nvfp4.clock() - ts)
+    end
     local now = nvfp4.clock()
     if now - tick >= 5 then
       tick = now
