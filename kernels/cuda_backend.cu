@@ -179,9 +179,9 @@ static nvfp4_status cuda_to_host (nvfp4_ctx *ctx, void *dst, const void *src, si
 
 /* From pageable host memory the runtime copies src out before returning,
 ** so the caller may reuse it at once.  From page-locked memory
-** (cudaMallocHost, cudaHostRegister, or a buffer MPI registered) the copy
-** or managed memory the copy is asynchronous: it is waited for, for the
-** same promise. */
+** (cudaMallocHost, cudaHostRegister, or a buffer MPI registered) or
+** managed memory the copy is asynchronous: it is waited for, for the same
+** promise. */
 static nvfp4_status cuda_from_host (nvfp4_ctx *ctx, void *dst, const void *src, size_t n) {
   cudaPointerAttributes at;
   if (n == 0) return NVFP4_OK;

@@ -21,6 +21,7 @@
 ** Every entry only enqueues work on the context's stream.
 */
 #include <stdint.h>
+#include <stdio.h>
 #include "config.h"
 #include "cuda_int.h"
 
@@ -133,12 +134,12 @@ nvfp4_status nvfp4i_cuda_col_sum (nvfp4_ctx *ctx, void *out, nvfp4_dtype out_dt,
   nchunks = rows > 0 ? (rows + chunk - 1) / chunk : 1;
   {
     const cudaError_t e = cudaMallocAsync((void **)&partial, (size_t)nchunks * (size_t)cols * sizeof(float), s);
-    if (e == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      return nvfp4i_fail(ctx, NVFP4_ENOMEM, "col_sum: cannot allocate %lld x %lld fp32 "
-                         "partial sums", (long long)nchunks, (long long)cols);
+    if (e != cudaSuccess) {             /* ENOMEM when out of memory, else ECUDA */
+      char what[96];
+      snprintf(what, sizeof what, "col_sum: cudaMallocAsync of %lld x %lld fp32 partial sums",
+               (long long)nchunks, (long long)cols);
+      return nvfp4i_cuda_fail(ctx, e, what, __FILE__, __LINE__);
     }
-    if (e != cudaSuccess) return nvfp4i_cuda_fail(ctx, e, "cudaMallocAsync", __FILE__, __LINE__);
   }
   col_sum_partial<<<dim3((unsigned)gx, (unsigned)nchunks), THREADS, 0, s>>>(
       partial, x, x_dt == NVFP4_BF16, rows, cols, chunk);

@@ -15,6 +15,7 @@
 ** loads and 16-byte stores).
 */
 #include <stdint.h>
+#include <stdio.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include "config.h"
@@ -225,12 +226,12 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
           (long long)Q, (long long)R);
   if (!direct || R == 0) {
     const cudaError_t e = cudaMallocAsync(&tc, (size_t)P * (size_t)Q * sizeof(float), s);
-    if (e == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      return nvfp4i_fail(ctx, NVFP4_ENOMEM, "gemm: cannot allocate a %lldx%lld fp32 result",
-                         (long long)Q, (long long)P);
+    if (e != cudaSuccess) {             /* ENOMEM when out of memory, else ECUDA */
+      char what[96];
+      snprintf(what, sizeof what, "gemm: cudaMallocAsync of a %lldx%lld fp32 result", (long long)Q,
+               (long long)P);
+      return nvfp4i_cuda_fail(ctx, e, what, __FILE__, __LINE__);
     }
-    if (e != cudaSuccess) return nvfp4i_cuda_fail(ctx, e, "cudaMallocAsync", __FILE__, __LINE__);
   }
   if (R == 0) {
     if (cudaMemsetAsync(tc, 0, (size_t)P * (size_t)Q * sizeof(float), s) != cudaSuccess)

@@ -152,9 +152,7 @@ static int linear_args (lua_State *L) {
   nvfp4_linear_config *cp = (nvfp4_linear_config *)lua_touserdata(L, 2), c;
   lua_settop(L, 2);
   luaL_checktype(L, 1, LUA_TTABLE);
-  lua_getfield(L, 1, "group");                                          /* 3 */
-  lua_pushvalue(L, 3);
-  lua_setiuservalue(L, 2, 1);
+  nvfp4L_keepopt(L, 1, "group", 2);                                     /* 3 */
   nvfp4L_checkopts(L, 1, linear_opts);
   memset(&c, 0, sizeof c);
   if (nvfp4L_getopt(L, 1, "in_features") == LUA_TNIL)
@@ -205,10 +203,7 @@ static int mod_linear (lua_State *L) {
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) {                           /* 3: the error */
-    nvfp4_comm *g;
-    lua_getiuservalue(L, 2, 1);           /* the group value linear_args read */
-    g = nvfp4L_commheld(L, -1);
-    lua_pop(L, 1);
+    nvfp4_comm *g = nvfp4L_keptcomm(L, 2);     /* the group linear_args read */
     if (g != NULL) {
       nvfp4_linear_config tell;
       nvfp4_linear *none = NULL;

@@ -1148,10 +1148,7 @@ int nvfp4L_reraise (lua_State *L) {
 static int quantize_args (lua_State *L) {
   nvfp4_qopts *o = (nvfp4_qopts *)lua_touserdata(L, 3);
   lua_settop(L, 3);
-  if (lua_type(L, 2) == LUA_TTABLE) lua_getfield(L, 2, "amax_group");
-  else lua_pushnil(L);                                   /* 4 */
-  lua_pushvalue(L, 4);
-  lua_setiuservalue(L, 3, 1);
+  nvfp4L_keepopt(L, 2, "amax_group", 3);                 /* 4 */
   nvfp4L_totensor(L, 1);
   *o = nvfp4L_checkqopts(L, 2, 4);
   return 1;                    /* the amax_group value checkqopts left */
@@ -1184,10 +1181,7 @@ static int mod_quantize (lua_State *L) {
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 3);
   if (lua_pcall(L, 3, 1, 0) != LUA_OK) {   /* 4: the amax_group comm, held for the call */
-    nvfp4_comm *g;
-    lua_getiuservalue(L, 3, 1);         /* the amax_group value quantize_args read */
-    g = nvfp4L_commheld(L, -1);
-    lua_pop(L, 1);
+    nvfp4_comm *g = nvfp4L_keptcomm(L, 3);     /* the amax_group quantize_args read */
     if (g != NULL) quantize_tell(L, g);
     return nvfp4L_reraise(L);
   }

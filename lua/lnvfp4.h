@@ -188,6 +188,14 @@ nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx);
 ** closed since by Lua code the call ran is its zombie, see nvfp4L_heldtensor). */
 struct nvfp4_comm *nvfp4L_commof (lua_State *L, int idx);
 struct nvfp4_comm *nvfp4L_commheld (lua_State *L, int idx);
+/* A collective's comm option read once, before the other options' checks:
+** nvfp4L_keepopt pushes opts[key] (nil when opts is no table) and keeps it
+** as the user value 1 of the userdata at ud; the call's error path, after
+** the checks failed under lua_pcall, takes it back with nvfp4L_keptcomm
+** (the comm as held, or NULL) to tell the peers, without a second read
+** (an __index there would run on the failing rank alone). */
+void nvfp4L_keepopt (lua_State *L, int opts, const char *key, int ud);
+struct nvfp4_comm *nvfp4L_keptcomm (lua_State *L, int ud);
 
 /* Module openers: each adds its functions to the module table at modidx
 ** and registers its metatables.  luaopen_nvfp4 calls them in this order. */

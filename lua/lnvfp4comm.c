@@ -112,6 +112,23 @@ nvfp4_comm *nvfp4L_commheld (lua_State *L, int idx) {
 }
 
 
+void nvfp4L_keepopt (lua_State *L, int opts, const char *key, int ud) {
+  if (lua_type(L, opts) == LUA_TTABLE) lua_getfield(L, opts, key);
+  else lua_pushnil(L);
+  lua_pushvalue(L, -1);
+  lua_setiuservalue(L, ud, 1);
+}
+
+
+nvfp4_comm *nvfp4L_keptcomm (lua_State *L, int ud) {
+  nvfp4_comm *g;
+  lua_getiuservalue(L, ud, 1);
+  g = nvfp4L_commheld(L, -1);
+  lua_pop(L, 1);
+  return g;
+}
+
+
 static int comm_tostring (lua_State *L) {
   LComm *p = (LComm *)luaL_checkudata(L, 1, NVFP4L_COMM);
   if (p->c == NULL) lua_pushliteral(L, "nvfp4.comm (closed)");

@@ -452,9 +452,9 @@ int main (int argc, char **argv) {
   nvfp4L_notes_ended(status);       /* a peer waiting in a collective over this rank ends the job */
   nvfp4L_watchdog_settle();         /* a watchdog that fired ends the job, not this */
   /* the finalizers lua_close runs can make nothing: Lua would never
-  ** finalize it (nvfp4L_notclosing) */
-  lua_pushboolean(L, 1);
-  lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING);
+  ** finalize it (nvfp4L_notclosing); pmain's value marked it already,
+  ** unless pmain ended before making it (--help, --version, a usage error) */
+  (void)mark_closing(L);
   lua_close(L);                     /* __gc: tensors, comms, ctx; before MPI_Finalize */
   MPI_Finalize();
   return status;
