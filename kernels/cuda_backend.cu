@@ -81,7 +81,7 @@ static nvfp4_status cuda_init (nvfp4_ctx *ctx) {
   nvfp4i_cuda *c;
   int count = 0;
   nvfp4_status st;
-  c = (nvfp4i_cuda *)calloc(1, sizeof *c);
+  c = (nvfp4i_cuda *)nvfp4i_calloc(1, sizeof *c);
   FAIL_IF(ctx, c == NULL, NVFP4_ENOMEM, "cannot allocate the CUDA backend's state");
   ctx->impl = c;               /* freed by cuda_fini, also after a failure below */
   CU_CHECK(ctx, cudaGetDeviceCount(&count));

@@ -97,7 +97,7 @@ static void nccl_abort (nvfp4_comm *c, int tell, nvfp4_status st, const char *wh
   if (c->nccl == NULL) return;
   MPI_Finalized(&fin);
   if (tell && !fin && c->notify != MPI_COMM_NULL && c->notes == NULL) {
-    char *blk = (char *)malloc(sizeof(note) + sizeof(MPI_Request) * (size_t)c->size);
+    char *blk = (char *)nvfp4i_malloc(sizeof(note) + sizeof(MPI_Request) * (size_t)c->size);
     if (blk != NULL) {
       note *n = (note *)blk;
       MPI_Request *rq = (MPI_Request *)(blk + sizeof(note));
@@ -273,7 +273,7 @@ static int own_gpus (nvfp4_comm *c) {
     snprintf(mine, 32, "dev%d", nvfp4i_cuda_of(c->ctx)->device);
   }
   gethostname(mine + 32, ID - 33);
-  all = (char *)malloc((size_t)ID * (size_t)c->size);
+  all = (char *)nvfp4i_malloc((size_t)ID * (size_t)c->size);
   ok = all != NULL;
   if (MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS) ok = 0;
   distinct = ok && MPI_Allgather(mine, ID, MPI_CHAR, all, ID, MPI_CHAR, c->mpi) == MPI_SUCCESS;

@@ -10,6 +10,14 @@
 #include <cuda_runtime.h>
 #include "nvfp4_int.h"
 
+/* cudaMallocAsync for the backend's own temporaries (a GEMM's, col_sum's,
+** the quantize workspace), which do not go through nvfp4i_buf_alloc:
+** refused as out of memory when nvfp4i_alloc_fail_after says so. */
+template <typename T>
+static inline cudaError_t nvfp4i_cuda_malloc_async (T **p, size_t bytes, cudaStream_t s) {
+  return nvfp4i_alloc_refused() ? cudaErrorMemoryAllocation : cudaMallocAsync((void **)p, bytes, s);
+}
+
 /* One per context: everything is queued on `stream` in call order. */
 typedef struct nvfp4i_cuda {
   cudaStream_t stream;

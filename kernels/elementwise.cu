@@ -133,7 +133,7 @@ nvfp4_status nvfp4i_cuda_col_sum (nvfp4_ctx *ctx, void *out, nvfp4_dtype out_dt,
   if (rows > 65535 * chunk) chunk = (rows + 65534) / 65535;
   nchunks = rows > 0 ? (rows + chunk - 1) / chunk : 1;
   {
-    const cudaError_t e = cudaMallocAsync((void **)&partial, (size_t)nchunks * (size_t)cols * sizeof(float), s);
+    const cudaError_t e = nvfp4i_cuda_malloc_async((void **)&partial, (size_t)nchunks * (size_t)cols * sizeof(float), s);
     if (e != cudaSuccess) {             /* ENOMEM when out of memory, else ECUDA */
       char what[96];
       snprintf(what, sizeof what, "col_sum: cudaMallocAsync of %lld x %lld fp32 partial sums",

@@ -130,7 +130,7 @@ static nvfp4_status materialize (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *op, 
   if (op->dt == NVFP4_BF16 && bf16) return NVFP4_OK;
   if (op->dt == NVFP4_F32 && !bf16) return NVFP4_OK;
   if (n == 0) return NVFP4_OK;
-  CU_CHECK(ctx, cudaMallocAsync(tmp, (size_t)n * es, s));
+  CU_CHECK(ctx, nvfp4i_cuda_malloc_async(tmp, (size_t)n * es, s));
   if (op->dt == NVFP4_FP4) {
     if (bf16) fp4_expand<true><<<nvfp4i_grid_for(n / 32, 256), 256, 0, s>>>(
       (const uint8_t *)op->data, op->scale, op->rows, op->cols, op->scale_ld, *tmp);
@@ -225,7 +225,7 @@ nvfp4_status nvfp4i_cuda_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
           "gemm: dims %lld x %lld x %lld exceed cuBLAS's int", (long long)P,
           (long long)Q, (long long)R);
   if (!direct || R == 0) {
-    const cudaError_t e = cudaMallocAsync(&tc, (size_t)P * (size_t)Q * sizeof(float), s);
+    const cudaError_t e = nvfp4i_cuda_malloc_async(&tc, (size_t)P * (size_t)Q * sizeof(float), s);
     if (e != cudaSuccess) {             /* ENOMEM when out of memory, else ECUDA */
       char what[96];
       snprintf(what, sizeof what, "gemm: cudaMallocAsync of a %lldx%lld fp32 result", (long long)Q,

@@ -1976,7 +1976,7 @@ static nvfp4_status ctx_buffer (nvfp4_ctx *ctx, void **buf, size_t *cap, size_t 
   if (*buf != NULL) CU_CHECK(ctx, cudaFreeAsync(*buf, s));
   *buf = NULL;
   *cap = 0;
-  CU_CHECK(ctx, cudaMallocAsync(buf, bytes, s));
+  CU_CHECK(ctx, nvfp4i_cuda_malloc_async(buf, bytes, s));
   *cap = bytes;
   if (zero_bytes > 0) CU_CHECK(ctx, cudaMemsetAsync(*buf, 0, zero_bytes, s));
   return NVFP4_OK;

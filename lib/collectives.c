@@ -144,7 +144,7 @@ static nvfp4_status gather_metas (nvfp4_comm *c, const char *what, const meta *m
   nvfp4_status st = (nvfp4_status)mine->status;
   *all = stackbuf;
   if (c->size > 16) {
-    *all = (meta *)malloc(sizeof **all * (size_t)c->size);
+    *all = (meta *)nvfp4i_malloc(sizeof **all * (size_t)c->size);
     if (*all == NULL && st == NVFP4_OK)
       st = nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "%s: cannot allocate the metadata table "
                        "for %d ranks", what, c->size);

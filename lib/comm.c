@@ -81,7 +81,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char 
   MPI_Comm_size(mc, &probe.size);
   probe.notify = MPI_COMM_NULL;
   if (local == NVFP4_OK && collective) local = nccl_timeout(ctx, what, &probe.timeout_s);
-  if (local == NVFP4_OK && (c = (nvfp4_comm *)calloc(1, sizeof *c)) == NULL)
+  if (local == NVFP4_OK && (c = (nvfp4_comm *)nvfp4i_calloc(1, sizeof *c)) == NULL)
     local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator", what);
   if (collective) {
     /* nvfp4i_comm_agree needs a comm's rank, size, MPI communicator and
@@ -344,7 +344,7 @@ nvfp4_status nvfp4i_comm_staged (nvfp4_comm *c, int alltoall, const void *send, 
   const char *what = alltoall ? "all_to_all (staged)" : "all_gather (staged)";
   nvfp4_ctx *ctx = c->ctx;
   const int count = (int)(alltoall ? sn / (size_t)c->size : sn);
-  char *hs = (char *)malloc(sn > 0 ? sn : 1), *hr = (char *)malloc(rn > 0 ? rn : 1);
+  char *hs = (char *)nvfp4i_malloc(sn > 0 ? sn : 1), *hr = (char *)nvfp4i_malloc(rn > 0 ? rn : 1);
   nvfp4_status st = NVFP4_OK;
   int rc, f = nvfp4i_comm_take_fault();
   if (hs == NULL || hr == NULL)

@@ -68,7 +68,7 @@ nvfp4_status nvfp4_ctx_create (nvfp4_backend want, nvfp4_ctx **out,
             strcmp(getenv("NVFP4_BACKEND"), "cuda") != 0)
            ? NVFP4_EINVAL : NVFP4_ENOTSUP;
   }
-  ctx = (nvfp4_ctx *)calloc(1, sizeof *ctx);
+  ctx = (nvfp4_ctx *)nvfp4i_calloc(1, sizeof *ctx);
   if (ctx == NULL) {
     if (errmsg) *errmsg = "ctx_create: out of memory";
     return NVFP4_ENOMEM;

@@ -76,7 +76,7 @@ nvfp4_status nvfp4i_cpu_col_sum (nvfp4_ctx *ctx, void *out, nvfp4_dtype out_dt,
   nvfp4_status st;
   int64_t i;
   if (cols == 0) return NVFP4_OK;
-  ones = (float *)malloc((size_t)(rows ? rows : 1) * sizeof *ones);
+  ones = (float *)nvfp4i_malloc((size_t)(rows ? rows : 1) * sizeof *ones);
   FAIL_IF(ctx, ones == NULL, NVFP4_ENOMEM,
           "col_sum: out of host memory (%lld ones)", (long long)rows);
   for (i = 0; i < rows; i++) ones[i] = 1.0f;

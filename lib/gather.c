@@ -579,7 +579,7 @@ static nvfp4_status gather_async (nvfp4_comm *c, const nvfp4_tensor *x,
   NVFP4I_CLEAR(hp);
   if (c == NULL) return NVFP4_EINVAL;
   if (gopts == NULL) gopts = &defaults;
-  h = (nvfp4_handle *)calloc(1, sizeof *h);
+  h = (nvfp4_handle *)nvfp4i_calloc(1, sizeof *h);
   /* A local problem still joins the metadata exchange, so peers fail too. */
   if (hp == NULL) lst = nvfp4i_fail(c->ctx, NVFP4_EINVAL, "all_gather: %s is NULL", outname);
   else if (h == NULL) lst = nvfp4i_fail(c->ctx, NVFP4_ENOMEM, "cannot allocate a gather handle");

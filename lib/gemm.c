@@ -297,7 +297,7 @@ static nvfp4_status as_f32 (const nvfp4i_gemm_operand *op, const float **p,
     *p = (const float *)op->data;
     return NVFP4_OK;
   }
-  f = (float *)malloc((n ? n : 1) * sizeof *f);
+  f = (float *)nvfp4i_malloc((n ? n : 1) * sizeof *f);
   if (f == NULL) return NVFP4_ENOMEM;
   if (op->dt == NVFP4_FP4)
     dequant_exact(op, f);
@@ -336,7 +336,7 @@ nvfp4_status nvfp4i_cpu_gemm (nvfp4_ctx *ctx, const nvfp4i_gemm_operand *a,
   const float alpha = nvfp4i_gemm_alpha(host_amax(a), a->e6, host_amax(b), b->e6);
   if (P == 0 || Q == 0) return NVFP4_OK;
   if (d->dtype == NVFP4_F32) C = (float *)d->data.p;
-  else if ((C = (float *)malloc((size_t)P * (size_t)Q * sizeof *C)) == NULL) goto fail;
+  else if ((C = (float *)nvfp4i_malloc((size_t)P * (size_t)Q * sizeof *C)) == NULL) goto fail;
   if (R == 0)
     memset(C, 0, (size_t)P * (size_t)Q * sizeof *C);
   else {
@@ -373,7 +373,7 @@ static nvfp4_status host_f64 (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   size_t n = (size_t)op->rows * (size_t)op->cols, i;
   int64_t r, c, r0, c0;
   float e4[256];
-  double *m = (double *)malloc((n ? n : 1) * sizeof *m);
+  double *m = (double *)nvfp4i_malloc((n ? n : 1) * sizeof *m);
   nvfp4_status st = NVFP4_ENOMEM;
   uint8_t *raw = NULL, *sc = NULL;
   *out = NULL;
@@ -382,8 +382,8 @@ static nvfp4_status host_f64 (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
     const nvfp4i_buf *db = u == NVFP4_ROWWISE ? &t->row_data : &t->col_data;
     const nvfp4i_buf *sb = u == NVFP4_ROWWISE ? &t->row_scale : &t->col_scale;
     double g = (double)amax / (double)e6;
-    raw = (uint8_t *)malloc(db->nbytes + 1);
-    sc = (uint8_t *)malloc(sb->nbytes + 1);
+    raw = (uint8_t *)nvfp4i_malloc(db->nbytes + 1);
+    sc = (uint8_t *)nvfp4i_malloc(sb->nbytes + 1);
     if (raw == NULL || sc == NULL) goto done;
     CHECK_GOTO(nvfp4_tensor_buffer_read(t, u == NVFP4_ROWWISE ? NVFP4_ROWWISE_DATA
                                         : NVFP4_COLUMNWISE_DATA, raw, db->nbytes), st, done);
@@ -402,7 +402,7 @@ static nvfp4_status host_f64 (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   }
   else {
     size_t es = nvfp4_dtype_size(t->dtype);
-    raw = (uint8_t *)malloc(n * es + 1);
+    raw = (uint8_t *)nvfp4i_malloc(n * es + 1);
     if (raw == NULL) goto done;
     CHECK_GOTO(nvfp4_tensor_to_host(t, raw, n * es), st, done);
     /* a transposed operand is stored [cols, rows]: element (r, c) at
@@ -450,8 +450,8 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
   CHECK_GOTO(host_f64(ctx, a, ua, &oa, oa.amax, oa.e6, &A), st, done);
   CHECK_GOTO(host_f64(ctx, b, ub, &ob, ob.amax, ob.e6, &B), st, done);
   st = NVFP4_ENOMEM;
-  C = (double *)calloc((size_t)(P * Q > 0 ? P * Q : 1), sizeof *C);
-  cf = (float *)malloc((size_t)(P * Q > 0 ? P * Q : 1) * sizeof *cf);
+  C = (double *)nvfp4i_calloc((size_t)(P * Q > 0 ? P * Q : 1), sizeof *C);
+  cf = (float *)nvfp4i_malloc((size_t)(P * Q > 0 ? P * Q : 1) * sizeof *cf);
   if (C == NULL || cf == NULL) {
     nvfp4i_fail(ctx, st, "gemm_ref64: out of host memory");
     goto done;
@@ -473,8 +473,8 @@ done:
 static nvfp4_status host_floats (const nvfp4_tensor *t, float **out) {
   size_t n = (size_t)nvfp4_shape_numel(t->shape), i;
   size_t es = nvfp4_dtype_size(t->dtype);
-  void *raw = malloc(n * es + 1);
-  float *f = (float *)malloc(n * sizeof *f + 1);
+  void *raw = nvfp4i_malloc(n * es + 1);
+  float *f = (float *)nvfp4i_malloc(n * sizeof *f + 1);
   nvfp4_status st = NVFP4_ENOMEM;
   *out = NULL;
   if (raw == NULL || f == NULL) goto done;

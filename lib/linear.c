@@ -204,7 +204,7 @@ static nvfp4_status layer_new (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg, i
   nvfp4_linear *l;
   nvfp4_status st;
   int64_t d[2];
-  l = (nvfp4_linear *)calloc(1, sizeof *l);
+  l = (nvfp4_linear *)nvfp4i_calloc(1, sizeof *l);
   FAIL_IF(ctx, l == NULL, NVFP4_ENOMEM, "linear_create: out of memory");
   l->ctx = ctx;
   l->cfg = *cfg;

@@ -33,6 +33,21 @@ struct nvfp4_ctx {
   size_t mem;                       /* bytes of its buffers (nvfp4i_buf) now allocated */
 };
 
+/* The library's host allocations: malloc / calloc, except that the one
+** nvfp4i_alloc_fail_after armed returns NULL (lib/status.c).  Every host
+** allocation of lib/ and kernels/ and every tensor buffer (nvfp4i_buf_alloc,
+** on any backend) asks nvfp4i_alloc_refused first, so a test can make each
+** of them fail in turn on one rank (tests/mpi/test_allocfail.c). */
+NVFP4I_FUNC void *nvfp4i_malloc (size_t n);
+NVFP4I_FUNC void *nvfp4i_calloc (size_t n, size_t size);
+/* 1 when the armed failure is this allocation (it then disarms). */
+NVFP4I_FUNC int nvfp4i_alloc_refused (void);
+/* Testing only: the n-th allocation from now (n >= 1) fails as if out of
+** memory; n <= 0 disarms.  nvfp4i_alloc_fired: whether it has failed since
+** it was armed.  Not thread-safe (a test's knob, as nvfp4i_comm_fail_next). */
+NVFP4I_FUNC void nvfp4i_alloc_fail_after (long n);
+NVFP4I_FUNC int nvfp4i_alloc_fired (void);
+
 /* A tensor or comm made on ctx (hold) and destroyed (release): a context
 ** destroyed while some are alive is freed with the last of them, so that
 ** destroying them afterwards still finds their backend (nvfp4_ctx_destroy). */

@@ -66,11 +66,11 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
   CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));
   n = nvfp4_shape_numel(shape);
   if (n == 0) { *out = t; return NVFP4_OK; }
-  host = malloc(t->data.nbytes);
+  host = nvfp4i_malloc(t->data.nbytes);
   if (host == NULL) {
+    const size_t nbytes = t->data.nbytes;       /* named after t is gone */
     nvfp4_tensor_destroy(t);
-    return nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate %zu host bytes",
-                       what, t->data.nbytes);
+    return nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate %zu host bytes", what, nbytes);
   }
   for (i = 0; i < n; i++) {
     if ((i & 3) == 0)

@@ -119,7 +119,7 @@ nvfp4_status nvfp4i_ref_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
   float *row, *tile = NULL, a = 0.0f;
   amax[0] = amax[1] = 0.0f;
   if (M * K == 0) return NVFP4_OK;
-  row = (float *)malloc((size_t)K * sizeof(float));
+  row = (float *)nvfp4i_malloc((size_t)K * sizeof(float));
   FAIL_IF(ctx, row == NULL, NVFP4_ENOMEM, "amax: cannot allocate %lld floats",
           (long long)K);
   for (r = 0; r < M; r++) {
@@ -130,7 +130,7 @@ nvfp4_status nvfp4i_ref_amax (nvfp4_ctx *ctx, const nvfp4_tensor *x, int rht,
   }
   amax[0] = amax[1] = a;
   if (rht) {                              /* max |bf16(RHT(x^T))| (§8) */
-    tile = (float *)malloc((size_t)K * 16 * sizeof(float));
+    tile = (float *)nvfp4i_malloc((size_t)K * 16 * sizeof(float));
     if (tile == NULL) {
       free(row);
       return nvfp4i_fail(ctx, NVFP4_ENOMEM, "amax: cannot allocate a %lldx16 tile",
@@ -397,12 +397,12 @@ static nvfp4_status ref_quantize_with (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   if (q->has_row && q->row_scale.nbytes) memset(q->row_scale.p, 0, q->row_scale.nbytes);
   if (q->has_col && q->col_scale.nbytes) memset(q->col_scale.p, 0, q->col_scale.nbytes);
   if (M * K == 0) return NVFP4_OK;
-  row = (float *)malloc((size_t)K * sizeof(float));
-  if (q->has_col) tile = (float *)malloc((size_t)K * 16 * sizeof(float));
-  if (o->two_d) tam = (float *)malloc((size_t)((M + 15) / 16 * (K / 16)) * sizeof(float));
+  row = (float *)nvfp4i_malloc((size_t)K * sizeof(float));
+  if (q->has_col) tile = (float *)nvfp4i_malloc((size_t)K * 16 * sizeof(float));
+  if (o->two_d) tam = (float *)nvfp4i_malloc((size_t)((M + 15) / 16 * (K / 16)) * sizeof(float));
   if (fo6_2d) {
-    rows16 = (float *)malloc((size_t)K * 16 * sizeof(float));
-    tsf = (uint8_t *)malloc(2 * ntiles + 1);   /* rowwise, then columnwise */
+    rows16 = (float *)nvfp4i_malloc((size_t)K * 16 * sizeof(float));
+    tsf = (uint8_t *)nvfp4i_malloc(2 * ntiles + 1);   /* rowwise, then columnwise */
   }
   if (row == NULL || (q->has_col && tile == NULL) || (o->two_d && tam == NULL) ||
       (fo6_2d && (rows16 == NULL || tsf == NULL))) {

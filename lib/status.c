@@ -1,8 +1,10 @@
 /*
-** status.c -- status strings and the per-context error message.
+** status.c -- status strings, the per-context error message, and the
+** library's host allocations (with the test knob that makes one fail).
 */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include "nvfp4_int.h"
 
 
@@ -35,4 +37,34 @@ nvfp4_status nvfp4i_fail (nvfp4_ctx *ctx, nvfp4_status st, const char *fmt, ...)
   vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
   va_end(ap);
   return st;
+}
+
+
+/* The allocation failure injected by nvfp4i_alloc_fail_after: how many
+** allocations remain before the one that fails (0: none armed), and
+** whether it has failed since. */
+static long alloc_countdown;
+static int alloc_fired;
+
+void nvfp4i_alloc_fail_after (long n) {
+  alloc_countdown = n > 0 ? n : 0;
+  alloc_fired = 0;
+}
+
+int nvfp4i_alloc_fired (void) {
+  return alloc_fired;
+}
+
+int nvfp4i_alloc_refused (void) {
+  if (alloc_countdown == 0 || --alloc_countdown > 0) return 0;
+  alloc_fired = 1;
+  return 1;
+}
+
+void *nvfp4i_malloc (size_t n) {
+  return nvfp4i_alloc_refused() ? NULL : malloc(n);
+}
+
+void *nvfp4i_calloc (size_t n, size_t size) {
+  return nvfp4i_alloc_refused() ? NULL : calloc(n, size);
 }

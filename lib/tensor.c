@@ -40,7 +40,7 @@ static nvfp4_status buf_alloc (nvfp4_ctx *ctx, nvfp4i_buf *b, nvfp4_shape shape,
   b->p = NULL;
   if (b->nbytes == 0) return NVFP4_OK;
   {
-    const nvfp4_status st = alloc(ctx, b->nbytes, &b->p);
+    const nvfp4_status st = nvfp4i_alloc_refused() ? NVFP4_ENOMEM : alloc(ctx, b->nbytes, &b->p);
     if (st != NVFP4_OK) {
       b->p = NULL;
       if (st != NVFP4_ENOMEM) return st;  /* the backend's error (ECUDA: a sticky fault), said there */
@@ -77,7 +77,7 @@ void nvfp4i_buf_free (nvfp4_ctx *ctx, nvfp4i_buf *b) {
 
 
 nvfp4_tensor *nvfp4i_tensor_new (nvfp4_ctx *ctx) {
-  nvfp4_tensor *t = (nvfp4_tensor *)calloc(1, sizeof *t);
+  nvfp4_tensor *t = (nvfp4_tensor *)nvfp4i_calloc(1, sizeof *t);
   if (t != NULL) {
     t->ctx = ctx;
     nvfp4i_ctx_hold(ctx);
@@ -653,8 +653,8 @@ static nvfp4_status cmp_buf (const nvfp4_tensor *a, const nvfp4_tensor *b, int b
                   nvfp4_shape_format(pb->shape, sb, sizeof sb));
   *same = 1;
   if (n == 0) return NVFP4_OK;
-  ha = (unsigned char *)malloc(n);
-  hb = (unsigned char *)malloc(n);
+  ha = (unsigned char *)nvfp4i_malloc(n);
+  hb = (unsigned char *)nvfp4i_malloc(n);
   if (ha == NULL || hb == NULL) {
     free(ha); free(hb);
     return nvfp4i_fail(a->ctx, NVFP4_ENOMEM, "tensor_equal: cannot allocate 2 x %zu bytes "
