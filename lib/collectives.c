@@ -418,9 +418,10 @@ nvfp4_status nvfp4_all_gather_plain (nvfp4_comm *c, const nvfp4_tensor *x,
   ctx = c->ctx;
   CHECK(nvfp4i_gathered_shape(ctx, "all_gather_plain", x->shape, c->size, &g));  /* agreed shapes */
   st = nvfp4i_tensor_alloc_plain_uninit(ctx, g, x->dtype, &t);  /* the gather writes every byte */
-  CHECK(nvfp4i_comm_agree(c, "all_gather_plain", st));
-  st = nvfp4i_comm_all_gather_bytes(c, "all_gather_plain", x->data.p, x->data.nbytes,
-                                    t->data.p);
+  st = nvfp4i_comm_agree(c, "all_gather_plain", st);   /* a peer out of memory: free ours */
+  if (st == NVFP4_OK)
+    st = nvfp4i_comm_all_gather_bytes(c, "all_gather_plain", x->data.p, x->data.nbytes,
+                                      t->data.p);
   if (st != NVFP4_OK) {
     nvfp4_tensor_destroy(t);
     return st;

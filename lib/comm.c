@@ -68,12 +68,15 @@ static nvfp4_status nccl_timeout (nvfp4_ctx *ctx, const char *what, double *t) {
 ** With a CUDA context the transport's set-up (nvfp4i_cuda_comm_setup) is
 ** collective over mc, so the ranks first agree on `local` and on this
 ** allocation: a rank failing here keeps its error and the others get EPEER
-** instead of waiting in the set-up's MPI calls.  With the CPU backend
-** nothing here is collective and each rank answers for itself. */
+** instead of waiting in the set-up's MPI calls.  A split's new comm (owns:
+** every rank of mc is in the split's MPI_Comm_split) is agreed on every
+** backend, so that no rank keeps a group whose peer failed to make it
+** (its first collective would wait for that rank).  Otherwise, with the
+** CPU backend, nothing here is collective and each rank answers for itself. */
 static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char *what,
                               nvfp4_status local, nvfp4_comm **out) {
   nvfp4_comm *c = NULL, probe;
-  const int collective = strcmp(ctx->ops->name, "cpu") != 0;
+  const int collective = strcmp(ctx->ops->name, "cpu") != 0, agreed = collective || owns;
   memset(&probe, 0, sizeof probe);
   probe.ctx = ctx;
   probe.mpi = mc;
@@ -83,7 +86,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char 
   if (local == NVFP4_OK && collective) local = nccl_timeout(ctx, what, &probe.timeout_s);
   if (local == NVFP4_OK && (c = (nvfp4_comm *)nvfp4i_calloc(1, sizeof *c)) == NULL)
     local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator", what);
-  if (collective) {
+  if (agreed) {
     /* nvfp4i_comm_agree needs a comm's rank, size, MPI communicator and
     ** context only: probe has them even where c could not be had.  Its
     ** MPI errors come back as EMPI (MPI_ERRORS_RETURN for the round; the

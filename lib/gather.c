@@ -48,6 +48,11 @@ struct nvfp4_handle {
   nvfp4_tensor *out;          /* owned until taken; columnwise set by finish */
   nvfp4_tensor *il_scale;     /* interleaved columnwise scale [size, K, U] u8 */
   nvfp4_tensor *il_data;      /* interleaved columnwise data [size, K, M_l/2] */
+  /* the finish step's buffers, made with the others before the ranks agree
+  ** (prepare), so that a rank out of memory fails there and its peers get
+  ** EPEER: the columnwise scale [ru(K,128), ru(W,4)], its temporary [K, W]
+  ** when W = size*U is not a multiple of 4, and the data [K, size*M_l/2] */
+  nvfp4i_buf fin_scale, fin_tmp, fin_data;
   int size;
   int col;                    /* a columnwise copy waits for the finish step */
   nvfp4_cw_rule rule;
@@ -227,9 +232,17 @@ static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
     qo.sr_offset = so[1];
   }
   st = nvfp4_quantize(ctx, full, &qo, &h->out);
-  if (st == NVFP4_OK) h->out->nominal = nominal;
   nvfp4_tensor_destroy(full);
-  return st;
+  /* The quantize's cast follows its amax reduction and is local: a rank
+  ** failing there (its temporaries) would fail alone.  One more round makes
+  ** it the gather's failure on every rank. */
+  if ((st = nvfp4i_comm_agree(c, "all_gather", st)) != NVFP4_OK) {
+    nvfp4_tensor_destroy(h->out);
+    h->out = NULL;
+    return st;
+  }
+  h->out->nominal = nominal;
+  return NVFP4_OK;
 }
 
 
@@ -261,6 +274,14 @@ static nvfp4_status issue_gathers (nvfp4_comm *c, const nvfp4_tensor *qx,
                                        h->il_data->data.p));
   }
   return NVFP4_OK;
+}
+
+
+/* Frees the finish step's buffers that it has not taken. */
+static void fin_free (nvfp4_handle *h) {
+  nvfp4i_buf_free(h->ctx, &h->fin_scale);
+  nvfp4i_buf_free(h->ctx, &h->fin_tmp);
+  nvfp4i_buf_free(h->ctx, &h->fin_data);
 }
 
 
@@ -320,6 +341,14 @@ static nvfp4_status prepare (nvfp4_comm *c, const nvfp4_tensor *x,
                        nvfp4_shape_format(qx->col_scale.shape, sb, sizeof sb));
   CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, shape3(c->size, K, U), NVFP4_U8, &h->il_scale));
   CHECK(nvfp4i_tensor_alloc_plain_uninit(ctx, shape3(c->size, K, half_ml), NVFP4_U8, &h->il_data));
+  if (K > 0 && half_ml > 0 && U > 0) {      /* gather_finish's, see nvfp4_handle */
+    const int64_t W = (int64_t)c->size * U;
+    CHECK(nvfp4i_buf_alloc_uninit(ctx, &h->fin_scale, shape2(roundup(K, NVFP4_SCALE_ROWS),
+                                                             roundup(W, NVFP4_SCALE_COLS)), 1));
+    if (roundup(W, NVFP4_SCALE_COLS) != W)
+      CHECK(nvfp4i_buf_alloc_uninit(ctx, &h->fin_tmp, shape2(K, W), 1));
+    CHECK(nvfp4i_buf_alloc_uninit(ctx, &h->fin_data, shape2(K, (int64_t)c->size * half_ml), 1));
+  }
   s->cw_scale_n = (size_t)K * (size_t)U;
   if (U == qx->col_scale.shape.dim[1]) {
     s->cw_scale = qx->col_scale.p;          /* nothing to strip */
@@ -438,6 +467,7 @@ done:
     nvfp4_tensor_destroy(h->il_scale);
     nvfp4_tensor_destroy(h->il_data);
     h->il_scale = h->il_data = NULL;
+    fin_free(h);
   }
   nvfp4_tensor_destroy(s.out);
   nvfp4_tensor_destroy(s.strip);
@@ -460,10 +490,9 @@ static void adopt (nvfp4_tensor *t, nvfp4i_buf *buf, nvfp4_shape shape) {
 ** de-interleaved il [TP, K, U] (W = TP*U > 0) with zero padding.  P == W
 ** (the usual case): swapped straight into the padded buffer, whose first K
 ** rows are then contiguous, and only the padding rows zeroed; otherwise
-** through a temporary [K, W] and a pitched copy into the zeroed buffer. */
+** through tmp [K, W] (allocated) and a pitched copy into the zeroed buffer. */
 static nvfp4_status swap_scale_padded (nvfp4_ctx *ctx, const nvfp4_tensor *il,
-                                       nvfp4i_buf *scale) {
-  nvfp4i_buf tmp;
+                                       nvfp4i_buf *scale, const nvfp4i_buf *tmp) {
   nvfp4_status st;
   int64_t TP = il->shape.dim[0], K = il->shape.dim[1], U = il->shape.dim[2];
   size_t W = (size_t)(TP * U), P = (size_t)scale->shape.dim[1];
@@ -474,24 +503,23 @@ static nvfp4_status swap_scale_padded (nvfp4_ctx *ctx, const nvfp4_tensor *il,
       CHECK(ctx->ops->memset(ctx, (char *)scale->p + live, 0, scale->nbytes - live));
     return NVFP4_OK;
   }
-  CHECK(nvfp4i_buf_alloc_uninit(ctx, &tmp, shape2(K, (int64_t)W), 1));
-  st = ctx->ops->swap_first_dims(ctx, tmp.p, il->data.p, TP, K, (size_t)U);
+  st = ctx->ops->swap_first_dims(ctx, tmp->p, il->data.p, TP, K, (size_t)U);
   if (st == NVFP4_OK) st = ctx->ops->memset(ctx, scale->p, 0, scale->nbytes);
   if (st == NVFP4_OK)
-    st = ctx->ops->copy2d(ctx, scale->p, P, tmp.p, W, (size_t)K, W);
-  nvfp4i_buf_free(ctx, &tmp);
+    st = ctx->ops->copy2d(ctx, scale->p, P, tmp->p, W, (size_t)K, W);
   return st;
 }
 
 
-/* De-interleave and re-pad the columnwise copy (§5.1 G, §6).  Local.  The
-** swaps write their outputs entirely, so those are not zero-filled. */
+/* De-interleave and re-pad the columnwise copy (§5.1 G, §6).  Local, into
+** the buffers prepare made (no allocation here that could fail on one rank
+** alone).  The swaps write their outputs entirely, so those are not
+** zero-filled. */
 static nvfp4_status gather_finish (nvfp4_handle *h) {
   nvfp4_ctx *ctx = h->ctx;
   nvfp4_tensor *out = h->out, *ss = NULL;
   nvfp4_shape is, id;
   int64_t K, W;
-  nvfp4i_buf scale, data;
   nvfp4_status st;
   char sb[128], why[NVFP4I_ERRLEN];
   if (!h->col) return NVFP4_OK;
@@ -526,20 +554,14 @@ static nvfp4_status gather_finish (nvfp4_handle *h) {
   /* Scale first, then data, as TE.  An empty scale (U = 0 under the ND
   ** rule) is refused by swap_first_dims's own check, "Input is not
   ** allocated"; any other goes straight into the padded buffer. */
-  memset(&scale, 0, sizeof scale);
   if (nvfp4_shape_numel(is) == 0) {
     st = nvfp4_swap_first_dims(ctx, h->il_scale, &ss);
     nvfp4_tensor_destroy(ss);
     if (st == NVFP4_OK)                     /* cannot happen: it has no elements */
       st = nvfp4i_fail(ctx, NVFP4_EINVAL, "Input is not allocated");
   }
-  else {
-    st = nvfp4i_buf_alloc_uninit(ctx, &scale, shape2(roundup(K, NVFP4_SCALE_ROWS),
-                                                     roundup(W, NVFP4_SCALE_COLS)), 1);
-    if (st == NVFP4_OK) st = swap_scale_padded(ctx, h->il_scale, &scale);
-  }
+  else st = swap_scale_padded(ctx, h->il_scale, &h->fin_scale, &h->fin_tmp);
   if (st != NVFP4_OK) {
-    nvfp4i_buf_free(ctx, &scale);
     strncpy(why, ctx->err, sizeof why - 1);
     why[sizeof why - 1] = '\0';
     return nvfp4i_fail(ctx, st, "all_gather: de-interleaving the gathered "
@@ -549,17 +571,14 @@ static nvfp4_status gather_finish (nvfp4_handle *h) {
                        nvfp4_cw_rule_name(h->rule), (long long)is.dim[2], why);
   }
   /* Data: [TP, K, M_l/2] -> [K, TP*M_l/2], every byte written by the swap. */
-  st = nvfp4i_buf_alloc_uninit(ctx, &data, shape2(K, id.dim[0] * id.dim[2]), 1);
-  if (st == NVFP4_OK)
-    st = ctx->ops->swap_first_dims(ctx, data.p, h->il_data->data.p, id.dim[0],
-                                   id.dim[1], (size_t)id.dim[2]);
-  if (st != NVFP4_OK) {
-    nvfp4i_buf_free(ctx, &data);
-    nvfp4i_buf_free(ctx, &scale);
-    return st;
-  }
-  out->col_scale = scale;
-  out->col_data = data;
+  st = ctx->ops->swap_first_dims(ctx, h->fin_data.p, h->il_data->data.p, id.dim[0],
+                                 id.dim[1], (size_t)id.dim[2]);
+  if (st != NVFP4_OK) return st;
+  out->col_scale = h->fin_scale;
+  out->col_data = h->fin_data;
+  memset(&h->fin_scale, 0, sizeof h->fin_scale);
+  memset(&h->fin_data, 0, sizeof h->fin_data);
+  fin_free(h);                              /* the temporary */
   out->has_col = 1;
   nvfp4_tensor_destroy(h->il_scale);
   nvfp4_tensor_destroy(h->il_data);
@@ -652,6 +671,7 @@ void nvfp4_handle_destroy (nvfp4_handle *h) {
   nvfp4_tensor_destroy(h->out);
   nvfp4_tensor_destroy(h->il_scale);
   nvfp4_tensor_destroy(h->il_data);
+  if (h->ctx != NULL) fin_free(h);
   if (h->ctx != NULL) nvfp4i_ctx_release(h->ctx);   /* last: it may free a destroyed ctx */
   free(h);
 }

@@ -469,7 +469,13 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 ** x: ndim >= 1 (>= 2 for a columnwise copy); out: dtype NVFP4_FP4, x's
 ** logical shape.  Errors: EINVAL (shape rule, dtype, option conflict,
 ** naming the value), EUSAGE (amax_group of another context), ENOMEM, and
-** the collective's errors when amax_group is set. */
+** the collective's errors when amax_group is set.  With amax_group the
+** ranks agree on the checks, the output's allocation and the amax pass
+** before the reduction (a rank failing there keeps its error, its peers get
+** EPEER); the cast after it is local, so a rank whose cast fails (ENOMEM
+** for its temporaries, ECUDA) returns its error alone while its peers
+** return their tensors.  The gather and the Linear layer, which quantize
+** with a group, agree again after it (tests/mpi/test_allocfail.c). */
 nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                              const nvfp4_qopts *opts, nvfp4_tensor **out);
 
@@ -544,8 +550,8 @@ void         nvfp4_comm_destroy (nvfp4_comm *c);
 ** may be destroyed first).  The ranks agree first: EINVAL when tp < 1 or
 ** does not divide the size, or out is NULL (on that rank; its peers get
 ** EPEER), EMISMATCH when the ranks ask different tp (every rank), EMPI,
-** ENOMEM (with CUDA, where the new group's set-up is collective, its peers
-** in that group get EPEER), and on a CUDA context EINVAL naming a
+** ENOMEM (its peers in the new group get EPEER: they agree on the new
+** comm, on every backend), and on a CUDA context EINVAL naming a
 ** $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9 (its
 ** peers get EPEER).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
