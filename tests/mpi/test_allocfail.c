@@ -23,7 +23,7 @@
 #include "mpicheck.h"
 #include "nvfp4_int.h"
 
-#define NOUT 6
+#define NOUT 12
 #define WATCHDOG_S 60
 
 static nvfp4_comm *world;
@@ -195,6 +195,35 @@ static void steps_plain (sweep *s, wl_state *w) {
   STEP(s, "barrier", COLL, nvfp4_comm_barrier(world));
 }
 
+/* The local operations (only the failed rank fails), then the relative
+** error, a collective. */
+static void steps_local (sweep *s, wl_state *w) {
+  nvfp4_qopts q;
+  int64_t d[3] = {2, 16, 64};
+  int eq = 0;
+  double e = 0;
+  memset(&q, 0, sizeof q);
+  q.rowwise = q.columnwise = q.rht = 1;
+  STEP(s, "quantize", LOCAL, nvfp4_quantize(mc_ctx, w->in[0], &q, &w->out[0]));
+  STEP(s, "dequantize", LOCAL, nvfp4_dequantize(mc_ctx, w->out[0], NVFP4_F32, &w->out[1]));
+  STEP(s, "dequantize_columnwise", LOCAL,
+       nvfp4_dequantize_columnwise(mc_ctx, w->out[0], NVFP4_BF16, &w->out[2]));
+  STEP(s, "swap_first_dims", LOCAL, nvfp4_swap_first_dims(mc_ctx, w->in[1], &w->out[3]));
+  STEP(s, "gemm (fprop-like)", LOCAL, nvfp4_gemm(mc_ctx, w->out[0], NVFP4_ROWWISE, w->out[0], NVFP4_ROWWISE,
+                                                 NULL, NVFP4_BF16, &w->out[4]));
+  STEP(s, "gemm (wgrad-like, RHT)", LOCAL, nvfp4_gemm(mc_ctx, w->out[0], NVFP4_COLUMNWISE, w->out[0],
+                                                      NVFP4_COLUMNWISE, NULL, NVFP4_F32, &w->out[5]));
+  STEP(s, "gemm_ref64", LOCAL, nvfp4_gemm_ref64(mc_ctx, w->out[0], NVFP4_ROWWISE, w->out[0], NVFP4_ROWWISE,
+                                                &w->out[6]));
+  STEP(s, "convert", LOCAL, nvfp4_tensor_convert(w->in[2], NVFP4_BF16, &w->out[7]));
+  STEP(s, "narrow", LOCAL, nvfp4_tensor_narrow(w->in[2], 0, 3, 5, &w->out[8]));
+  STEP(s, "reshape (fp4)", LOCAL, nvfp4_tensor_reshape(w->out[0], nvfp4_shape_make(3, d), &w->out[9]));
+  STEP(s, "clone (fp4)", LOCAL, nvfp4_tensor_clone(w->out[0], &w->out[10]));
+  STEP(s, "tensor_equal", LOCAL, nvfp4_tensor_equal(w->out[10], w->out[0], &eq, NULL, 0));
+  EXPECT(s->stopped || eq == 1);
+  STEP(s, "rel_error", COLL, nvfp4_rel_error(world, w->out[1], w->in[0], &e));
+}
+
 /* A TP group made by a split, used at once. */
 static void steps_split (sweep *s, wl_state *w) {
   if (w->comm == NULL) STEP(s, "comm_split", COLL, nvfp4_comm_split(world, mc_size, &w->comm));
@@ -249,6 +278,7 @@ static void steps_col (sweep *s, wl_state *w) { steps_linear(s, w, NVFP4_PARALLE
 
 static const workload workloads[] = {
   {"quantize", setup_small, steps_quantize},
+  {"local operations", setup_small, steps_local},
   {"gather", setup_small, steps_gather},
   {"plain collectives", setup_small, steps_plain},
   {"comm_split", setup_small, steps_split},
