@@ -351,7 +351,8 @@ nvfp4_status nvfp4i_comm_staged (nvfp4_comm *c, int alltoall, const void *send, 
   nvfp4_status st = NVFP4_OK;
   int rc, f = nvfp4i_comm_take_fault();
   if (hs == NULL || hr == NULL)
-    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate the %zu bytes of host memory to stage the exchange", what, sn + rn);
+    st = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate the %zu bytes of host memory "
+                     "to stage the exchange", what, sn + rn);
   else if (f != 0 && f != 3)
     st = nvfp4i_fail(ctx, NVFP4_ECUDA, "%s: the device -> host copy failed: injected "
                      "(nvfp4i_comm_fail_next)", what);
