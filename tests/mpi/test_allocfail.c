@@ -265,6 +265,38 @@ static void setup_col (wl_state *w) {
   w->in[1] = randn(SHAPE3(S, 2, H / mc_size), NVFP4_BF16, 70 + (uint64_t)mc_rank);
 }
 
+/* Row-parallel with SP, B = 3 (odd): x [S, 3, K/TP], dy [S/TP, 3, N]. */
+static void setup_row3 (wl_state *w) {
+  const int64_t S = 16 * mc_size, H = feat();
+  w->in[0] = randn(SHAPE3(S, 3, H / mc_size), NVFP4_BF16, 80 + (uint64_t)mc_rank);
+  w->in[1] = randn(SHAPE3(S / mc_size, 3, H), NVFP4_BF16, 90 + (uint64_t)mc_rank);
+}
+
+/* A Linear layer's forward and backward with config c (the layer is made
+** by the first run and kept by the run again after a failure). */
+static void steps_layer (sweep *s, wl_state *w, const nvfp4_linear_config *c) {
+  if (w->layer == NULL) STEP(s, "linear_create", COLL, nvfp4_linear_create(mc_ctx, c, &w->layer));
+  STEP(s, "linear_forward", COLL, nvfp4_linear_forward(w->layer, w->in[0], &w->out[0]));
+  STEP(s, "linear_backward", COLL,
+       nvfp4_linear_backward(w->layer, w->in[1], &w->out[1], &w->out[2], &w->out[3]));
+}
+
+/* Row+SP, B = 3: a frozen weight quantized with 4over6, the operands kept. */
+static void steps_row_frozen (sweep *s, wl_state *w) {
+  nvfp4_linear_config c = config(NVFP4_PARALLEL_ROW, feat(), feat());
+  c.frozen_weight = 1;
+  c.keep_operands = 1;
+  c.recipe.four_over_six_weights = 1;
+  steps_layer(s, w, &c);
+}
+
+/* Column+SP, B = 2, the BF16 baseline (no quantization). */
+static void steps_col_bf16 (sweep *s, wl_state *w) {
+  nvfp4_linear_config c = config(NVFP4_PARALLEL_COLUMN, feat(), feat());
+  c.recipe.kind = NVFP4_RECIPE_BF16;
+  steps_layer(s, w, &c);
+}
+
 static void steps_linear (sweep *s, wl_state *w, nvfp4_parallel p) {
   nvfp4_linear_config c = config(p, feat(), feat());
   if (w->layer == NULL) STEP(s, "linear_create", COLL, nvfp4_linear_create(mc_ctx, &c, &w->layer));
@@ -284,6 +316,8 @@ static const workload workloads[] = {
   {"comm_split", setup_small, steps_split},
   {"row-parallel Linear, SP, B = 1", setup_row, steps_row},
   {"column-parallel Linear, SP, B = 2", setup_col, steps_col},
+  {"row-parallel Linear, SP, B = 3, frozen 4over6 weight, operands kept", setup_row3, steps_row_frozen},
+  {"column-parallel Linear, SP, B = 2, BF16 baseline", setup_col, steps_col_bf16},
 };
 
 
