@@ -68,15 +68,16 @@ static nvfp4_status nccl_timeout (nvfp4_ctx *ctx, const char *what, double *t) {
 ** With a CUDA context the transport's set-up (nvfp4i_cuda_comm_setup) is
 ** collective over mc, so the ranks first agree on `local` and on this
 ** allocation: a rank failing here keeps its error and the others get EPEER
-** instead of waiting in the set-up's MPI calls.  A split's new comm (owns:
-** every rank of mc is in the split's MPI_Comm_split) is agreed on every
-** backend, so that no rank keeps a group whose peer failed to make it
-** (its first collective would wait for that rank).  Otherwise, with the
-** CPU backend, nothing here is collective and each rank answers for itself. */
-static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char *what,
+** instead of waiting in the set-up's MPI calls.  parent (a split's comm,
+** whose ranks all made the MPI_Comm_split of mc, which the new comm then
+** owns): the agreement is over parent instead, on every backend, so that
+** no rank of parent keeps a group when a rank failed to make its own.
+** Otherwise, with the CPU backend, nothing here is collective and each rank
+** answers for itself. */
+static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm *parent, const char *what,
                               nvfp4_status local, nvfp4_comm **out) {
   nvfp4_comm *c = NULL, probe;
-  const int collective = strcmp(ctx->ops->name, "cpu") != 0, agreed = collective || owns;
+  const int collective = strcmp(ctx->ops->name, "cpu") != 0, owns = parent != NULL;
   memset(&probe, 0, sizeof probe);
   probe.ctx = ctx;
   probe.mpi = mc;
@@ -86,7 +87,8 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, int owns, const char 
   if (local == NVFP4_OK && collective) local = nccl_timeout(ctx, what, &probe.timeout_s);
   if (local == NVFP4_OK && (c = (nvfp4_comm *)nvfp4i_calloc(1, sizeof *c)) == NULL)
     local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator", what);
-  if (agreed) {
+  if (parent != NULL) local = nvfp4i_comm_agree(parent, what, local);
+  else if (collective) {
     /* nvfp4i_comm_agree needs a comm's rank, size, MPI communicator and
     ** context only: probe has them even where c could not be had.  Its
     ** MPI errors come back as EMPI (MPI_ERRORS_RETURN for the round; the
@@ -130,7 +132,7 @@ nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm **ou
     FAIL_IF(ctx, !init || fin, NVFP4_EINVAL, "comm_create_mpi: MPI is %s (call it between "
             "MPI_Init and MPI_Finalize)", fin ? "finalized" : "not initialized");
   }
-  return comm_new(ctx, mc, 0, "comm_create_mpi",
+  return comm_new(ctx, mc, NULL, "comm_create_mpi",
                   out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "comm_create_mpi: out is NULL")
                               : NVFP4_OK, out);
 }
@@ -211,13 +213,14 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
                      tp, c->size);
   CHECK(agree_value(c, "split", st, "tp", tp, NULL));
   MPI_CHECK(c->ctx, MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub));
-  /* (a rank failing there is named by its rank in the new group) */
-  if ((st = comm_new(c->ctx, sub, 1, "split (the new group)", NVFP4_OK, out)) != NVFP4_OK) {
-    MPI_Comm_free(&sub);
-    return st;
-  }
-  /* comm_new picked the sub-communicator's transport (its own NCCL comm) */
-  return NVFP4_OK;
+  /* The ranks of c agree on the new comms (comm_new, over c): a rank that
+  ** cannot make its comm keeps its error and every other rank of c, in its
+  ** group or not, gets EPEER naming it by its rank in c, with no comm made
+  ** (else a failed group's ranks would leave c's next collective to the
+  ** others, who went on).  comm_new then picks the new comm's transport
+  ** (its own NCCL comm), collectively within the group. */
+  if ((st = comm_new(c->ctx, sub, c, "split", NVFP4_OK, out)) != NVFP4_OK) MPI_Comm_free(&sub);
+  return st;
 }
 
 

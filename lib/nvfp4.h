@@ -550,8 +550,9 @@ void         nvfp4_comm_destroy (nvfp4_comm *c);
 ** may be destroyed first).  The ranks agree first: EINVAL when tp < 1 or
 ** does not divide the size, or out is NULL (on that rank; its peers get
 ** EPEER), EMISMATCH when the ranks ask different tp (every rank), EMPI,
-** ENOMEM (its peers in the new group get EPEER: they agree on the new
-** comm, on every backend), and on a CUDA context EINVAL naming a
+** ENOMEM (every other rank of c, in its group or not, gets EPEER naming
+** it: the ranks of c agree on the new comms before any is made, on every
+** backend), and on a CUDA context EINVAL naming a
 ** $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9 (its
 ** peers get EPEER).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
@@ -660,6 +661,11 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
 ** zero-width swap) is returned again by every later wait.  On the CPU
 ** backend and the staged transport the collectives run eagerly (blocking)
 ** inside nvfp4_all_gather_async; wait does the local finish step only.
+** Every buffer of the result, the finish step's de-interleaved columnwise
+** copy included, is made at the start, before the ranks agree (so a rank
+** out of memory fails there and its peers get EPEER): between start and
+** wait the handle holds the gathered columnwise bytes twice (interleaved
+** and de-interleaved).
 ** nvfp4_handle_finish_count: how often the finish step ran (0 or 1; 0 for
 ** NULL).
 ** nvfp4_handle_destroy frees the result wait lent out (not one taken).
