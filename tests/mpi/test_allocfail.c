@@ -26,7 +26,14 @@
 #define NOUT 12
 #define WATCHDOG_S 60
 
+/* Each run of a workload has a context and a world comm of its own (made
+** before the failure is armed), so that what a context makes once and keeps
+** (the CUDA backend's quantize workspaces) is made under the failure too.
+** The test's own bookkeeping goes over tc, a duplicate of MPI_COMM_WORLD
+** that aborts on MPI errors, never over the comm the library uses. */
+static nvfp4_ctx *ctx;
 static nvfp4_comm *world;
+static MPI_Comm tc;
 static int trace;
 
 /* What one workload needs across its steps: inputs and objects made
@@ -34,8 +41,9 @@ static int trace;
 typedef struct wl_state {
   nvfp4_tensor *in[4];
   nvfp4_linear *layer;
-  nvfp4_comm *comm;
+  nvfp4_comm *comm, *comm2;
   nvfp4_tensor *out[NOUT];
+  double val[4];              /* host values the steps return */
 } wl_state;
 
 /* One run of a workload's steps. */
@@ -81,6 +89,13 @@ static void dog_arm (const sweep *s) {
 #define COLL 1              /* the ranks agree on every failure: the peers get EPEER */
 #define COLL_THEN_LOCAL 2   /* a collective part, then a local one (quantize's cast after its amax
                                reduction): a failure in the local part is the failed rank's alone */
+#define COLL_HALF 3         /* a collective on the groups of half the ranks (steps_split): the
+                               failed rank's group fails, naming its rank there; the others do not */
+
+/* The size of steps_split's second groups: half the ranks, one at np 2. */
+static int half (void) {
+  return mc_size > 1 ? mc_size / 2 : 1;
+}
 
 /* After a call that every rank made (its status st): checks the statuses
 ** against the conventions, and stops the run on every rank when any rank
@@ -89,10 +104,10 @@ static void dog_arm (const sweep *s) {
 static void step_done (sweep *s, const char *what, int coll, nvfp4_status st) {
   int *all = malloc(sizeof *all * (size_t)mc_size), fired = 0, r, bad = 0;
   char msg[NVFP4I_ERRLEN];
-  snprintf(msg, sizeof msg, "%s", st == NVFP4_OK ? "" : nvfp4_last_error(mc_ctx));
+  snprintf(msg, sizeof msg, "%s", st == NVFP4_OK ? "" : nvfp4_last_error(ctx));
   if (mc_rank == s->victim) fired = nvfp4i_alloc_fired();
-  MPI_Allgather(&st, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
-  MPI_Bcast(&fired, 1, MPI_INT, s->victim, MPI_COMM_WORLD);
+  MPI_Allgather(&st, 1, MPI_INT, all, 1, MPI_INT, tc);
+  MPI_Bcast(&fired, 1, MPI_INT, s->victim, tc);
   if (trace && fired && mc_rank == 0) {
     fprintf(stderr, "# %s, allocation %ld of rank %d: %s:", s->wl, s->n, s->victim, what);
     for (r = 0; r < mc_size; r++) fprintf(stderr, " %s", nvfp4_status_string((nvfp4_status)all[r]));
@@ -109,9 +124,10 @@ static void step_done (sweep *s, const char *what, int coll, nvfp4_status st) {
     EXPECT_MSG(st == NVFP4_ENOMEM && (strstr(msg, "alloc") || strstr(msg, "memory")),
                "%s, allocation %ld failing: %s returned %s (%s), expected ENOMEM about memory", s->wl, s->n,
                what, nvfp4_status_string(st), msg);
-  } else if (coll == COLL || (coll == COLL_THEN_LOCAL && st != NVFP4_OK)) {
+  } else if (coll == COLL || (coll == COLL_THEN_LOCAL && st != NVFP4_OK) ||
+             (coll == COLL_HALF && mc_rank / half() == s->victim / half())) {
     char rank[32];
-    snprintf(rank, sizeof rank, "rank %d", s->victim);
+    snprintf(rank, sizeof rank, "rank %d", coll == COLL_HALF ? s->victim % half() : s->victim);
     EXPECT_MSG(st == NVFP4_EPEER && strstr(msg, rank) != NULL,
                "%s, allocation %ld of rank %d failing: %s (a collective) returned %s on this rank (%s), "
                "expected EPEER naming %s", s->wl, s->n, s->victim, what, nvfp4_status_string(st), msg, rank);
@@ -134,7 +150,8 @@ static void step_done (sweep *s, const char *what, int coll, nvfp4_status st) {
 
 static nvfp4_tensor *randn (nvfp4_shape s, nvfp4_dtype dt, uint64_t seed) {
   nvfp4_tensor *t = NULL;
-  EXPECT_OK(nvfp4_tensor_randn(mc_ctx, s, dt, seed, &t));
+  nvfp4_status st = nvfp4_tensor_randn(ctx, s, dt, seed, &t);
+  EXPECT_MSG(st == NVFP4_OK, "randn: %s (%s)", nvfp4_status_string(st), nvfp4_last_error(ctx));
   return t;
 }
 
@@ -152,8 +169,8 @@ static void steps_quantize (sweep *s, wl_state *w) {
   q.rowwise = q.columnwise = q.rht = q.sr = 1;
   q.sr_seed = 5;
   q.amax_group = world;
-  STEP(s, "quantize with amax_group", COLL_THEN_LOCAL, nvfp4_quantize(mc_ctx, w->in[0], &q, &w->out[0]));
-  STEP(s, "quantize (local)", LOCAL, nvfp4_quantize(mc_ctx, w->in[1], NULL, &w->out[1]));
+  STEP(s, "quantize with amax_group", COLL_THEN_LOCAL, nvfp4_quantize(ctx, w->in[0], &q, &w->out[0]));
+  STEP(s, "quantize (local)", LOCAL, nvfp4_quantize(ctx, w->in[1], NULL, &w->out[1]));
 }
 
 /* The seed case's gather: grad_output [S/TP, 1, H] quantized rowwise and
@@ -174,7 +191,7 @@ static void steps_gather (sweep *s, wl_state *w) {
   STEP(s, "all_gather_async", COLL, nvfp4_all_gather_async(world, w->in[1], &g, &h));
   STEP(s, "handle_take", LOCAL, nvfp4_handle_take(h, &w->out[1]));
   nvfp4_handle_destroy(h);
-  STEP(s, "quantize with amax_group", COLL_THEN_LOCAL, nvfp4_quantize(mc_ctx, w->in[1], &q, &w->out[2]));
+  STEP(s, "quantize with amax_group", COLL_THEN_LOCAL, nvfp4_quantize(ctx, w->in[1], &q, &w->out[2]));
   memset(&g, 0, sizeof g);
   g.rowwise = g.columnwise = 1;
   STEP(s, "all_gather of FP4 shards", COLL, nvfp4_all_gather(world, w->out[2], &g, &w->out[3]));
@@ -186,6 +203,7 @@ static void steps_gather (sweep *s, wl_state *w) {
 
 static void steps_plain (sweep *s, wl_state *w) {
   float v[2] = {(float)mc_rank, 1.0f};
+  double e = -1;
   STEP(s, "all_gather_plain", COLL, nvfp4_all_gather_plain(world, w->in[0], &w->out[0]));
   STEP(s, "reduce_scatter (bf16)", COLL, nvfp4_reduce_scatter(world, w->in[0], &w->out[1]));
   STEP(s, "all_reduce_sum (bf16)", COLL, nvfp4_all_reduce_sum(world, w->in[0], &w->out[2]));
@@ -193,6 +211,10 @@ static void steps_plain (sweep *s, wl_state *w) {
   STEP(s, "all_reduce_sum (fp32)", COLL, nvfp4_all_reduce_sum(world, w->in[2], &w->out[4]));
   STEP(s, "all_reduce_max_f32", COLL, nvfp4_comm_all_reduce_max_f32(world, v, 2));
   STEP(s, "barrier", COLL, nvfp4_comm_barrier(world));
+  STEP(s, "rel_error", COLL, nvfp4_rel_error(world, w->out[2], w->in[0], &e));
+  w->val[0] = v[0];
+  w->val[1] = v[1];
+  w->val[2] = e;
 }
 
 /* The local operations (only the failed rank fails), then the relative
@@ -204,16 +226,16 @@ static void steps_local (sweep *s, wl_state *w) {
   double e = 0;
   memset(&q, 0, sizeof q);
   q.rowwise = q.columnwise = q.rht = 1;
-  STEP(s, "quantize", LOCAL, nvfp4_quantize(mc_ctx, w->in[0], &q, &w->out[0]));
-  STEP(s, "dequantize", LOCAL, nvfp4_dequantize(mc_ctx, w->out[0], NVFP4_F32, &w->out[1]));
+  STEP(s, "quantize", LOCAL, nvfp4_quantize(ctx, w->in[0], &q, &w->out[0]));
+  STEP(s, "dequantize", LOCAL, nvfp4_dequantize(ctx, w->out[0], NVFP4_F32, &w->out[1]));
   STEP(s, "dequantize_columnwise", LOCAL,
-       nvfp4_dequantize_columnwise(mc_ctx, w->out[0], NVFP4_BF16, &w->out[2]));
-  STEP(s, "swap_first_dims", LOCAL, nvfp4_swap_first_dims(mc_ctx, w->in[1], &w->out[3]));
-  STEP(s, "gemm (fprop-like)", LOCAL, nvfp4_gemm(mc_ctx, w->out[0], NVFP4_ROWWISE, w->out[0], NVFP4_ROWWISE,
+       nvfp4_dequantize_columnwise(ctx, w->out[0], NVFP4_BF16, &w->out[2]));
+  STEP(s, "swap_first_dims", LOCAL, nvfp4_swap_first_dims(ctx, w->in[1], &w->out[3]));
+  STEP(s, "gemm (fprop-like)", LOCAL, nvfp4_gemm(ctx, w->out[0], NVFP4_ROWWISE, w->out[0], NVFP4_ROWWISE,
                                                  NULL, NVFP4_BF16, &w->out[4]));
-  STEP(s, "gemm (wgrad-like, RHT)", LOCAL, nvfp4_gemm(mc_ctx, w->out[0], NVFP4_COLUMNWISE, w->out[0],
+  STEP(s, "gemm (wgrad-like, RHT)", LOCAL, nvfp4_gemm(ctx, w->out[0], NVFP4_COLUMNWISE, w->out[0],
                                                       NVFP4_COLUMNWISE, NULL, NVFP4_F32, &w->out[5]));
-  STEP(s, "gemm_ref64", LOCAL, nvfp4_gemm_ref64(mc_ctx, w->out[0], NVFP4_ROWWISE, w->out[0], NVFP4_ROWWISE,
+  STEP(s, "gemm_ref64", LOCAL, nvfp4_gemm_ref64(ctx, w->out[0], NVFP4_ROWWISE, w->out[0], NVFP4_ROWWISE,
                                                 &w->out[6]));
   STEP(s, "convert", LOCAL, nvfp4_tensor_convert(w->in[2], NVFP4_BF16, &w->out[7]));
   STEP(s, "narrow", LOCAL, nvfp4_tensor_narrow(w->in[2], 0, 3, 5, &w->out[8]));
@@ -222,12 +244,18 @@ static void steps_local (sweep *s, wl_state *w) {
   STEP(s, "tensor_equal", LOCAL, nvfp4_tensor_equal(w->out[10], w->out[0], &eq, NULL, 0));
   EXPECT(s->stopped || eq == 1);
   STEP(s, "rel_error", COLL, nvfp4_rel_error(world, w->out[1], w->in[0], &e));
+  w->val[0] = e;
+  w->val[1] = eq;
 }
 
-/* A TP group made by a split, used at once. */
+/* TP groups made by splits, used at once: one group of every rank, then
+** groups of half the ranks (of one rank at np 2), where a rank failing in
+** one group must fail the split in the others too. */
 static void steps_split (sweep *s, wl_state *w) {
   if (w->comm == NULL) STEP(s, "comm_split", COLL, nvfp4_comm_split(world, mc_size, &w->comm));
   STEP(s, "all_gather_plain on the split", COLL, nvfp4_all_gather_plain(w->comm, w->in[0], &w->out[0]));
+  if (w->comm2 == NULL) STEP(s, "comm_split into halves", COLL, nvfp4_comm_split(world, half(), &w->comm2));
+  STEP(s, "all_gather_plain on a half", COLL_HALF, nvfp4_all_gather_plain(w->comm2, w->in[0], &w->out[1]));
 }
 
 static nvfp4_linear_config config (nvfp4_parallel p, int64_t K, int64_t N) {
@@ -275,7 +303,7 @@ static void setup_row3 (wl_state *w) {
 /* A Linear layer's forward and backward with config c (the layer is made
 ** by the first run and kept by the run again after a failure). */
 static void steps_layer (sweep *s, wl_state *w, const nvfp4_linear_config *c) {
-  if (w->layer == NULL) STEP(s, "linear_create", COLL, nvfp4_linear_create(mc_ctx, c, &w->layer));
+  if (w->layer == NULL) STEP(s, "linear_create", COLL, nvfp4_linear_create(ctx, c, &w->layer));
   STEP(s, "linear_forward", COLL, nvfp4_linear_forward(w->layer, w->in[0], &w->out[0]));
   STEP(s, "linear_backward", COLL,
        nvfp4_linear_backward(w->layer, w->in[1], &w->out[1], &w->out[2], &w->out[3]));
@@ -299,7 +327,7 @@ static void steps_col_bf16 (sweep *s, wl_state *w) {
 
 static void steps_linear (sweep *s, wl_state *w, nvfp4_parallel p) {
   nvfp4_linear_config c = config(p, feat(), feat());
-  if (w->layer == NULL) STEP(s, "linear_create", COLL, nvfp4_linear_create(mc_ctx, &c, &w->layer));
+  if (w->layer == NULL) STEP(s, "linear_create", COLL, nvfp4_linear_create(ctx, &c, &w->layer));
   STEP(s, "linear_forward", COLL, nvfp4_linear_forward(w->layer, w->in[0], &w->out[0]));
   STEP(s, "linear_backward", COLL,
        nvfp4_linear_backward(w->layer, w->in[1], &w->out[1], &w->out[2], &w->out[3]));
@@ -337,31 +365,134 @@ static void teardown (wl_state *w) {
   for (i = 0; i < 4; i++) nvfp4_tensor_destroy(w->in[i]);
   nvfp4_linear_destroy(w->layer);
   nvfp4_comm_destroy(w->comm);
+  nvfp4_comm_destroy(w->comm2);
   memset(w, 0, sizeof *w);
 }
 
-/* The outputs equal the reference run's, byte for byte. */
-static void same_outputs (const sweep *s, const wl_state *w, nvfp4_tensor *const *ref) {
-  int i, eq;
-  char why[256];
-  for (i = 0; i < NOUT; i++) {
-    if (ref[i] == NULL || w->out[i] == NULL) {
-      EXPECT_MSG(ref[i] == NULL && w->out[i] == NULL, "%s, after allocation %ld of rank %d failed: output %d "
-                 "%s", s->wl, s->n, s->victim, i, w->out[i] == NULL ? "missing" : "unexpected");
-      continue;
-    }
-    eq = 0;
-    why[0] = '\0';
-    EXPECT_OK(nvfp4_tensor_equal(w->out[i], ref[i], &eq, why, sizeof why));
-    EXPECT_MSG(eq, "%s, after allocation %ld of rank %d failed, run again: output %d differs from a run that "
-               "never failed: %s", s->wl, s->n, s->victim, i, why);
+/* A tensor as host bytes: shape, dtype, then a plain tensor's elements, or
+** an FP4 tensor's nominal dtype, each present buffer (shape, bytes) and
+** amax bits: what nvfp4_tensor_equal compares, kept past its context. */
+typedef struct blob {
+  unsigned char *p;
+  size_t n;
+} blob;
+
+static void blob_add (blob *b, const void *p, size_t n) {
+  unsigned char *q = realloc(b->p, b->n + n + 1);
+  if (q == NULL) {
+    fprintf(stderr, "test_allocfail: out of host memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 99);
   }
+  if (n > 0) memcpy(q + b->n, p, n);
+  b->p = q;
+  b->n += n;
+}
+
+/* ndim and the dims in use (the struct's other bytes are not the shape's) */
+static void blob_add_shape (blob *b, nvfp4_shape sh) {
+  int64_t d[NVFP4_MAX_DIMS + 1];
+  int i;
+  d[0] = sh.ndim;
+  for (i = 0; i < sh.ndim && i < NVFP4_MAX_DIMS; i++) d[i + 1] = sh.dim[i];
+  blob_add(b, d, sizeof d[0] * (size_t)(i + 1));
+}
+
+static blob blob_of (const nvfp4_tensor *t) {
+  blob b = {NULL, 0};
+  nvfp4_shape sh = nvfp4_tensor_shape(t);
+  nvfp4_dtype dt = nvfp4_tensor_dtype(t);
+  size_t n;
+  void *h;
+  int u;
+  blob_add_shape(&b, sh);
+  blob_add(&b, &dt, sizeof dt);
+  if (dt != NVFP4_FP4) {
+    n = (size_t)nvfp4_shape_numel(sh) * nvfp4_dtype_size(dt);
+    h = calloc(1, n + 1);
+    EXPECT(h != NULL && nvfp4_tensor_to_host(t, h, n) == NVFP4_OK);
+    blob_add(&b, h, n);
+    free(h);
+    return b;
+  }
+  dt = nvfp4_tensor_nominal_dtype(t);
+  blob_add(&b, &dt, sizeof dt);
+  for (u = NVFP4_ROWWISE_DATA; u <= NVFP4_COLUMNWISE_SCALE; u++) {
+    nvfp4_shape bs = nvfp4_tensor_buffer_shape(t, (nvfp4_buffer)u);
+    blob_add_shape(&b, bs);
+    if (bs.ndim == 0) continue;
+    n = (size_t)nvfp4_shape_numel(bs);
+    h = calloc(1, n + 1);
+    EXPECT(h != NULL && nvfp4_tensor_buffer_read(t, (nvfp4_buffer)u, h, n) == NVFP4_OK);
+    blob_add(&b, h, n);
+    free(h);
+  }
+  for (u = 0; u < 2; u++) {
+    float a = 0;
+    if (u ? nvfp4_tensor_has_columnwise(t) : nvfp4_tensor_has_rowwise(t))
+      EXPECT(nvfp4_tensor_amax(t, u, &a) == NVFP4_OK);
+    blob_add(&b, &a, sizeof a);
+  }
+  return b;
+}
+
+/* A run's results: its outputs as host bytes and its host values. */
+typedef struct results {
+  blob out[NOUT];
+  double val[4];
+} results;
+
+static void results_take (results *r, const wl_state *w) {
+  int i;
+  for (i = 0; i < NOUT; i++)
+    if (w->out[i] != NULL) r->out[i] = blob_of(w->out[i]);
+  memcpy(r->val, w->val, sizeof r->val);
+}
+
+static void results_free (results *r) {
+  int i;
+  for (i = 0; i < NOUT; i++) free(r->out[i].p);
+  memset(r, 0, sizeof *r);
+}
+
+/* The outputs and host values equal the reference run's, byte for byte. */
+static void same_results (const sweep *s, const results *got, const results *ref) {
+  int i;
+  for (i = 0; i < NOUT; i++)
+    EXPECT_MSG(got->out[i].n == ref->out[i].n &&
+               (ref->out[i].n == 0 || memcmp(got->out[i].p, ref->out[i].p, ref->out[i].n) == 0),
+               "%s, after allocation %ld of rank %d failed, run again: output %d %s a run that never "
+               "failed", s->wl, s->n, s->victim, i,
+               got->out[i].n == 0 ? "is missing, unlike" : ref->out[i].n == 0 ? "is there, unlike"
+                                                                            : "differs from");
+  EXPECT_MSG(memcmp(got->val, ref->val, sizeof got->val) == 0, "%s, after allocation %ld of rank %d failed, "
+             "run again: a host value differs from a run that never failed (%g %g %g against %g %g %g)",
+             s->wl, s->n, s->victim, got->val[0], got->val[1], got->val[2], ref->val[0], ref->val[1],
+             ref->val[2]);
+}
+
+/* A context of the backend under test, and a world comm on it. */
+static void ctx_open (void) {
+  const char *why = "";
+  const int cuda = strcmp(nvfp4_ctx_backend(mc_ctx), "cuda") == 0;
+  if (nvfp4_ctx_create(cuda ? NVFP4_BACKEND_CUDA : NVFP4_BACKEND_CPU, &ctx, &why) != NVFP4_OK ||
+      nvfp4_comm_create_mpi(ctx, MPI_COMM_WORLD, &world) != NVFP4_OK) {
+    fprintf(stderr, "test_allocfail: cannot make a context and a comm: %s %s\n", why,
+            ctx ? nvfp4_last_error(ctx) : "");
+    MPI_Abort(MPI_COMM_WORLD, 99);
+  }
+}
+
+static void ctx_close (void) {
+  nvfp4_comm_destroy(world);
+  nvfp4_ctx_destroy(ctx);
+  world = NULL;
+  ctx = NULL;
 }
 
 /* Whether a check has failed on any rank (so that every rank stops alike). */
 static int any_fail (void) {
   int f = mc_fail, all = 0;
-  MPI_Allreduce(&f, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&f, &all, 1, MPI_INT, MPI_MAX, tc);
   return all > 0;
 }
 
@@ -375,31 +506,36 @@ static void sweep_start (sweep *s, const workload *wl, int victim, long n) {
 /* Allocation n = 1, 2, .. of wl fails on `victim` until a run does not
 ** reach it; returns how many allocations the workload made there. */
 static long sweep_workload (const workload *wl, int victim, int *absorbed) {
-  nvfp4_tensor *ref[NOUT];
+  results ref, got;
   wl_state w;
   sweep s;
   long n;
-  int fired = 0, i;
+  int fired = 0;
   memset(&w, 0, sizeof w);
+  memset(&ref, 0, sizeof ref);
   sweep_start(&s, wl, victim, 0);
+  ctx_open();
   wl->setup(&w);
   wl->steps(&s, &w);                                      /* the reference run */
   EXPECT_MSG(!s.stopped, "%s: failed without any failure injected", wl->name);
-  for (i = 0; i < NOUT; i++) ref[i] = w.out[i], w.out[i] = NULL;
+  results_take(&ref, &w);
   teardown(&w);
+  ctx_close();
   for (n = 1; !any_fail(); n++) {
     sweep_start(&s, wl, victim, n);
+    ctx_open();
     wl->setup(&w);
     dog_arm(&s);
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(tc);
     if (mc_rank == victim) nvfp4i_alloc_fail_after(n);
     wl->steps(&s, &w);
     fired = mc_rank == victim ? nvfp4i_alloc_fired() : 0;
     nvfp4i_alloc_fail_after(0);
-    MPI_Bcast(&fired, 1, MPI_INT, victim, MPI_COMM_WORLD);
+    MPI_Bcast(&fired, 1, MPI_INT, victim, tc);
     if (s.stopped) {
       /* again without the failure, on what the failed run left */
       drop_outputs(&w);
+      memset(w.val, 0, sizeof w.val);
       sweep_start(&s, wl, victim, n);
       wl->steps(&s, &w);
       EXPECT_MSG(!s.stopped, "%s: run again after allocation %ld of rank %d failed, it failed", wl->name,
@@ -408,11 +544,15 @@ static long sweep_workload (const workload *wl, int victim, int *absorbed) {
       *absorbed += 1;
     }
     alarm(0);
-    if (!any_fail()) same_outputs(&s, &w, ref);
+    memset(&got, 0, sizeof got);
+    results_take(&got, &w);
+    same_results(&s, &got, &ref);
+    results_free(&got);
     teardown(&w);
+    ctx_close();
     if (!fired) break;                                    /* n - 1 allocations, each failed once */
   }
-  for (i = 0; i < NOUT; i++) nvfp4_tensor_destroy(ref[i]);
+  results_free(&ref);
   return fired ? n : n - 1;
 }
 
@@ -435,10 +575,10 @@ static void test_alloc_fails_on_rank_0 (void) { sweep_all(0); }
 int main (int argc, char **argv) {
   mc_init(&argc, &argv);
   trace = getenv("NVFP4_TEST_TRACE") != NULL;
-  world = NULL;
-  if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK) MPI_Abort(MPI_COMM_WORLD, 99);
+  MPI_Comm_dup(MPI_COMM_WORLD, &tc);
+  MPI_Comm_set_errhandler(tc, MPI_ERRORS_ARE_FATAL);
   RUN(test_alloc_fails_on_last_rank);
   RUN(test_alloc_fails_on_rank_0);
-  nvfp4_comm_destroy(world);
+  MPI_Comm_free(&tc);
   return mc_finish();
 }
