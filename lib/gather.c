@@ -90,8 +90,9 @@ static nvfp4_shape shape2 (int64_t a, int64_t b) {
 }
 
 
-/* TE's is_quantizable for a shard: M % 16 and K % 16, whatever the usages. */
-static int shard_quantizable (nvfp4_shape s) {
+/* TE's is_quantizable for a shard: M % 16 and K % 16, whatever the usages
+** (nvfp4_int.h). */
+int nvfp4i_shard_quantizable (nvfp4_shape s) {
   return nvfp4_shape_K(s) % NVFP4_BLOCK == 0 && nvfp4_shape_M(s) % NVFP4_BLOCK == 0;
 }
 
@@ -199,7 +200,7 @@ static nvfp4_status gather_fallback (nvfp4_comm *c, const nvfp4_tensor *src,
   nvfp4_status st;
   char a[128], b[128];
   CHECK(nvfp4_all_gather_plain(c, src, &full));
-  if (!shard_quantizable(full->shape)) {
+  if (!nvfp4i_shard_quantizable(full->shape)) {
     st = nvfp4i_fail(ctx, NVFP4_EINVAL, "all_gather: the local shard %s is not "
                      "quantizable (M=%lld, K=%lld: the gather, as TE's, wants both "
                      "multiples of %d for any usage, rowwise only too), so it was "
@@ -431,7 +432,7 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
       if ((st = nvfp4i_comm_agree(c, "all_gather", st)) != NVFP4_OK) goto done;
       src = xp;
     }
-    if (!shard_quantizable(src->shape)) {
+    if (!nvfp4i_shard_quantizable(src->shape)) {
       st = gather_fallback(c, src, &p, nvfp4_tensor_nominal_dtype(x), h);
       goto done;
     }

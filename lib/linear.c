@@ -43,6 +43,7 @@ struct nvfp4_linear {
   nvfp4_tensor *fwd[MAXOWN];        /* owned by the last forward */
   nvfp4_tensor *bwd[MAXOWN];        /* owned by the last backward */
   const nvfp4_tensor *kept[NVFP4_LIN_NOPERANDS];
+  nvfp4_gather_path gathered[NVFP4_LIN_NOPERANDS];   /* nvfp4_linear_gather_path */
   int bwd_failed;                   /* the last backward returned an error */
   uint64_t sr_offset;               /* advanced by every backward that succeeds */
 };
@@ -74,6 +75,7 @@ static void forget_forward (nvfp4_linear *l) {
   free_list(l->bwd);
   free_list(l->fwd);
   memset(l->kept, 0, sizeof l->kept);
+  memset(l->gathered, 0, sizeof l->gathered);
   l->x_wgrad = l->w_op = NULL;
   l->have_fwd = 0;
 }
@@ -340,6 +342,18 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
 }
 
 
+nvfp4_status nvfp4_linear_gather_path (const nvfp4_linear *l, nvfp4_linear_operand which,
+                                       nvfp4_gather_path *path) {
+  if (path != NULL) *path = NVFP4_GATHER_NONE;
+  if (l == NULL) return NVFP4_EINVAL;
+  CHECK_ARG(l->ctx, path, "linear_gather_path");
+  FAIL_IF(l->ctx, (unsigned)which >= NVFP4_LIN_NOPERANDS, NVFP4_EINVAL,
+          "linear: operand %d is not one of 0..%d", (int)which, NVFP4_LIN_NOPERANDS - 1);
+  *path = l->gathered[which];
+  return NVFP4_OK;
+}
+
+
 /* A backward GEMM's error st, its message prefixed with the GEMM and, where
 ** grad_output was gathered along the sequence (row + SP over TP > 1), the
 ** gather's rule (an odd B under "nd" gets this far with a too-narrow
@@ -581,6 +595,8 @@ static nvfp4_status forward (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tenso
     l->x_wgrad = c->frozen_weight ? NULL : qx;
   }
   qx = NULL;
+  if (col && sp && dist)
+    l->gathered[NVFP4_LIN_FPROP_INPUT] = quantized(l) ? NVFP4_GATHER_NVFP4 : NVFP4_GATHER_PLAIN;
   l->x_shape = x->shape;
   l->y_shape = out->shape;
   l->act_dt = x->dtype;
@@ -677,6 +693,7 @@ static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_ten
   free_list(l->bwd);
   l->kept[NVFP4_LIN_GRAD_OUTPUT] = NULL;
   if (col && sp && dist) l->kept[NVFP4_LIN_WGRAD_INPUT] = NULL;
+  l->gathered[NVFP4_LIN_GRAD_OUTPUT] = l->gathered[NVFP4_LIN_WGRAD_INPUT] = NVFP4_GATHER_NONE;
   l->bwd_failed = 1;                     /* until it returns OK */
 
   /* grad_output quantizer (§2.1, §2.2, §2.4): rowwise for dgrad, columnwise
@@ -788,6 +805,12 @@ static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_ten
   if (dw) *dw = dwo; else nvfp4_tensor_destroy(dwo);
   if (db) *db = dbo;
   l->bwd_failed = 0;
+  if (row && sp && dist)
+    l->gathered[NVFP4_LIN_GRAD_OUTPUT] = !quantized(l) ? NVFP4_GATHER_PLAIN
+                                         : nvfp4i_shard_quantizable(dy->shape) ? NVFP4_GATHER_NVFP4
+                                                                               : NVFP4_GATHER_FALLBACK;
+  if (col && sp && dist && !c->frozen_weight)
+    l->gathered[NVFP4_LIN_WGRAD_INPUT] = quantized(l) ? NVFP4_GATHER_NVFP4 : NVFP4_GATHER_PLAIN;
   /* a failed backward leaves the offset: a retry draws the bits a layer
   ** that never failed would */
   l->sr_offset += (uint64_t)nvfp4_shape_numel(dy->shape) + 1;

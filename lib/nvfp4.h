@@ -921,6 +921,32 @@ typedef enum nvfp4_linear_operand {
 nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand which,
                                        const nvfp4_tensor **t);
 
+/* How the last forward/backward gathered an operand over the TP group
+** (spec/sp-linear-and-gather.md §4.1, §3.2, §4.2, §5.1), into *path:
+** NVFP4_GATHER_NVFP4    the NVFP4 all-gather of quantized shards (the path
+**                       of TE 2.21's columnwise-shape fault: row+SP's
+**                       GRAD_OUTPUT, column+SP's FPROP_INPUT rowwise and
+**                       WGRAD_INPUT columnwise);
+** NVFP4_GATHER_FALLBACK row+SP's GRAD_OUTPUT shard was not quantizable
+**                       (M or K % 16 != 0): gathered in high precision and
+**                       quantized after, TE's fallback, where the
+**                       columnwise rule plays no part (TE warns "Cannot
+**                       quantize input tensor"; the library does not print);
+** NVFP4_GATHER_PLAIN    a baseline recipe's high-precision gather;
+** NVFP4_GATHER_NONE     not gathered: TP = 1, no SP, an operand its mode
+**                       never gathers (WEIGHT; row+SP's inputs; column+SP's
+**                       GRAD_OUTPUT), no pass yet, or the pass failed.
+** A forward resets every operand's path (as it forgets the operands), a
+** backward GRAD_OUTPUT's and WGRAD_INPUT's; each is set when its pass
+** returns OK.  Needs no keep_operands.  Errors: EINVAL for a NULL l or path
+** or which out of range (*path NONE where path is not NULL). */
+typedef enum nvfp4_gather_path {
+  NVFP4_GATHER_NONE = 0, NVFP4_GATHER_NVFP4, NVFP4_GATHER_FALLBACK, NVFP4_GATHER_PLAIN
+} nvfp4_gather_path;
+
+nvfp4_status nvfp4_linear_gather_path (const nvfp4_linear *l, nvfp4_linear_operand which,
+                                       nvfp4_gather_path *path);
+
 #ifdef __cplusplus
 }
 #endif

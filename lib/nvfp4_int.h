@@ -317,6 +317,10 @@ NVFP4I_FUNC nvfp4_status nvfp4i_check_tensor (nvfp4_ctx *ctx,
 ** Local: ranks whose shapes agree reach the same verdict. */
 NVFP4I_FUNC nvfp4_status nvfp4i_gathered_shape (nvfp4_ctx *ctx, const char *what,
                                                 nvfp4_shape x, int n, nvfp4_shape *g);
+/* TE's is_quantizable for a plain shard of the NVFP4 gather: M % 16 == 0
+** and K % 16 == 0 (sp-linear-and-gather.md §5.1 C); a shard failing it
+** takes the high-precision fallback (lib/gather.c). */
+NVFP4I_FUNC int nvfp4i_shard_quantizable (nvfp4_shape s);
 /* t->amax[] up to date: an amax still in backend memory (amax_pending) is
 ** read back (this waits for the work queued before it on t's context) and
 ** kept.  Every host reader of an FP4 tensor's amax calls it first.  Errors:

@@ -386,11 +386,13 @@ static int linear_set_bias (lua_State *L) {
 }
 
 
+/* nvfp4_linear_operand's names, in its order */
+static const char *const operand_names[] = {"fprop_input", "weight", "wgrad_input",
+                                            "grad_output", NULL};
+
 static const nvfp4_tensor *get_operand (lua_State *L) {
-  static const char *const names[] = {"fprop_input", "weight", "wgrad_input",
-                                      "grad_output", NULL};
   nvfp4_linear *l = heldlinear(L, "operand");
-  int which = nvfp4L_checkname(L, 2, NULL, names, "operand");
+  int which = nvfp4L_checkname(L, 2, NULL, operand_names, "operand");
   const nvfp4_tensor *t = NULL;
   nvfp4L_checkstatus(L, nvfp4_linear_operand_get(l, (nvfp4_linear_operand)which, &t));
   return t;
@@ -404,7 +406,24 @@ static int linear_operand (lua_State *L) {
 }
 
 
+/* l:gather_path(name): how the last pass gathered the operand over the TP
+** group: "nvfp4", "fallback" (a shard not quantizable, gathered in high
+** precision and quantized after), "plain" (a baseline recipe), or nil (not
+** gathered).  nvfp4_linear_gather_path. */
+static int linear_gather_path (lua_State *L) {
+  static const char *const paths[] = {NULL, "nvfp4", "fallback", "plain"};
+  nvfp4_linear *l = tolinear(L, "gather_path");
+  int which = nvfp4L_checkname(L, 2, NULL, operand_names, "operand");
+  nvfp4_gather_path p = NVFP4_GATHER_NONE;
+  nvfp4L_checkstatus(L, nvfp4_linear_gather_path(l, (nvfp4_linear_operand)which, &p));
+  if (p == NVFP4_GATHER_NONE) lua_pushnil(L);
+  else lua_pushstring(L, paths[p]);
+  return 1;
+}
+
+
 static const luaL_Reg linear_meth[] = {
+  {"gather_path", linear_gather_path},
   {"forward", linear_forward},
   {"backward", linear_backward},
   {"weight", linear_weight},

@@ -77,6 +77,17 @@ local function check (p, opts)
   else
     sc.eq(dw, nil, "no grad_weight for a frozen weight")
   end
+  -- how each operand crossed the TP group (l:gather_path): TE's NVFP4 all-gather of quantized shards
+  -- wherever SP gathers one (every shard here is quantizable: M_l = 16 B), the baseline's plain gather
+  local gathered = p.TP > 1 and sp
+  local want = (opts or {}).recipe and "plain" or "nvfp4"
+  local frozen = (opts or {}).frozen_weight
+  for name, on in pairs{grad_output = p.par == "row", fprop_input = p.par == "column",
+                        wgrad_input = p.par == "column", weight = false} do
+    local mine = on and not (frozen and name == "wgrad_input")   -- the baseline's weight is not frozen
+    sc.eq(l:gather_path(name), gathered and mine and want or nil, name .. " gathered as")
+    sc.eq(base:gather_path(name), gathered and on and "plain" or nil, "baseline's " .. name .. " gathered as")
+  end
   sc.log("errors: output %.4f dgrad %.4f", ey, edx)
 end
 
@@ -124,6 +135,31 @@ end)
 sc.case("baseline recipes", {{"recipe", {"bf16", "fp32"}}, {"par", {"row", "column"}}}, function (p)
   p.SP, p.TP, p.B = "on", 2, 2
   check(p, {recipe = p.recipe})
+end)
+
+-- A grad_output shard that is not quantizable (M_l = 8 B, not a multiple of 16 for odd B) takes TE's
+-- high-precision fallback: gathered in bf16 and quantized after, where the columnwise rule plays no
+-- part (so `nd` completes too); l:gather_path says so. The gathered M = 8 B TP must be a multiple of 16.
+sc.case("grad_output fallback", {{"TP", {2, 4}}, {"B", {1, 3}}, {"rule", {"flat2d", "nd"}}}, function (p)
+  sc.need_ranks(p.TP)
+  local tp = sc.group(p.TP)
+  local S = 8 * p.TP
+  local x = nvfp4.randn({S, p.B, K // p.TP}, "bf16", {seed = p.seed + world.rank})
+  local dy = nvfp4.randn({S // p.TP, p.B, N}, "bf16", {seed = p.seed + 1000 + world.rank})
+  local l <close> = nvfp4.linear{in_features = K, out_features = N, parallel = "row", sequence_parallel = true,
+                                 group = tp, rule = p.rule, init_seed = 3 + tp.rank, keep_operands = true}
+  l:forward(x)
+  sc.eq(l:gather_path("grad_output"), nil, "grad_output before a backward")
+  local dx, dw = l:backward(dy)
+  sc.eq(l:gather_path("grad_output"), "fallback", "grad_output gathered as")
+  sc.shape(dx:shape(), x:shape(), "grad_input = input shape")
+  sc.shape(dw:shape(), l:weight():shape(), "grad_weight = local weight shape")
+  local g = l:operand("grad_output")
+  sc.shape(g:shape(), {S, p.B, N}, "gathered grad_output")
+  sc.shape(g:buffer_shape("columnwise_data"), {N, S * p.B // 2}, "its columnwise data, 2-D [K, M/2]")
+  l:forward(x)
+  sc.eq(l:gather_path("grad_output"), nil, "a forward forgets the last backward's gather")
+  sc.error("got 'grad_outptu'", l.gather_path, l, "grad_outptu")
 end)
 
 -- TE 2.21's columnwise rule in the row+SP grad gather: B = 1 crashes in the gather, odd B > 1

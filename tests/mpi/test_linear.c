@@ -124,6 +124,7 @@ static void test_row_sp_b1_nd_fails_flat2d_completes (void) {
   nvfp4_linear *l = NULL;
   nvfp4_tensor *x, *y = NULL, *dy, *dx = NULL, *dw = NULL;
   const nvfp4_tensor *g = NULL;
+  nvfp4_gather_path path;
   x = randn(SHAPE3(S, B, H / mc_size), NVFP4_BF16, 1 + mc_rank);
   dy = randn(SHAPE3(S / mc_size, B, H), NVFP4_BF16, 50 + mc_rank);
   c.gather_rule = NVFP4_CW_ND;
@@ -133,6 +134,9 @@ static void test_row_sp_b1_nd_fails_flat2d_completes (void) {
   EXPECT_ST(nvfp4_linear_backward(l, dy, &dx, &dw, NULL), NVFP4_EINVAL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "not allocated");
   EXPECT(dx == NULL && dw == NULL);
+  path = NVFP4_GATHER_PLAIN;
+  EXPECT_OK(nvfp4_linear_gather_path(l, NVFP4_LIN_GRAD_OUTPUT, &path));
+  EXPECT_MSG(path == NVFP4_GATHER_NONE, "a failed backward's grad_output path is %d", (int)path);
   nvfp4_linear_destroy(l);
   nvfp4_tensor_destroy(y);
   l = NULL; y = NULL;
@@ -145,6 +149,14 @@ static void test_row_sp_b1_nd_fails_flat2d_completes (void) {
   EXPECT(dx != NULL && dw != NULL);
   if (dx) EXPECT_SHAPE(nvfp4_tensor_shape(dx), SHAPE3(S, B, H / mc_size));
   if (dw) EXPECT_SHAPE(nvfp4_tensor_shape(dw), SHAPE2(H, H / mc_size));
+  EXPECT_OK(nvfp4_linear_gather_path(l, NVFP4_LIN_GRAD_OUTPUT, &path));
+  EXPECT_MSG(path == NVFP4_GATHER_NVFP4, "grad_output's path is %d, not the NVFP4 gather", (int)path);
+  EXPECT_OK(nvfp4_linear_gather_path(l, NVFP4_LIN_FPROP_INPUT, &path));
+  EXPECT_MSG(path == NVFP4_GATHER_NONE, "row+SP's input gathered (path %d)", (int)path);
+  EXPECT_ST(nvfp4_linear_gather_path(l, NVFP4_LIN_NOPERANDS, &path), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "operand 4 is not one of 0..3");
+  EXPECT_ST(nvfp4_linear_gather_path(l, NVFP4_LIN_GRAD_OUTPUT, NULL), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "path is NULL");
   EXPECT_OK(nvfp4_linear_operand_get(l, NVFP4_LIN_GRAD_OUTPUT, &g));
   if (g) {
     EXPECT_SHAPE(nvfp4_tensor_shape(g), SHAPE3(S, B, H));
