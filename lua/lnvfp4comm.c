@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -743,11 +744,71 @@ static void wd_junit (const char *said) {
 }
 
 
+/* Where this rank's script was when its watchdog fired while it ran Lua
+** code (a loop that never reaches a collective): the watchdog's thread
+** signals the main thread, whose handler sets a hook on the main Lua thread
+** (as lua.c's SIGINT handler does, the one thing a handler may do to a
+** state); the hook, at the next instruction, notes the innermost Lua
+** function's line and parks the thread there, where the job ends.  The
+** watchdog, having said its "timed out" line, waits for it up to half a
+** second: a rank inside a C call (a collective, a sleep) runs no hook and
+** says nothing more.  wd_L is set
+** by the first nvfp4.watchdog call and cleared when the state is about to
+** close (nvfp4L_watchdog_settle), both under wd.mu, as wd_fire runs. */
+static int fn_polling (void);
+static lua_State *wd_L;
+static pthread_t wd_Lthread;
+static char wd_where[600];
+static volatile sig_atomic_t wd_where_done;
+
+static void wd_where_hook (lua_State *L, lua_Debug *ar) {
+  lua_Debug d;
+  int level;
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  for (level = 0; lua_getstack(L, level, &d); level++)
+    if (lua_getinfo(L, "Sln", &d) && d.currentline > 0) {
+      snprintf(wd_where, sizeof wd_where, "%s:%d%s%s%s", d.short_src, d.currentline,
+               d.name ? " (in function '" : "", d.name ? d.name : "", d.name ? "')" : "");
+      break;
+    }
+  __atomic_store_n(&wd_where_done, 1, __ATOMIC_RELEASE);
+  for (;;) pause();                     /* the watchdog's thread ends the job */
+}
+
+static void wd_where_signal (int sig) {
+  (void)sig;
+  if (wd_L != NULL)
+    lua_sethook(wd_L, wd_where_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+}
+
+/* wd_where after asking the main thread for it, or "" (see above). */
+static const char *wd_locate (void) {
+  struct sigaction sa;
+  int i;
+  if (wd_L == NULL || fn_polling() || pthread_equal(pthread_self(), wd_Lthread)) return "";
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = wd_where_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGUSR2, &sa, NULL) != 0 || pthread_kill(wd_Lthread, SIGUSR2) != 0) return "";
+  for (i = 0; i < 50 && !__atomic_load_n(&wd_where_done, __ATOMIC_ACQUIRE); i++) {
+    struct timespec ts = {0, 10000000L};
+    nanosleep(&ts, NULL);
+  }
+  return __atomic_load_n(&wd_where_done, __ATOMIC_ACQUIRE) ? wd_where : "";
+}
+
+
 static void wd_fire (void) {
   int rank = 0, level = MPI_THREAD_SINGLE, fin = 0;
+  const char *where;
   MPI_Finalized(&fin);                  /* callable after MPI_Finalize, the others not */
   if (!fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   fprintf(stderr, "[rank %d] %s timed out after %g s\n", rank, wd.label, wd.secs);
+  fflush(stderr);                       /* first: the rank to blame speaks first */
+  where = wd_locate();
+  if (where[0] != '\0') fprintf(stderr, "[rank %d] its script was running %s\n", rank, where);
   if (wd.note[0] != '\0') fprintf(stderr, "[rank %d] %s\n", rank, wd.note);
   fflush(stderr);
   if (wd.junit_path != NULL) {
@@ -1025,6 +1086,7 @@ void nvfp4L_watchdog_settle (void) {
   ** not yet due stays armed: it still ends a job whose peer hangs while
   ** this rank finalizes (wd_fire after MPI_Finalize: see there) */
   pthread_mutex_lock(&wd.mu);
+  wd_L = NULL;                     /* the state closes next: no hook on it (wd_locate) */
   fn.kase = 0;                     /* no more notes taken */
   fn.waiting = 0;
   fn.settled = 1;
@@ -1066,6 +1128,12 @@ static int mod_watchdog (lua_State *L) {
   if (s > 1e9) s = 1e9;
   if (!(shown < 1e9)) shown = 1e9;
   pthread_mutex_lock(&wd.mu);
+  if (wd_L == NULL && !fn.settled) {   /* the main Lua thread, for wd_locate */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    wd_L = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    wd_Lthread = pthread_self();
+  }
   if (s > 0 && wd_start() != 0) {
     pthread_mutex_unlock(&wd.mu);
     return luaL_error(L, "watchdog: cannot start a thread");

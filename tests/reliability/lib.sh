@@ -81,7 +81,11 @@ inject () {
            printf '%s\n' "$first" | grep -q "^\[rank [0-9]*\] case 'injected error' (waiting in comm:all_gather at .*): rank $rank failed in this case and will not join it: .*injected failure on rank $rank\$" &&
              want=$first ;;
     exit)  want="[rank $rank] case 'injected exit' called os.exit(0)" ;;
-    hang)  want="[rank $rank] case 'injected hang' timed out after $T s" ;;
+    hang)  want="[rank $rank] case 'injected hang' timed out after $T s"
+           # the spinning rank says where its script was (the watchdog's hook: lnvfp4comm.c wd_locate)
+           line=$(grep -n 'while true do n = n + 1 end' "$here/inject.lua" | cut -d: -f1)
+           grep -q "^\[rank $rank\] its script was running .*inject\.lua:$line\$" "$log" ||
+             bad "hang np=$np: no '[rank $rank] its script was running ..inject.lua:$line' line" ;;
   esac
   case $first in
     "$want"*) echo "   ok: $first" | cut -c1-160 ;;
