@@ -81,8 +81,10 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm *parent, c
   memset(&probe, 0, sizeof probe);
   probe.ctx = ctx;
   probe.mpi = mc;
-  MPI_Comm_rank(mc, &probe.rank);
-  MPI_Comm_size(mc, &probe.size);
+  if (mc != MPI_COMM_NULL) {            /* NULL: a split whose MPI_Comm_split failed here */
+    MPI_Comm_rank(mc, &probe.rank);
+    MPI_Comm_size(mc, &probe.size);
+  }
   probe.notify = MPI_COMM_NULL;
   if (local == NVFP4_OK && collective) local = nccl_timeout(ctx, what, &probe.timeout_s);
   if (local == NVFP4_OK && (c = (nvfp4_comm *)nvfp4i_calloc(1, sizeof *c)) == NULL)
@@ -212,14 +214,24 @@ nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out) {
                      "split: tp=%d must be >= 1 and divide the communicator size %d",
                      tp, c->size);
   CHECK(agree_value(c, "split", st, "tp", tp, NULL));
-  MPI_CHECK(c->ctx, MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub));
+  /* a rank whose MPI_Comm_split fails (after its collective part, e.g.
+  ** out of memory) still joins comm_new's agreement over c, which its
+  ** peers are in: they get EPEER instead of waiting there */
+  {
+    const int rc = MPI_Comm_split(c->mpi, c->rank / tp, c->rank % tp, &sub);
+    if (rc != MPI_SUCCESS) {
+      st = mpi_fail(c->ctx, rc, "split: MPI_Comm_split");
+      sub = MPI_COMM_NULL;
+    }
+  }
   /* The ranks of c agree on the new comms (comm_new, over c): a rank that
   ** cannot make its comm keeps its error and every other rank of c, in its
   ** group or not, gets EPEER naming it by its rank in c, with no comm made
   ** (else a failed group's ranks would leave c's next collective to the
   ** others, who went on).  comm_new then picks the new comm's transport
   ** (its own NCCL comm), collectively within the group. */
-  if ((st = comm_new(c->ctx, sub, c, "split", NVFP4_OK, out)) != NVFP4_OK) MPI_Comm_free(&sub);
+  if ((st = comm_new(c->ctx, sub, c, "split", st, out)) != NVFP4_OK && sub != MPI_COMM_NULL)
+    MPI_Comm_free(&sub);
   return st;
 }
 
