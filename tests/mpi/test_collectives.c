@@ -28,6 +28,24 @@ static float *host_f32 (const nvfp4_tensor *t) {
 }
 
 
+/* MPI_Comm_split interposed (PMPI): with split_fail_rank >= 0 the split
+** is made and then fails on that rank of MPI_COMM_WORLD alone, as a local
+** failure after its collective part would (out of memory inside MPI).
+** Found by a reviewer: such a rank returned at once, and its peers waited
+** for ever in the split's agreement over the parent. */
+static int split_fail_rank = -1;
+
+int MPI_Comm_split (MPI_Comm comm, int color, int key, MPI_Comm *out) {
+  int rank = -1, rc = PMPI_Comm_split(comm, color, key, out);
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rc == MPI_SUCCESS && rank == split_fail_rank) {
+    PMPI_Comm_free(out);
+    return MPI_ERR_NO_MEM;
+  }
+  return rc;
+}
+
+
 static uint16_t to_bf16 (float f) {       /* RNE, finite inputs */
   union { uint32_t u; float f; } v;
   v.f = f;
@@ -309,6 +327,30 @@ static void test_errors (void) {
     EXPECT(sub == NULL);
     EXPECT_OK(nvfp4_comm_split(world, 1, &sub));
     EXPECT(nvfp4_comm_size(sub) == 1);
+    nvfp4_comm_destroy(sub);
+    sub = NULL;
+  }
+  /* split: MPI_Comm_split itself fails on the last rank (above): that rank
+  ** gets EMPI, every other rank of world EPEER naming it, in its group or
+  ** not, and no group is made; then world still works */
+  {
+    nvfp4_comm *sub = NULL;
+    int tp;
+    char want[64];
+    snprintf(want, sizeof want, "rank %d failed (MPI error)", mc_size - 1);
+    for (tp = 1; tp <= mc_size; tp *= 2) {
+      if (mc_size % tp != 0) continue;
+      split_fail_rank = mc_size - 1;
+      st = nvfp4_comm_split(world, tp, &sub);
+      split_fail_rank = -1;
+      EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EMPI : NVFP4_EPEER);
+      EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == mc_size - 1 ? "MPI_Comm_split" : want);
+      EXPECT(sub == NULL);
+      nvfp4_comm_destroy(sub);
+      sub = NULL;
+    }
+    EXPECT_OK(nvfp4_comm_split(world, mc_size, &sub));
+    EXPECT(nvfp4_comm_size(sub) == mc_size);
     nvfp4_comm_destroy(sub);
   }
   /* rel_error over the world with a bad ref on rank 0 only: rank 0 keeps its
