@@ -412,12 +412,44 @@ static void warnf (void *ud, const char *msg, int tocont) {
 }
 
 
+/* Whether every rank ended with a usage error (a mistake on the command
+** line, which every rank has alike): a vote on a communicator of its own
+** (vote, made at the start) that every rank whose script failed joins; a
+** rank with a usage error waits up to two seconds for the others' votes,
+** one with another error does not wait (it aborts the job).  A rank that
+** went on never votes: then the old way, MPI_Abort.  All usage errors: the
+** job ends without MPI_Abort (no "MPI_ABORT was invoked" block, nor Open
+** MPI's occasional ORTE_ERROR_LOG when ranks abort at once), rank 0 saying
+** the line once, as the framework's option errors are said.  The vote's
+** buffers are static: a rank that does not wait leaves its request to the
+** abort.  Alone (size 1): no vote. */
+static int all_usage (MPI_Comm vote, int size, int mine) {
+  static int in, all;
+  MPI_Request rq;
+  int done = 0, i;
+  if (size == 1) return mine;
+  in = mine;
+  all = 0;
+  if (vote == MPI_COMM_NULL ||
+      MPI_Iallreduce(&in, &all, 1, MPI_INT, MPI_MIN, vote, &rq) != MPI_SUCCESS || !mine)
+    return 0;
+  for (i = 0; i < 2000 && !done; i++) {
+    struct timespec ts = {0, 1000000L};
+    if (MPI_Test(&rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return 0;
+    if (!done) nanosleep(&ts, NULL);
+  }
+  return done && all == 1;
+}
+
+
 int main (int argc, char **argv) {
   int provided, status = 0;
+  MPI_Comm vote = MPI_COMM_NULL;
   lua_State *L;
   nvfp4_blas_select_core();        /* before any thread exists: it sets an env var */
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);  /* the watchdog may abort */
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &vote) != MPI_SUCCESS) vote = MPI_COMM_NULL;   /* all_usage */
   nvfp4L_notes_init();
   L = luaL_newstate();
   if (L == NULL) {
@@ -431,21 +463,29 @@ int main (int argc, char **argv) {
   if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
     int size = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (usage_error && rank != 0 && size > 1) {
-      /* a usage error comes from the command line, which every rank has
-      ** alike: rank 0 says it and its MPI_Abort ends the job, so the line is
-      ** not printed once per rank; a rank whose error is its own (rank 0
-      ** went on) says it after this wait */
-      struct timespec ts = {0, 500000000L};
-      nanosleep(&ts, NULL);
+    if (all_usage(vote, size, usage_error)) {
+      if (rank == 0) fprintf(stderr, "%s\n", lua_tostring(L, -1));
+      fflush(stdout);
+      fflush(stderr);
+      status = 2;
     }
-    fprintf(stderr, "[rank %d] %s\n", rank, lua_tostring(L, -1));
-    fflush(stdout);
-    fflush(stderr);
-    status = usage_error ? 2 : 1;
-    if (size > 1)
-      MPI_Abort(MPI_COMM_WORLD, status); /* peers may be waiting in a collective */
-    /* alone: no peers to stop, end normally */
+    else {
+      if (usage_error && rank != 0 && size > 1) {
+        /* a usage error that not every rank voted for: rank 0 (if it has
+        ** one) says it and its MPI_Abort ends the job, so the line is not
+        ** printed once per rank; a rank whose error is its own (rank 0 went
+        ** on) says it after this wait */
+        struct timespec ts = {0, 500000000L};
+        nanosleep(&ts, NULL);
+      }
+      fprintf(stderr, "[rank %d] %s\n", rank, lua_tostring(L, -1));
+      fflush(stdout);
+      fflush(stderr);
+      status = usage_error ? 2 : 1;
+      if (size > 1)
+        MPI_Abort(MPI_COMM_WORLD, status); /* peers may be waiting in a collective */
+      /* alone: no peers to stop, end normally */
+    }
   }
   else if (lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT) == LUA_TNUMBER)
     status = (int)lua_tointeger(L, -1);
@@ -456,6 +496,7 @@ int main (int argc, char **argv) {
   ** unless pmain ended before making it (--help, --version, a usage error) */
   (void)mark_closing(L);
   lua_close(L);                     /* __gc: tensors, comms, ctx; before MPI_Finalize */
+  if (vote != MPI_COMM_NULL) MPI_Comm_free(&vote);   /* no vote pending: see all_usage */
   MPI_Finalize();
   return status;
 }
