@@ -173,6 +173,10 @@ void nvfp4L_nameable (lua_State *L, const char *name);
 ** before it ends the job), wait there, so that a rank that said "timed out"
 ** does not end with status 0; one still armed stays armed. */
 void nvfp4L_watchdog_settle (void);
+/* The Lua state closes (lua_close, os.exit(code, true)'s included): the
+** watchdog forgets it (lnvfp4comm.c wd_locate), waiting there when it has
+** fired. */
+void nvfp4L_watchdog_forget_state (void);
 /* After MPI_Init, on every rank (collective): the failure notes' own
 ** communicator (nvfp4.watchdog_tell; lnvfp4comm.c). */
 void nvfp4L_notes_init (void);

@@ -754,9 +754,13 @@ static void wd_junit (const char *said) {
 ** second: a rank inside a C call (a collective, a sleep) runs no hook and
 ** says nothing more.  wd_L is set
 ** by the first nvfp4.watchdog call and cleared when the state is about to
-** close (nvfp4L_watchdog_settle), both under wd.mu, as wd_fire runs. */
+** close (nvfp4L_watchdog_settle, and nvfp4L_watchdog_forget_state, which
+** the state's closing runs: os.exit(code, true) closes it without the
+** former, and the signal must not touch a freed state while exit() runs),
+** all under wd.mu, as wd_fire runs. */
 static int fn_polling (void);
 static lua_State *wd_L;
+static int wd_Lgone;                    /* forgotten: never taken again (a finalizer's nvfp4.watchdog) */
 static pthread_t wd_Lthread;
 static char wd_where[600];
 static volatile sig_atomic_t wd_where_done;
@@ -777,9 +781,10 @@ static void wd_where_hook (lua_State *L, lua_Debug *ar) {
 }
 
 static void wd_where_signal (int sig) {
+  lua_State *L = __atomic_load_n(&wd_L, __ATOMIC_ACQUIRE);
   (void)sig;
-  if (wd_L != NULL)
-    lua_sethook(wd_L, wd_where_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
+  if (L != NULL)
+    lua_sethook(L, wd_where_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
 }
 
 /* wd_where after asking the main thread for it, or "" (see above). */
@@ -1086,7 +1091,7 @@ void nvfp4L_watchdog_settle (void) {
   ** not yet due stays armed: it still ends a job whose peer hangs while
   ** this rank finalizes (wd_fire after MPI_Finalize: see there) */
   pthread_mutex_lock(&wd.mu);
-  wd_L = NULL;                     /* the state closes next: no hook on it (wd_locate) */
+  __atomic_store_n(&wd_L, NULL, __ATOMIC_RELEASE);   /* the state closes next: no hook on it (wd_locate) */
   fn.kase = 0;                     /* no more notes taken */
   fn.waiting = 0;
   fn.settled = 1;
@@ -1100,6 +1105,14 @@ void nvfp4L_watchdog_settle (void) {
       fn.out[i].nrq = 0;
     }
   }
+  pthread_mutex_unlock(&wd.mu);
+}
+
+
+void nvfp4L_watchdog_forget_state (void) {
+  pthread_mutex_lock(&wd.mu);      /* held by a watchdog that fired: wait for its end there */
+  __atomic_store_n(&wd_L, NULL, __ATOMIC_RELEASE);
+  wd_Lgone = 1;
   pthread_mutex_unlock(&wd.mu);
 }
 
@@ -1128,11 +1141,11 @@ static int mod_watchdog (lua_State *L) {
   if (s > 1e9) s = 1e9;
   if (!(shown < 1e9)) shown = 1e9;
   pthread_mutex_lock(&wd.mu);
-  if (wd_L == NULL && !fn.settled) {   /* the main Lua thread, for wd_locate */
+  if (wd_L == NULL && !fn.settled && !wd_Lgone) {   /* the main Lua thread, for wd_locate */
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    wd_L = lua_tothread(L, -1);
-    lua_pop(L, 1);
     wd_Lthread = pthread_self();
+    __atomic_store_n(&wd_L, lua_tothread(L, -1), __ATOMIC_RELEASE);
+    lua_pop(L, 1);
   }
   if (s > 0 && wd_start() != 0) {
     pthread_mutex_unlock(&wd.mu);

@@ -282,6 +282,7 @@ static int l_usage_error (lua_State *L) {
 ** (those may make objects: the collector finalizes them), and before its
 ** finalizers; and at pmain's end. */
 static int mark_closing (lua_State *L) {
+  nvfp4L_watchdog_forget_state();  /* os.exit(code, true) frees the state before exit() */
   lua_pushboolean(L, 1);
   lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_CLOSING);
   return 0;
