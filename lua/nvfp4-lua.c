@@ -420,26 +420,51 @@ static void warnf (void *ud, const char *msg, int tocont) {
 ** one with another error does not wait (it aborts the job).  A rank that
 ** went on never votes: then the old way, MPI_Abort.  All usage errors: the
 ** job ends without MPI_Abort (no "MPI_ABORT was invoked" block, nor Open
-** MPI's occasional ORTE_ERROR_LOG when ranks abort at once), rank 0 saying
-** the line once, as the framework's option errors are said.  The vote's
-** buffers are static: a rank that does not wait leaves its request to the
-** abort.  Alone (size 1): no vote. */
-static int all_usage (MPI_Comm vote, int size, int mine) {
-  static int in, all;
-  MPI_Request rq;
+** MPI's occasional ORTE_ERROR_LOG when ranks abort at once).  The vote
+** also compares the messages (a hash; MIN of h and of -h): 1, every rank
+** said the same (rank 0 says it once, as the framework's option errors are
+** said); 2, they differ (a script's sc.usage that names a rank's own
+** state, an MPMD command line: every rank says its own, as [rank r]); 0,
+** not every rank has a usage error, or the vote did not complete.  The
+** vote's buffers and request are static: a rank that does not wait leaves
+** its request to the abort, and a rank that gave up tests it once more
+** (all_usage_late) before it aborts.  Alone (size 1): no vote. */
+static int vote_in[3], vote_all[3];
+static MPI_Request vote_rq = MPI_REQUEST_NULL;
+
+static int vote_verdict (void) {
+  if (vote_all[0] != 1) return 0;
+  return vote_all[1] == -vote_all[2] ? 1 : 2;
+}
+
+static int all_usage (MPI_Comm vote, int size, int mine, const char *msg) {
+  unsigned h = 2166136261u;                     /* FNV-1a */
   int done = 0, i;
   if (size == 1) return mine;
-  in = mine;
-  all = 0;
+  for (; msg != NULL && *msg != '\0'; msg++) h = (h ^ (unsigned char)*msg) * 16777619u;
+  h &= 0x3fffffffu;
+  vote_in[0] = mine;
+  vote_in[1] = mine ? (int)h : 0;
+  vote_in[2] = mine ? -(int)h : 0;
+  vote_all[0] = 0;
   if (vote == MPI_COMM_NULL ||
-      MPI_Iallreduce(&in, &all, 1, MPI_INT, MPI_MIN, vote, &rq) != MPI_SUCCESS || !mine)
+      MPI_Iallreduce(vote_in, vote_all, 3, MPI_INT, MPI_MIN, vote, &vote_rq) != MPI_SUCCESS || !mine)
     return 0;
   for (i = 0; i < 2000 && !done; i++) {
     struct timespec ts = {0, 1000000L};
-    if (MPI_Test(&rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return 0;
+    if (MPI_Test(&vote_rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return 0;
     if (!done) nanosleep(&ts, NULL);
   }
-  return done && all == 1;
+  return done ? vote_verdict() : 0;
+}
+
+/* The vote all_usage gave up on, tested once more (a peer that came late
+** may have completed it since, and ends quietly on that verdict). */
+static int all_usage_late (void) {
+  int done = 0;
+  if (vote_rq == MPI_REQUEST_NULL) return 0;
+  if (MPI_Test(&vote_rq, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) return 0;
+  return vote_verdict();
 }
 
 
@@ -462,23 +487,26 @@ int main (int argc, char **argv) {
   lua_pushinteger(L, argc);
   lua_pushlightuserdata(L, argv);
   if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
-    int size = 1;
+    int size = 1, verdict;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (all_usage(vote, size, usage_error)) {
-      if (rank == 0) fprintf(stderr, "%s\n", lua_tostring(L, -1));
+    verdict = all_usage(vote, size, usage_error, lua_tostring(L, -1));
+    if (!verdict && usage_error && rank != 0 && size > 1) {
+      /* a usage error that not every rank voted for (yet): rank 0 (if it
+      ** has one) says it and its MPI_Abort ends the job, so the line is not
+      ** printed once per rank; a rank whose error is its own (rank 0 went
+      ** on) says it after this wait, unless the vote completed meanwhile */
+      struct timespec ts = {0, 500000000L};
+      nanosleep(&ts, NULL);
+      verdict = all_usage_late();
+    }
+    if (verdict) {
+      if (verdict == 2) fprintf(stderr, "[rank %d] %s\n", rank, lua_tostring(L, -1));
+      else if (rank == 0) fprintf(stderr, "%s\n", lua_tostring(L, -1));
       fflush(stdout);
       fflush(stderr);
       status = 2;
     }
     else {
-      if (usage_error && rank != 0 && size > 1) {
-        /* a usage error that not every rank voted for: rank 0 (if it has
-        ** one) says it and its MPI_Abort ends the job, so the line is not
-        ** printed once per rank; a rank whose error is its own (rank 0 went
-        ** on) says it after this wait */
-        struct timespec ts = {0, 500000000L};
-        nanosleep(&ts, NULL);
-      }
       fprintf(stderr, "[rank %d] %s\n", rank, lua_tostring(L, -1));
       fflush(stdout);
       fflush(stderr);
