@@ -935,10 +935,13 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
 ** NVFP4_GATHER_PLAIN    a baseline recipe's high-precision gather;
 ** NVFP4_GATHER_NONE     not gathered: TP = 1, no SP, an operand its mode
 **                       never gathers (WEIGHT; row+SP's inputs; column+SP's
-**                       GRAD_OUTPUT), no pass yet, or the pass failed.
-** A forward resets every operand's path (as it forgets the operands), a
-** backward GRAD_OUTPUT's and WGRAD_INPUT's; each is set when its pass
-** returns OK.  Needs no keep_operands.  Errors: EINVAL for a NULL l or path
+**                       GRAD_OUTPUT), no pass yet, or the pass failed after
+**                       its argument checks.
+** A forward that passes its argument checks resets every operand's path
+** (as it forgets the operands), such a backward GRAD_OUTPUT's and
+** WGRAD_INPUT's; each is set when its pass returns OK.  A pass refused by
+** its argument checks (EINVAL for a wrong shape or dtype, EUSAGE) changes
+** nothing: the paths stay the last accepted pass's, as the operands do.  Needs no keep_operands.  Errors: EINVAL for a NULL l or path
 ** or which out of range (*path NONE where path is not NULL). */
 typedef enum nvfp4_gather_path {
   NVFP4_GATHER_NONE = 0, NVFP4_GATHER_NVFP4, NVFP4_GATHER_FALLBACK, NVFP4_GATHER_PLAIN
