@@ -750,9 +750,11 @@ static void wd_junit (const char *said) {
 ** (as lua.c's SIGINT handler does, the one thing a handler may do to a
 ** state); the hook, at the next instruction, notes the innermost Lua
 ** function's line and holds the thread there (busy) while the job ends.  The
-** watchdog, having said its "timed out" line, waits for it up to half a
-** second: a rank inside a C call (a collective, a sleep) runs no hook and
-** says nothing more.  wd_L is set
+** watchdog, having said its "timed out" line, waits for it up to a fifth of a
+** second (the waiting peers' deadlines are a grace of 0.5 s or more later,
+** so the job ends before they speak): a rank inside a C call (a collective,
+** a sleep), a coroutine (the hook is the main thread's) or a finalizer (Lua
+** runs none there) says nothing more.  wd_L is set
 ** by the first nvfp4.watchdog call and cleared when the state is about to
 ** close (nvfp4L_watchdog_settle, and nvfp4L_watchdog_forget_state, which
 ** the state's closing runs: os.exit(code, true) closes it without the
@@ -801,7 +803,7 @@ static const char *wd_locate (void) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   if (sigaction(SIGUSR2, &sa, NULL) != 0 || pthread_kill(wd_Lthread, SIGUSR2) != 0) return "";
-  for (i = 0; i < 50 && !__atomic_load_n(&wd_where_done, __ATOMIC_ACQUIRE); i++) {
+  for (i = 0; i < 20 && !__atomic_load_n(&wd_where_done, __ATOMIC_ACQUIRE); i++) {
     struct timespec ts = {0, 10000000L};
     nanosleep(&ts, NULL);
   }
