@@ -941,8 +941,9 @@ nvfp4_status nvfp4_linear_operand_get (nvfp4_linear *l, nvfp4_linear_operand whi
 ** (as it forgets the operands), such a backward GRAD_OUTPUT's and
 ** WGRAD_INPUT's; each is set when its pass returns OK.  A pass refused by
 ** its argument checks (EINVAL for a wrong shape or dtype, EUSAGE) changes
-** nothing: the paths stay the last accepted pass's, as the operands do.  Needs no keep_operands.  Errors: EINVAL for a NULL l or path
-** or which out of range (*path NONE where path is not NULL). */
+** nothing: the paths stay the last accepted pass's, as the operands do.
+** Needs no keep_operands.  Errors: EINVAL for a NULL l or path or which out
+** of range (*path NONE where path is not NULL). */
 typedef enum nvfp4_gather_path {
   NVFP4_GATHER_NONE = 0, NVFP4_GATHER_NVFP4, NVFP4_GATHER_FALLBACK, NVFP4_GATHER_PLAIN
 } nvfp4_gather_path;
