@@ -755,11 +755,11 @@ static void wd_junit (const char *said) {
 ** so the job ends before they speak): a rank inside a C call (a collective,
 ** a sleep), a coroutine (the hook is the main thread's) or a finalizer (Lua
 ** runs none there) says nothing more.  wd_L is set
-** by the first nvfp4.watchdog call and cleared when the state is about to
-** close (nvfp4L_watchdog_settle, and nvfp4L_watchdog_forget_state, which
-** the state's closing runs: os.exit(code, true) closes it without the
-** former, and the signal must not touch a freed state while exit() runs),
-** all under wd.mu, as wd_fire runs. */
+** by the first nvfp4.watchdog call and cleared for good when the state
+** starts to close (nvfp4L_watchdog_forget_state, from mark_closing, which
+** runs before every lua_close, os.exit(code, true)'s included: the signal
+** must not touch a freed state while exit() runs), both under wd.mu, as
+** wd_fire runs. */
 static int fn_polling (void);
 static lua_State *wd_L;
 static int wd_Lgone;                    /* forgotten: never taken again (a finalizer's nvfp4.watchdog) */
@@ -1097,7 +1097,6 @@ void nvfp4L_watchdog_settle (void) {
   ** not yet due stays armed: it still ends a job whose peer hangs while
   ** this rank finalizes (wd_fire after MPI_Finalize: see there) */
   pthread_mutex_lock(&wd.mu);
-  __atomic_store_n(&wd_L, NULL, __ATOMIC_RELEASE);   /* the state closes next: no hook on it (wd_locate) */
   fn.kase = 0;                     /* no more notes taken */
   fn.waiting = 0;
   fn.settled = 1;
@@ -1147,7 +1146,7 @@ static int mod_watchdog (lua_State *L) {
   if (s > 1e9) s = 1e9;
   if (!(shown < 1e9)) shown = 1e9;
   pthread_mutex_lock(&wd.mu);
-  if (wd_L == NULL && !fn.settled && !wd_Lgone) {   /* the main Lua thread, for wd_locate */
+  if (wd_L == NULL && !wd_Lgone) {   /* the main Lua thread, for wd_locate */
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     wd_Lthread = pthread_self();
     __atomic_store_n(&wd_L, lua_tothread(L, -1), __ATOMIC_RELEASE);
