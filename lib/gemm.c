@@ -96,12 +96,15 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   if (t->dtype == NVFP4_FP4) {
     op->e6 = 6.0f * nvfp4i_emax(t);       /* 2688, or 1536 for 4over6 (§3.3) */
     if (host_amax) CHECK(nvfp4i_amax_ready(t));
+    /* the usage first: a rowwise-only copy may have any M (nvfp4.h), and
+    ** read columnwise it is a missing usage (EUSAGE), not a shape error */
+    FAIL_IF(ctx, u == NVFP4_ROWWISE ? !t->has_row : !t->has_col, NVFP4_EUSAGE,
+            "%s has no %s data (usage missing)", what,
+            u == NVFP4_ROWWISE ? "rowwise" : "columnwise");
     FAIL_IF(ctx, K % NVFP4_BLOCK != 0 || M % (u == NVFP4_COLUMNWISE ? NVFP4_BLOCK : 1) != 0,
             NVFP4_EINVAL, "%s: NVFP4 shape M=%lld, K=%lld is not a multiple "
             "of 16 along the reduction", what, (long long)M, (long long)K);
     if (u == NVFP4_ROWWISE) {
-      FAIL_IF(ctx, !t->has_row, NVFP4_EUSAGE,
-              "%s has no rowwise data (usage missing)", what);
       CHECK(nvfp4i_check_fp4_buffers(ctx, what, "rowwise", &t->row_data,
                                      nvfp4_rowwise_data_shape(s), &t->row_scale,
                                      nvfp4_rowwise_scale_shape(s)));
@@ -113,8 +116,6 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
       if (t->amax_pending) op->damax = (const float *)t->amax_dev.p;
     }
     else {
-      FAIL_IF(ctx, !t->has_col, NVFP4_EUSAGE,
-              "%s has no columnwise data (usage missing)", what);
       CHECK(nvfp4i_check_fp4_buffers(ctx, what, "columnwise", &t->col_data,
                                      nvfp4_columnwise_data_shape(s), &t->col_scale,
                                      nvfp4_columnwise_scale_shape(s)));

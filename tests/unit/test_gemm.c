@@ -218,6 +218,38 @@ static void test_gemm_rejects_wrong_width_columnwise_scale (void **state) {
 }
 
 
+/* A rowwise-only copy may have any M (nvfp4.h: the library's extension of
+** spec §6); read columnwise it is a missing usage, EUSAGE as nvfp4_gemm
+** says, not EINVAL for its M (the shape check came first). */
+static void test_gemm_missing_columnwise_any_m_is_eusage (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  nvfp4_tensor *x = NULL, *q = NULL, *y = NULL;
+  nvfp4_qopts o;
+  memset(&o, 0, sizeof o);                    /* rowwise only */
+  assert_int_equal(nvfp4_tensor_randn(ctx, shp(2, 8, 32, 0), NVFP4_F32, 7, &x), NVFP4_OK);
+  assert_int_equal(nvfp4_quantize(ctx, x, &o, &q), NVFP4_OK);   /* M = 8 */
+  assert_int_equal(nvfp4_gemm(ctx, q, NVFP4_COLUMNWISE, q, NVFP4_COLUMNWISE, NULL, NVFP4_F32,
+                              &y), NVFP4_EUSAGE);
+  assert_null(y);
+  assert_string_equal(nvfp4_last_error(ctx),
+                      "gemm: operand A has no columnwise data (usage missing)");
+  assert_int_equal(nvfp4_gemm(ctx, x, NVFP4_COLUMNWISE, q, NVFP4_COLUMNWISE, NULL, NVFP4_F32,
+                              &y), NVFP4_EUSAGE);
+  assert_string_equal(nvfp4_last_error(ctx),
+                      "gemm: operand B has no columnwise data (usage missing)");
+  assert_int_equal(nvfp4_gemm_ref64(ctx, q, NVFP4_COLUMNWISE, q, NVFP4_COLUMNWISE, &y),
+                   NVFP4_EUSAGE);
+  assert_null(y);
+  assert_string_equal(nvfp4_last_error(ctx),
+                      "gemm_ref64: operand A has no columnwise data (usage missing)");
+  /* read rowwise, the same copy is a valid operand */
+  assert_int_equal(nvfp4_gemm(ctx, q, NVFP4_ROWWISE, q, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
+                   NVFP4_OK);
+  assert_true(nvfp4_shape_equal(nvfp4_tensor_shape(y), shp(2, 8, 8, 0)));
+  nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(q); nvfp4_tensor_destroy(x);
+}
+
+
 /* Plain operands in every usage, bias, bf16 output, errors. */
 static void test_gemm_plain_usages_bias_bf16 (void **state) {
   nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
@@ -485,6 +517,7 @@ int main (void) {
     cmocka_unit_test(test_gemm_fp4_rowwise_matches_double),
     cmocka_unit_test(test_gemm_fp4_columnwise_wgrad_shape_and_values),
     cmocka_unit_test(test_gemm_rejects_wrong_width_columnwise_scale),
+    cmocka_unit_test(test_gemm_missing_columnwise_any_m_is_eusage),
     cmocka_unit_test(test_gemm_plain_usages_bias_bf16),
     cmocka_unit_test(test_gemm_after_quantize_matches_ref64),
     cmocka_unit_test(test_gemm_ignores_scale_padding),
