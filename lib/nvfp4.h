@@ -841,8 +841,10 @@ typedef struct nvfp4_linear nvfp4_linear;
 ** usable by it until the layer is destroyed (see nvfp4_comm_destroy; EUSAGE
 ** when it is of another context); *out is the caller's.  Errors also ENOMEM, EMPI,
 ** and EINVAL for a weight [out_features, in_features] above 2^60 elements.
-** A NULL cfg (or ctx) is EINVAL at once and cannot tell the group: its
-** peers wait.
+** A NULL cfg is EINVAL at once and cannot tell the group: its peers wait.
+** A NULL ctx is a bare EINVAL without a group (TP 1); with one of several
+** ranks it is told like any failure: EINVAL "linear_create: ctx is NULL"
+** kept in the group's context, EPEER on its peers.
 ** spec/sp-linear-and-gather.md §2-§4 (the recipe, row- and column-parallel
 ** te.Linear); the weight init is ours (the spec does not give TE's). */
 nvfp4_status nvfp4_linear_create (nvfp4_ctx *ctx, const nvfp4_linear_config *cfg,
@@ -901,10 +903,10 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
                                     nvfp4_tensor **db);
 
 /* The GEMM operands of the last forward/backward, kept when
-** cfg.keep_operands is set (borrowed: FPROP_INPUT, WEIGHT and, outside
-** column+SP, WGRAD_INPUT until the layer's next forward, a failed one
-** included, or its destroy; GRAD_OUTPUT and column+SP's WGRAD_INPUT until
-** its next backward):
+** cfg.keep_operands is set (borrowed: every operand until the layer's next
+** forward that passes its argument checks, a failing one included, or its
+** destroy; GRAD_OUTPUT and column+SP's WGRAD_INPUT also until the next
+** such backward; a pass refused by its argument checks keeps them):
 ** FPROP_INPUT (X as fprop read it, gathered under column+SP), WEIGHT (the
 ** quantized weight, both usages), WGRAD_INPUT (X columnwise as wgrad read
 ** it), GRAD_OUTPUT (dY quantized, gathered under row+SP).  Baseline recipes
