@@ -9,7 +9,8 @@
 **    A NULL context, or a NULL object that holds it (the tensor, comm,
 **    handle or layer the call is on), gives a bare NVFP4_EINVAL: there is
 **    nowhere to keep a reason.  A NULL **out argument (where the context
-**    is known) gives NVFP4_EINVAL "<call>: out is NULL", and a NULL input
+**    is known) gives NVFP4_EINVAL "<call>: <name> is NULL" ("quantize: out
+**    is NULL", "linear_forward: y is NULL"), and a NULL input
 **    tensor EINVAL naming it, whether or not the function lists them,
 **    except where a function says an output may be NULL (nvfp4_handle_wait's
 **    out, nvfp4_linear_backward's dw and db).
@@ -108,7 +109,8 @@ typedef enum nvfp4_status {
   NVFP4_EUSAGE,     /* bad sequence: missing usage, closed or foreign tensor */
   NVFP4_ENOMEM,     /* host or device allocation failed */
   NVFP4_ENOTSUP,    /* the selected backend lacks this operation */
-  NVFP4_EMISMATCH,  /* ranks disagree on shape/dtype/usage before a collective */
+  NVFP4_EMISMATCH,  /* ranks disagree before a collective: shape/dtype/usage,
+                       count, amax, or which call they are in */
   NVFP4_EPEER,      /* another rank of the collective failed */
   NVFP4_ECUDA, NVFP4_ECUBLAS, NVFP4_ENCCL, NVFP4_EMPI,
   NVFP4_NSTATUS     /* keep last */
@@ -201,10 +203,11 @@ int         nvfp4_shape_equal (nvfp4_shape a, nvfp4_shape b);
 ** limited to NVFP4_MAX_NUMEL elements (EINVAL above: byte counts fit). */
 #define NVFP4_MAX_NUMEL ((int64_t)1 << 60)
 int64_t     nvfp4_shape_numel (nvfp4_shape s);           /* 1 for ndim 0 */
-int64_t     nvfp4_shape_M (nvfp4_shape s);   /* product of leading dims */
+int64_t     nvfp4_shape_M (nvfp4_shape s);   /* product of leading dims; 1 for ndim 0, 1 */
 int64_t     nvfp4_shape_K (nvfp4_shape s);   /* last dim; 1 for ndim 0 */
-/* "[4096, 1, 8192]" into buf (always NUL-terminated when n > 0; NULL or
-** n == 0: nothing written); returns buf. */
+/* "[4096, 1, 8192]" into buf (n bytes, the caller's; cut to n - 1 characters
+** when longer, always NUL-terminated when n > 0; NULL or n == 0: nothing
+** written); returns buf. */
 char       *nvfp4_shape_format (nvfp4_shape s, char *buf, size_t n);
 
 /* Buffer shapes of an NVFP4 tensor of logical shape x (spec §6):
@@ -226,9 +229,11 @@ nvfp4_shape nvfp4_columnwise_scale_shape (nvfp4_shape x);
 ** the library's extension, where spec §6 gives TE's M % 16 == 0 for every
 ** usage; the gather and the Linear layer keep TE's rule), and each asked copy's padded
 ** scale_inv at most 2^60 bytes (a huge K or M, where the 128 x 4 padding
-** overflows what a buffer can hold).
-** Returns NVFP4_OK or NVFP4_EINVAL with the rule in msg (n bytes, the
-** caller's; NULL or n == 0: no message; "" on success).  No context. */
+** overflows what a buffer can hold).  rowwise, columnwise: nonzero asks
+** for that copy; neither checks only the rules common to both (ndim, dims,
+** elements, K % 16: no scale size), where nvfp4_quantize reads neither as
+** rowwise.  Returns NVFP4_OK or NVFP4_EINVAL with the rule in msg (n bytes,
+** the caller's; NULL or n == 0: no message; "" on success).  No context. */
 nvfp4_status nvfp4_shape_check_quantizable (nvfp4_shape x, int rowwise,
                                             int columnwise, char *msg,
                                             size_t n);
@@ -356,7 +361,8 @@ nvfp4_dtype  nvfp4_tensor_dtype (const nvfp4_tensor *t);
 ** nvfp4_tensor_fp4_from_host.  A gather that must requantize an FP4 shard
 ** (a wanted usage absent) dequantizes it to this dtype first, as TE does
 ** (field case BH-03; BF16 where the requantize uses the RHT, which takes
-** bf16 only, spec §8).  A plain tensor's dtype for a plain tensor. */
+** bf16 only, spec §8).  A plain tensor's dtype for a plain tensor; NULL:
+** NVFP4_F32. */
 nvfp4_dtype  nvfp4_tensor_nominal_dtype (const nvfp4_tensor *t);
 nvfp4_ctx   *nvfp4_tensor_ctx   (const nvfp4_tensor *t);
 
@@ -391,7 +397,8 @@ nvfp4_shape  nvfp4_tensor_buffer_shape (const nvfp4_tensor *t, nvfp4_buffer b);
 /* Copy one buffer's bytes to host (the caller's; synchronizes); nbytes must
 ** equal the buffer's size (its shape's numel: uint8), laid out as spec §6
 ** says (padding included).  Errors: EUSAGE when the usage is absent or t is
-** not FP4, EINVAL on size, a NULL host or an unknown b. */
+** not FP4, EINVAL on size, a NULL host or an unknown b, ECUDA (queued work
+** failed), EPEER / ENCCL as nvfp4_ctx_sync's. */
 nvfp4_status nvfp4_tensor_buffer_read (const nvfp4_tensor *t, nvfp4_buffer b,
                                        void *host, size_t nbytes);
 /* The FP32 amax of a direction (0 rowwise, 1 columnwise; with RHT the
@@ -665,7 +672,10 @@ nvfp4_status nvfp4_all_gather (nvfp4_comm *c, const nvfp4_tensor *x,
 ** copy included, is made at the start, before the ranks agree (so a rank
 ** out of memory fails there and its peers get EPEER): between start and
 ** wait the handle holds the gathered columnwise bytes twice (interleaved
-** and de-interleaved).
+** and de-interleaved).  *h is the caller's (nvfp4_handle_destroy, which may
+** come before any wait); it keeps c's context alive, as a tensor does, but
+** no reference to c or x: device work is queued in stream order, so either
+** may be destroyed before the wait.
 ** nvfp4_handle_finish_count: how often the finish step ran (0 or 1; 0 for
 ** NULL).
 ** nvfp4_handle_destroy frees the result wait lent out (not one taken).
@@ -741,14 +751,16 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
 
 /* Relative Frobenius error ||x - ref|| / ||ref|| of two plain tensors of one
 ** [M, K] (their leading dims may be split differently: [S, 1, H] against a
-** GEMM's [S, H]; a transposed ref is refused), sums in double; with
+** GEMM's [S, H]; a transposed ref is refused where M != K), sums in double; with
 ** c != NULL the two sums are added over c first (collective), so every rank
 ** gets the error of the concatenated tensors (a rank whose arguments fail
 ** keeps its error, the others get NVFP4_EPEER; none waits).  ||ref|| == 0
 ** gives ||x|| (the absolute error: 0 when both are zero).  x and ref: fp32
 ** or bf16 each (they may differ; FP4 and u8 are refused), of one context,
-** c's when given.  Errors: EINVAL (NULL, dtype, M or K differ), EUSAGE
-** (another context), ENOMEM, EPEER, EMPI.  A test helper: no spec section. */
+** c's when given (the reason of a failure is kept in c's context, else in
+** x's).  *err (the caller's) is written on success only.  Errors: EINVAL
+** (NULL, dtype, M or K differ), EUSAGE (another context), ENOMEM, ECUDA
+** (reading x or ref back), EPEER, EMPI.  A test helper: no spec section. */
 nvfp4_status nvfp4_rel_error (nvfp4_comm *c, const nvfp4_tensor *x,
                               const nvfp4_tensor *ref, double *err);
 
