@@ -479,10 +479,11 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
 ** the collective's errors when amax_group is set.  With amax_group the
 ** ranks agree on the checks, the output's allocation and the amax pass
 ** before the reduction (a rank failing there keeps its error, its peers get
-** EPEER); the cast after it is local, so a rank whose cast fails (ENOMEM
-** for its temporaries, ECUDA) returns its error alone while its peers
-** return their tensors.  The gather and the Linear layer, which quantize
-** with a group, agree again after it (tests/mpi/test_allocfail.c). */
+** EPEER; a NULL ctx takes part too, a bare EINVAL); the cast after it is
+** local, so a rank whose cast fails (ENOMEM for its temporaries, ECUDA)
+** returns its error alone while its peers return their tensors.  The
+** gather and the Linear layer, which quantize with a group, agree again
+** after it (tests/mpi/test_allocfail.c). */
 nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                              const nvfp4_qopts *opts, nvfp4_tensor **out);
 
