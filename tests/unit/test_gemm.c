@@ -3,7 +3,8 @@
 ** double-precision product computed here from the raw bytes (an independent
 ** decoder), operand usages (fprop/dgrad/wgrad), output shapes, bias, bf16
 ** output, the scale-shape check that catches a wrong-width gathered scale,
-** scale padding never read (field case BH-20), the float64 oracle and the
+** scale padding never read (field case BH-20), the nibble order an FP4
+** operand is decoded in against a plain one (BH-14), the float64 oracle and the
 ** relative error.
 */
 #include <math.h>
@@ -352,6 +353,78 @@ static void test_gemm_plain_usages_bias_bf16 (void **state) {
 }
 
 
+/* BH-14's consumer side: the GEMM decodes each byte even element = low
+** nibble.  With two FP4 operands packed along the same reduction a swapped
+** decode permutes both alike and the product barely moves (the tests above
+** pass with it), so here the FP4 operand meets a plain bf16 identity: the
+** output is the operand's decoded values themselves, times alpha =
+** fl(amax * fl(1/2688)) (one FP4 operand, nvfp4.h).  The row's hand-made
+** bytes 21 43 65 07 A9 CB ED 8F, scale 0x38, amax 2688, in a 16-row tensor
+** (other rows zero), read rowwise as B, rowwise as A, and as the
+** columnwise copy; nvfp4_gemm_ref64, the oracle other tests trust, too. */
+static void test_gemm_fp4_times_plain_nibble_order (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  static const uint8_t row[8] = {0x21, 0x43, 0x65, 0x07, 0xA9, 0xCB, 0xED, 0x8F};
+  static const float want[16] = {0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -1.5f, -2, -3, -4,
+                                 -6, -0.0f};
+  uint8_t data[16 * 8] = {0}, scale[128 * 4] = {0};
+  uint16_t eye[16 * 16] = {0};
+  float am[2] = {2688.0f, 2688.0f}, got[16 * 16];
+  const float alpha = 2688.0f * (1.0f / 2688.0f);
+  nvfp4_tensor *qr = NULL, *qc = NULL, *id = NULL, *y = NULL;
+  int i, j, v;
+  memcpy(data, row, sizeof row);
+  scale[0] = 0x38;
+  for (i = 0; i < 16; i++) eye[i * 16 + i] = 0x3F80;
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shp(2, 16, 16, 0), data, scale, NULL, NULL,
+                                              am, &qr), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shp(2, 16, 16, 0), NULL, NULL, data, scale,
+                                              am, &qc), NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shp(2, 16, 16, 0), NVFP4_BF16, eye, sizeof eye,
+                                          &id), NVFP4_OK);
+  for (v = 0; v < 3; v++) {
+    /* v 0: out = q . I^T = q; v 1: out = I . q^T = q^T; v 2: out = the
+    ** columnwise matrix [K, M] (its row 0 the bytes) . I^T */
+    if (v == 0) assert_int_equal(nvfp4_gemm(ctx, id, NVFP4_ROWWISE, qr, NVFP4_ROWWISE, NULL,
+                                            NVFP4_F32, &y), NVFP4_OK);
+    else if (v == 1) assert_int_equal(nvfp4_gemm(ctx, qr, NVFP4_ROWWISE, id, NVFP4_ROWWISE, NULL,
+                                                 NVFP4_F32, &y), NVFP4_OK);
+    else assert_int_equal(nvfp4_gemm(ctx, id, NVFP4_ROWWISE, qc, NVFP4_COLUMNWISE, NULL,
+                                     NVFP4_F32, &y), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(y, got, sizeof got), NVFP4_OK);
+    for (i = 0; i < 16; i++)
+      for (j = 0; j < 16; j++) {
+        int r = v == 1 ? j : i, c = v == 1 ? i : j;
+        float w = r == 0 ? want[c] * alpha : 0.0f;
+        if (got[i * 16 + j] != w)
+          fail_msg("case %d: out[%d][%d] = %g, expected %g (value %d of row %d; a swapped "
+                   "decode gives [1, 0.5, 2, 1.5, ..])", v, i, j, (double)got[i * 16 + j],
+                   (double)w, c, r);
+      }
+    nvfp4_tensor_destroy(y);
+    y = NULL;
+    /* the float64 oracle decodes alike: its factor amax / 2688 is 1 exactly */
+    if (v == 0) assert_int_equal(nvfp4_gemm_ref64(ctx, id, NVFP4_ROWWISE, qr, NVFP4_ROWWISE, &y),
+                                 NVFP4_OK);
+    else if (v == 1) assert_int_equal(nvfp4_gemm_ref64(ctx, qr, NVFP4_ROWWISE, id, NVFP4_ROWWISE,
+                                                       &y), NVFP4_OK);
+    else assert_int_equal(nvfp4_gemm_ref64(ctx, id, NVFP4_ROWWISE, qc, NVFP4_COLUMNWISE, &y),
+                          NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(y, got, sizeof got), NVFP4_OK);
+    for (i = 0; i < 16; i++)
+      for (j = 0; j < 16; j++) {
+        int r = v == 1 ? j : i, c = v == 1 ? i : j;
+        if (got[i * 16 + j] != (r == 0 ? want[c] : 0.0f))
+          fail_msg("gemm_ref64 case %d: out[%d][%d] = %g, expected %g", v, i, j,
+                   (double)got[i * 16 + j], (double)(r == 0 ? want[c] : 0.0f));
+      }
+    nvfp4_tensor_destroy(y);
+    y = NULL;
+  }
+  nvfp4_tensor_destroy(qr); nvfp4_tensor_destroy(qc); nvfp4_tensor_destroy(id);
+}
+
+
 /* The quantized path end to end: the reference quantize, then
 ** GEMM equals the float64 product of the same dequantized operands. */
 static void test_gemm_after_quantize_matches_ref64 (void **state) {
@@ -519,6 +592,7 @@ int main (void) {
     cmocka_unit_test(test_gemm_rejects_wrong_width_columnwise_scale),
     cmocka_unit_test(test_gemm_missing_columnwise_any_m_is_eusage),
     cmocka_unit_test(test_gemm_plain_usages_bias_bf16),
+    cmocka_unit_test(test_gemm_fp4_times_plain_nibble_order),
     cmocka_unit_test(test_gemm_after_quantize_matches_ref64),
     cmocka_unit_test(test_gemm_ignores_scale_padding),
   };
