@@ -1301,7 +1301,11 @@ static void test_nd_rule_group_of_one (void) {
 
 /* BH-28: we gather along dim 0 only.  Batch-first [B, S, H] sharded on S:
 ** with B = 1 the dim-0 gather has the full tensor's bytes; with B = 2 it
-** does not (rank 1's rows land in batch slot 1): transpose first. */
+** does not (rank 1's rows land in batch slot 1): transpose first, which
+** nvfp4.h prescribes: swap_first_dims of the shard ([S/2, B, H], sequence
+** first), gathered, equals quantize of the whole tensor made sequence first,
+** rowwise and columnwise; and the seq-first layout of the row, sharded on
+** dim 0, equals quantize(full). */
 static void test_bh28_dim0_only (void) {
   int gr = nvfp4_comm_rank(tp2), B;
   nvfp4_qopts o = qopts(1, 0, 0, NULL);
@@ -1319,6 +1323,30 @@ static void test_bh28_dim0_only (void) {
     else EXPECT_MSG(memcmp(a, b, n) != 0, "batch-first B=2 gathered on dim 0 should not "
                     "equal the full tensor");
     free(a); free(b);
+    {   /* the prescribed fix: transpose the shard first */
+      nvfp4_qopts ob = qopts(1, 1, 0, NULL);
+      nvfp4_gather_opts gb = gopts_plain(&ob, NVFP4_CW_FLAT2D);
+      nvfp4_tensor *xt = NULL, *ft = NULL, *rt, *gt = NULL;
+      EXPECT_OK(nvfp4_swap_first_dims(mc_ctx, x, &xt));
+      EXPECT_OK(nvfp4_swap_first_dims(mc_ctx, full, &ft));
+      rt = quant(ft, &ob);
+      EXPECT_OK(nvfp4_all_gather(tp2, xt, &gb, &gt));
+      if (gt) EXPECT_SHAPE(nvfp4_tensor_shape(gt), SHAPE3(32, B, 64));
+      expect_same_fp4(gt, rt, B == 1 ? "batch-first B=1, swapped, gathered"
+                                     : "batch-first B=2, swapped, gathered");
+      nvfp4_tensor_destroy(xt); nvfp4_tensor_destroy(ft);
+      nvfp4_tensor_destroy(rt); nvfp4_tensor_destroy(gt);
+    }
+    nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
+    nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(g);
+  }
+  {   /* seq-first [S=32, B=2, H=64] sharded on S: the dim-0 gather is right */
+    nvfp4_qopts ob = qopts(1, 1, 0, NULL);
+    nvfp4_gather_opts gb = gopts_plain(&ob, NVFP4_CW_FLAT2D);
+    nvfp4_tensor *full = full_randn(SHAPE3(32, 2, 64), NVFP4_F32, 98);
+    nvfp4_tensor *x = slice(full, 0, gr, 2), *ref = quant(full, &ob), *g = NULL;
+    EXPECT_OK(nvfp4_all_gather(tp2, x, &gb, &g));
+    expect_same_fp4(g, ref, "seq-first [32, 2, 64] sharded on S");
     nvfp4_tensor_destroy(full); nvfp4_tensor_destroy(x);
     nvfp4_tensor_destroy(ref); nvfp4_tensor_destroy(g);
   }
@@ -1330,10 +1358,11 @@ int main (int argc, char **argv) {
   if (nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &world) != NVFP4_OK ||
       nvfp4_comm_split(world, 2, &tp2) != NVFP4_OK)
     MPI_Abort(MPI_COMM_WORLD, 99);
+  /* BH-23: ordering with rank-tagged payloads before any numerics check */
+  RUN(test_rank_order);
   RUN(test_gather_equals_full_quantize);
   RUN(test_amax_group_kept_until_read);
   RUN(test_amax_group_mixed);
-  RUN(test_rank_order);
   RUN(test_shape_rules_full_size);
   RUN(test_shape_table_tp2);
   RUN(test_groups);
