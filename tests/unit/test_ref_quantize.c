@@ -820,9 +820,10 @@ static void test_bh08_sr (void **state) {
 
 
 /* BH-11: all zeros (and a -0.0 variant, and that variant with the RHT on
-** the columnwise copy): both amaxes 0, S_enc 1, scales 0x00, data 0x00
-** (-0.0 -> nibble 0x8 in both copies, our documented kernel behaviour;
-** the RHT sums the block, and a sum of zeros is +0), dequant 0. */
+** the columnwise copy, with 4over6 (its own S_enc, EMAX 256), 2D blocks and
+** SR): both amaxes 0, S_enc 1, scales 0x00, data 0x00 (-0.0 -> nibble 0x8
+** in both copies, our documented kernel behaviour; the RHT sums the block,
+** and a sum of zeros is +0), dequant 0. */
 static void test_bh11_zeros (void **state) {
   uint16_t *h = (uint16_t *)calloc(128 * 64, 2), *y;
   nvfp4_tensor *xt, *q = NULL;
@@ -833,9 +834,13 @@ static void test_bh11_zeros (void **state) {
   int v, i, d;
   memset(&o, 0, sizeof o);
   o.rowwise = o.columnwise = 1;
-  for (v = 0; v < 3; v++) {
+  for (v = 0; v < 6; v++) {
     if (v) h[3] = h[64 * 5 + 17] = 0x8000;          /* -0.0 at (0, 3) and (5, 17) */
     o.rht = v == 2;
+    o.four_over_six = v == 3;
+    o.two_d = v == 4;
+    o.sr = v == 5;
+    o.sr_seed = 11;
     xt = bf16_tensor(S2(128, 64), h);
     assert_int_equal(nvfp4_quantize(ctx, xt, &o, &q), NVFP4_OK);
     for (d = 0; d < 2; d++) {
@@ -857,7 +862,8 @@ static void test_bh11_zeros (void **state) {
     b = read_buf(q, NVFP4_COLUMNWISE_DATA, &n);
     assert_int_equal(n, 64 * 64);
     for (i = 0; i < (int)n; i++)
-      assert_int_equal(b[i], (v == 1 && i == 3 * 64) ? 0x08 : (v == 1 && i == 17 * 64 + 2) ? 0x80 : 0);
+      assert_int_equal(b[i], (v && v != 2 && i == 3 * 64) ? 0x08
+                             : (v && v != 2 && i == 17 * 64 + 2) ? 0x80 : 0);
     free(b);
     y = dequant_bf16(q);
     for (i = 0; i < 128 * 64; i++) {
