@@ -1073,9 +1073,9 @@ static void test_bh17_scale_padding (void **state) {
 
 
 /* BH-19: NaN rows after 8 valid rows do not leak: amax ignores NaN, and
-** rows 0-7 are byte-identical to quantizing the 8 valid rows alone; the
-** NaN rows get scale 0x00 and codes 0x7 (the kernel's NaN rule, spec TV4)
-** and dequantize to 0. */
+** rows 0-7 are byte-identical to quantizing the 8 valid rows alone (1D, and
+** 2D, whose 16x16 tiles reduce across rows); the NaN rows get scale 0x00
+** and codes 0x7 (the kernel's NaN rule, spec TV4) and dequantize to 0. */
 static void test_bh19_nan_rows (void **state) {
   nvfp4_tensor *small = NULL, *full, *q8 = NULL, *q = NULL;
   uint16_t *h = (uint16_t *)malloc(64 * 128 * 2);
@@ -1105,7 +1105,28 @@ static void test_bh19_nan_rows (void **state) {
   b = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
   assert_memory_equal(a, b, 8 * 8);
   for (i = 8 * 8; i < 128 * 8; i++) assert_int_equal(b[i], 0);   /* NaN rows: scale 0 */
-  free(a); free(b); free(h);
+  free(a); free(b);
+  {   /* 2D blocks: our one reduction across rows, the 16x16 tile amax; tile
+      ** row 0 holds the 8 valid rows and 8 NaN rows, and must give the valid
+      ** rows what the 8-row tensor's partial tile gives them */
+    nvfp4_qopts o;
+    nvfp4_tensor *q8t = NULL, *qt = NULL;
+    memset(&o, 0, sizeof o);
+    o.rowwise = o.two_d = 1;
+    assert_int_equal(nvfp4_quantize(ctx, small, &o, &q8t), NVFP4_OK);
+    assert_int_equal(nvfp4_quantize(ctx, full, &o, &qt), NVFP4_OK);
+    a = read_buf(q8t, NVFP4_ROWWISE_DATA, NULL);
+    b = read_buf(qt, NVFP4_ROWWISE_DATA, NULL);
+    assert_memory_equal(a, b, 8 * 64);
+    free(a); free(b);
+    a = read_buf(q8t, NVFP4_ROWWISE_SCALE, NULL);
+    b = read_buf(qt, NVFP4_ROWWISE_SCALE, NULL);
+    assert_memory_equal(a, b, 8 * 8);
+    for (i = 0; i < 8 * 8; i++) assert_int_not_equal(b[i], 0x7F);   /* no NaN scale */
+    free(a); free(b);
+    nvfp4_tensor_destroy(q8t); nvfp4_tensor_destroy(qt);
+  }
+  free(h);
   nvfp4_tensor_destroy(q8); nvfp4_tensor_destroy(q);
   nvfp4_tensor_destroy(small); nvfp4_tensor_destroy(full);
 }
