@@ -3,8 +3,8 @@
 ** byte (design.md decision 1): quantize with every option (rowwise and/or
 ** columnwise, 1D/2D, RHT with and without signs, RN/SR, 4over6, given amax) on
 ** random and adversarial tensors (ties, zeros, -0, tiny blocks, huge
-** values, Inf, NaN, subnormals) of many shapes, the amax pass (and the RHT
-** amax repeated 100 times: field case BH-27), dequantize
+** values, Inf, NaN, subnormals) of many shapes (empty ones too: field case
+** BH-22), the amax pass (and the RHT amax repeated 100 times: BH-27), dequantize
 ** to fp32 and bf16, the GEMM's exact FP4 expansion (through a GEMM with an
 ** identity), and swap_first_dims on TE's shapes.  Exits 77 (SKIP)
 ** where no CUDA device is usable, so CI without a GPU stays green.
@@ -772,6 +772,9 @@ int main (void) {
     {2, 16, 16}, {2, 16, 32}, {2, 32, 16}, {2, 64, 64}, {2, 128, 128}, {2, 96, 80},
     {2, 200, 48}, {2, 256, 272}, {3, 8, 16, 64}, {3, 4, 1, 160}, {3, 48, 1, 256},
     {2, 1, 16}, {2, 3, 48}, {2, 37, 112}, {2, 1040, 96},
+    /* empty (field case BH-22: no kernel may fault on a zero dim): [0, 64]
+    ** and the SP shard [0, 4, 64] */
+    {2, 0, 64}, {3, 0, 4, 64},
     /* whole 64x128 tiles: the bf16 fast path of kernels/quantize.cu */
     {2, 192, 384}, {3, 2, 64, 256}
   };
