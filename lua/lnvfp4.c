@@ -119,13 +119,14 @@ nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx) {
 
 
 /* The key under which the running C function is in the tensors' method
-** table, when Lua has no name for the call (pcall(t.shape, t)); else NULL.
-** The key lives as long as the table (the registry's metatable). */
-static const char *unnamed_method (lua_State *L) {
+** table (NULL: it is none of them), whatever name the call gave it:
+** pcall(t.shape, t) gives none, t.shape(t) a field's, t[m](t) '?'.  The key
+** lives as long as the table (the registry's metatable). */
+static const char *self_method (lua_State *L) {
   lua_Debug ar;
   const char *name = NULL;
-  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "nf", &ar)) return NULL;  /* pushes the function */
-  if (ar.name == NULL && luaL_getmetatable(L, NVFP4L_TENSOR) == LUA_TTABLE &&
+  if (!lua_getstack(L, 0, &ar) || !lua_getinfo(L, "f", &ar)) return NULL;  /* pushes the function */
+  if (luaL_getmetatable(L, NVFP4L_TENSOR) == LUA_TTABLE &&
       lua_getfield(L, -1, "__index") == LUA_TTABLE) {
     lua_pushnil(L);
     while (name == NULL && lua_next(L, -2) != 0) {
@@ -141,7 +142,7 @@ nvfp4_tensor *nvfp4L_totensor (lua_State *L, int arg) {
   LTensor *p = (LTensor *)luaL_checkudata(L, arg, NVFP4L_TENSOR);
   if (p->t == NULL) {
     /* a method names itself however it was called, as handles and layers do */
-    const char *m = arg == 1 ? unnamed_method(L) : NULL;
+    const char *m = arg == 1 ? self_method(L) : NULL;
     if (m != NULL) luaL_error(L, "calling '%s' on bad self (tensor is closed)", m);
     luaL_argerror(L, arg, "tensor is closed");
   }

@@ -230,6 +230,12 @@ checkerror("calling 'tolist' on bad self (tensor is closed)", function () return
 checkerror("calling 'shape' on bad self (tensor is closed)", c.shape, c)
 checkerror("calling 'reshape' on bad self (tensor is closed)", c.reshape, c, {256})
 checkerror("calling 'columnwise_shape' on bad self (tensor is closed)", c.columnwise_shape, c)
+-- ... and where Lua has a name of its own for the call: a field's (t.shape(t)) or none it can tell (t[m](t))
+checkerror("calling 'shape' on bad self (tensor is closed)", function () return c.shape(c) end)
+checkerror("calling 'columnwise_shape' on bad self (tensor is closed)", function () return c.columnwise_shape(c) end)
+for _, m in ipairs{"numel", "bytes", "clone", "amax"} do
+  checkerror(("calling '%s' on bad self (tensor is closed)"):format(m), function () return c[m](c) end)
+end
 checkerror("bad argument #1 to 'nvfp4.dequantize' (tensor is closed)", nvfp4.dequantize, c)
 checkerror("calling 'dequantize' on bad self (tensor is closed)", c.dequantize, c)
 checkerror("calling 'dequantize' on bad self (tensor is closed)", function () return c:dequantize() end)
