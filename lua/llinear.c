@@ -83,7 +83,7 @@ static int mod_gemm (lua_State *L) {
   /* the options' __index may run Lua code that closes a tensor (from a
   ** coroutine, which the close's stack walk cannot tie to this call): the
   ** pointers are taken after them; the bias stays on the stack (6) */
-  dt = nvfp4L_optdtype(L, 5, "dtype", NVFP4_F32);
+  dt = nvfp4L_optfloat(L, 5, "dtype", NVFP4_F32);
   if (nvfp4L_getopt(L, 5, "bias") != LUA_TNIL) bias = nvfp4L_opttensor(L, 5, "bias");
   a = nvfp4L_heldtensor(L, 1);
   b = nvfp4L_heldtensor(L, 3);
@@ -181,7 +181,7 @@ static int linear_args (lua_State *L) {
   c.frozen_weight = nvfp4L_optbool(L, 1, "frozen_weight", 0);
   c.keep_operands = nvfp4L_optbool(L, 1, "keep_operands", 0);
   c.init_seed = (uint64_t)nvfp4L_optint(L, 1, "init_seed", 1);
-  c.params_dtype = nvfp4L_optdtype(L, 1, "params_dtype", c.params_dtype);
+  c.params_dtype = nvfp4L_optfloat(L, 1, "params_dtype", c.params_dtype);
   if (!lua_isnil(L, 3)) c.tp_group = nvfp4L_optcomm(L, 1, "group");   /* the value at 3, the top */
   *cp = c;
   return 1;                               /* the group, or nil */

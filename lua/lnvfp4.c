@@ -255,9 +255,15 @@ int nvfp4L_checkname (lua_State *L, int arg, const char *def, const char *const 
 
 
 static const char *const dtype_names[] = {"fp32", "bf16", "u8", NULL};
+/* the dtypes of values (computing ones: no u8), in nvfp4_dtype's order */
+static const char *const float_names[] = {"fp32", "bf16", NULL};
 
 nvfp4_dtype nvfp4L_checkdtype (lua_State *L, int arg, const char *def) {
   return (nvfp4_dtype)nvfp4L_checkname(L, arg, def, dtype_names, "dtype");
+}
+
+nvfp4_dtype nvfp4L_checkfloat (lua_State *L, int arg, const char *def) {
+  return (nvfp4_dtype)nvfp4L_checkname(L, arg, def, float_names, "dtype");
 }
 
 int nvfp4L_optname (lua_State *L, int arg, const char *key, const char *const names[], int def) {
@@ -269,8 +275,8 @@ int nvfp4L_optname (lua_State *L, int arg, const char *key, const char *const na
   return i;
 }
 
-nvfp4_dtype nvfp4L_optdtype (lua_State *L, int arg, const char *key, nvfp4_dtype def) {
-  return (nvfp4_dtype)nvfp4L_optname(L, arg, key, dtype_names, (int)def);
+nvfp4_dtype nvfp4L_optfloat (lua_State *L, int arg, const char *key, nvfp4_dtype def) {
+  return (nvfp4_dtype)nvfp4L_optname(L, arg, key, float_names, (int)def);
 }
 
 
@@ -804,10 +810,9 @@ static const char *const rand_opts[] = {"seed", "lo", "hi", NULL};
 /* nvfp4.randn(shape, dtype [, {seed=}]) / nvfp4.uniform(.., {seed=, lo=, hi=}) */
 static int randtensor (lua_State *L, int uniform) {
   nvfp4_shape s = checkshapeorlen(L, 1);
-  nvfp4_dtype dt = nvfp4L_checkdtype(L, 2, "fp32");
+  nvfp4_dtype dt = nvfp4L_checkfloat(L, 2, "fp32");
   uint64_t seed;
   LTensor *p;
-  luaL_argcheck(L, dt != NVFP4_U8, 2, "random tensors are fp32 or bf16");
   nvfp4L_checkopts(L, 3, rand_opts);
   seed = (uint64_t)nvfp4L_optint(L, 3, "seed", runseed(L));
   if (!uniform) {
@@ -990,7 +995,7 @@ static int tensor_clone (lua_State *L) {
 /* t:convert(dtype) -> a new fp32 or bf16 tensor (nvfp4_tensor_convert). */
 static int tensor_convert (lua_State *L) {
   nvfp4_tensor *t = nvfp4L_totensor(L, 1);
-  nvfp4_dtype dt = nvfp4L_checkdtype(L, 2, NULL);
+  nvfp4_dtype dt = nvfp4L_checkfloat(L, 2, NULL);
   LTensor *p = nvfp4L_newtensor(L);
   NVFP4L_LOCAL(L, nvfp4_tensor_convert(t, dt, &p->t));
   return 1;
@@ -1205,8 +1210,6 @@ static int mod_quantize (lua_State *L) {
 ** functions (the compiler would fold one that only called the other), so
 ** that an error names the one called, pcall(q.dequantize, q) included */
 static int dequantize (lua_State *L, int method) {
-  /* fp32 or bf16 only: the message lists those (checkdtype's listed u8) */
-  static const char *const out_names[] = {"fp32", "bf16", NULL};
   static const char *const usages[] = {"rowwise", "columnwise", NULL};
   LTensor *p = (LTensor *)luaL_checkudata(L, 1, NVFP4L_TENSOR);
   nvfp4_tensor *q = p->t;
@@ -1226,7 +1229,7 @@ static int dequantize (lua_State *L, int method) {
   /* no dtype: the one q stands for (its nominal dtype), as TE's
   ** QuantizedTensor.dequantize() without one */
   dt = lua_isnoneornil(L, 2) ? nvfp4_tensor_nominal_dtype(q)
-       : (nvfp4_dtype)nvfp4L_checkname(L, 2, "fp32", out_names, "dtype");
+       : nvfp4L_checkfloat(L, 2, "fp32");
   col = nvfp4L_checkname(L, 3, "rowwise", usages, "usage");
   p = nvfp4L_newtensor(L);
   NVFP4L_LOCAL(L, col ? nvfp4_dequantize_columnwise(nvfp4L_getctx(L), q, dt, &p->t)

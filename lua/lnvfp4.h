@@ -109,14 +109,17 @@ int           nvfp4L_checkdim (lua_State *L, int arg, int ndim);
 ** #arg to 'f' (<what> must be one of 'a', 'b'; got 'x')". */
 int           nvfp4L_checkname (lua_State *L, int arg, const char *def,
                                 const char *const names[], const char *what);
-/* "fp32" | "bf16" | "u8" (FP4 only where allowed). */
+/* "fp32" | "bf16" | "u8" (FP4 only where allowed); checkfloat: "fp32" |
+** "bf16", for what computes on values (a converted tensor, a random one, an
+** output or params dtype), so that the message lists only what is taken. */
 nvfp4_dtype   nvfp4L_checkdtype (lua_State *L, int arg, const char *def);
+nvfp4_dtype   nvfp4L_checkfloat (lua_State *L, int arg, const char *def);
 /* The index in names of option key's string in the table at arg (def when
 ** absent); raises "bad argument #arg to 'f' (option 'key' must be one of
-** 'a', 'b'; got 'x')".  optdtype: the same for the dtype names. */
+** 'a', 'b'; got 'x')".  optfloat: the same for "fp32" | "bf16". */
 int           nvfp4L_optname (lua_State *L, int arg, const char *key,
                               const char *const names[], int def);
-nvfp4_dtype   nvfp4L_optdtype (lua_State *L, int arg, const char *key, nvfp4_dtype def);
+nvfp4_dtype   nvfp4L_optfloat (lua_State *L, int arg, const char *key, nvfp4_dtype def);
 
 /* Option tables.  arg may be none/nil (all defaults).  names is a
 ** NULL-terminated list of allowed keys. */
