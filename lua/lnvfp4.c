@@ -495,7 +495,7 @@ nvfp4_qopts nvfp4L_checkqopts (lua_State *L, int arg, int group) {
     o.has_amax = 1;
     lua_rawgeti(L, -1, 1);
     lua_rawgeti(L, -2, 2);
-    if (!lua_isnumber(L, -2) || !lua_isnumber(L, -1))
+    if (lua_type(L, -2) != LUA_TNUMBER || lua_type(L, -1) != LUA_TNUMBER)   /* {"1", "2"} too, as "1" */
       nvfp4L_opterror(L, arg, "amax", "must be a number or {rowwise, columnwise}");
     o.amax[0] = (float)lua_tonumber(L, -2);
     o.amax[1] = (float)lua_tonumber(L, -1);
@@ -720,7 +720,7 @@ static void flatten (lua_State *L, int idx, nvfp4_shape s, int level,
       luaL_argcheck(L, lua_istable(L, -1), 1, "ragged table: number where a row was expected");
       flatten(L, lua_gettop(L), s, level + 1, buf, dt, pos);
     } else {
-      if (!lua_isnumber(L, -1))
+      if (lua_type(L, -1) != LUA_TNUMBER)     /* "1" too: an element is a number, as a dim is */
         luaL_argerror(L, 1, lua_pushfstring(L, "element %d is a %s, not a number",
                       (int)(*pos + 1), luaL_typename(L, -1)));
       setelem(L, buf, dt, (*pos)++, lua_tonumber(L, -1), 1);

@@ -34,6 +34,11 @@ checkerror("bad argument #2 to 'quantize' (option 'emax' must be 256 or 448)",
            function () return nvfp4.quantize(x, {sr = true, four_over_six = true, emax = 999}) end)
 checkerror("bad argument #2 to 'quantize' (option 'amax' must be a number or {rowwise, columnwise})",
            function () return nvfp4.quantize(x, {amax = "big"}) end)
+-- strings are no numbers inside a table either ({"1", "2"} was taken where "1" is refused)
+checkerror("bad argument #2 to 'quantize' (option 'amax' must be a number or {rowwise, columnwise})",
+           function () return nvfp4.quantize(x, {columnwise = true, amax = {"1", "2"}}) end)
+checkerror("bad argument #2 to 'quantize' (option 'amax' must be a number or {rowwise, columnwise})",
+           function () return nvfp4.quantize(x, {amax = {1, "2"}}) end)
 -- a NaN amax reads "nan" whatever its sign bit (printf gives "-nan" for a
 -- set one); both signs made from their bit patterns, as -(0/0) may be either
 local pnan = string.unpack("<d", string.pack("<i8", 0x7ff8000000000000))
@@ -178,6 +183,11 @@ checkerror("bad argument #1 to 'tensor' (ragged table", function () return nvfp4
 checkerror("bad argument #1 to 'tensor' (ragged table: a row at depth 2 has length 2, expected 0)",
            function () return nvfp4.tensor({{}, {1, 2}}) end)
 assert(tostring(nvfp4.tensor({{}, {}}):shape()) == "[2, 0]" and tostring(nvfp4.tensor({}):shape()) == "[0]")
+-- an element is a number, as a shape's dim is ("1" was converted)
+checkerror("bad argument #1 to 'tensor' (element 2 is a string, not a number)",
+           function () return nvfp4.tensor({1, "2"}) end)
+checkerror("bad argument #1 to 'tensor' (element 3 is a string, not a number)",
+           function () return nvfp4.tensor({{1, 2}, {"0x10", 4}}, "u8") end)
 checkerror("u8 value 256.0 is not an integer in 0..255",
            function () return nvfp4.tensor({256}, "u8") end)
 checkerror("bad argument #1 to 'quantize' (nvfp4.tensor expected, got table)",
