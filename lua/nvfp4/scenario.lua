@@ -615,7 +615,9 @@ end
 --- timeout: the default --timeout for this script when the command line
 --- gives none (a full-size run takes minutes).
 function M.params (defaults, timeout)
-  local P, names, upper, i, have_timeout = {}, {}, {}, 1, false
+  -- a --timeout before the script (nvfp4.options) counts as given too: the default appended
+  -- to arg below would override it
+  local P, names, upper, i, have_timeout = {}, {}, {}, 1, nvfp4.options.timeout ~= nil
   for k, v in pairs(defaults) do P[k] = v; names[#names + 1] = k; upper[k:upper()] = k end
   table.sort(names)
   local function bad (msg)

@@ -471,6 +471,17 @@ check "... and pasted, fails the same way" grep -q "N: expected 1, got 2" "$tmp/
 check "... nor the reporting options given before the script (a pasted replay would overwrite the JUnit file)" \
   grep -q -- "replay: mpirun -np 1 [^ ]*nvfp4-lua --backend cpu [^ ]*param.lua N=2 --seed 3 --filter 'N is 1'\$" \
   "$tmp/param3"
+# sc.params' default --timeout yields to one given before the script as well as after it (it overrode it)
+cat >"$tmp/ptime.lua" <<'EOS'
+local nvfp4 = require "nvfp4"
+local sc = require "nvfp4.scenario"
+sc.params({N = 1}, 1800)
+sc.case("spins", function () local t = nvfp4.clock(); while nvfp4.clock() - t < 4 do end end)
+sc.run()
+EOS
+"$builddir/lua/nvfp4-lua" --timeout 1 "$tmp/ptime.lua" >"$tmp/ptime" 2>&1; rc=$?
+check "sc.params(defaults, 1800) keeps a --timeout 1 given before the script (exit status 124)" \
+  sh -c "test $rc -eq 124 && grep -q \"case 'spins' timed out after 1 s\" '$tmp/ptime'"
 "$RS" "$tmp/param.lua" N=2 --tap >"$tmp/paramtap" 2>&1
 check "TAP: the failure's YAML block has the replay command" \
   grep -q -- "^  replay: 'mpirun -np 1 .*param.lua N=2 --seed [0-9]* --filter ''N is 1'''\$" "$tmp/paramtap"
