@@ -366,7 +366,7 @@ end
 -- {dgrad = .., wgrad = ..}); every name of expected must match.
 function M.shapes (actual, expected, what)
   checkwhat(what, 3, "shapes")
-  if type(expected) ~= "table" then error("shapes: expected must be a table of shapes", 2) end
+  argcheck(type(expected) == "table", 2, "shapes", "expected must be a table of shapes, got " .. type(expected))
   if type(actual) ~= "table" then
     count()
     fail(what, ("got %s, expected a table of shapes"):format(type(actual)), 2)
@@ -412,8 +412,10 @@ end
 -- (nvfp4.rel_error: ||a-b|| / ||b||) or numbers (|a-b| / |b|).
 function M.close (actual, expected, tol, what)
   checkwhat(what, 4, "close")
+  -- a NaN tol failed every comparison ("relative error 0 > threshold nan")
+  argcheck(type(tol) == "number" and tol == tol, 3, "close",
+           "tol must be a number, got " .. (tol ~= tol and "nan" or type(tol)))
   count()
-  if type(tol) ~= "number" then error("close: tol must be a number", 2) end
   local err
   if type(actual) == "number" and type(expected) == "number" then
     err = math.abs(actual - expected) / (expected ~= 0 and math.abs(expected) or 1)
@@ -437,6 +439,10 @@ end
 -- the message.
 function M.error (pattern, f, ...)
   argcheck(type(pattern) == "string", 1, "error", "pattern must be a string, got " .. type(pattern))
+  -- a value in f's place (sc.error("x", nvfp4.quantize(bad)): the call made too early) raised
+  -- "attempt to call a ... value", which a pattern such as "value" took for the expected error
+  argcheck(type(f) == "function" or (getmetatable(f) or {}).__call ~= nil, 2, "error",
+           "f must be a function, got " .. type(f))
   count()
   local ok, msg = pcall(f, ...)
   if ok then

@@ -77,6 +77,14 @@ sc.case("the framework's helpers refuse bad arguments at the caller's line", fun
   at("bad argument #1 to 'sc.assertion' (name must be a string, got nil)", function () local r = sc.assertion(nil, print); return r end)
   at("bad argument #2 to 'sc.assertion' (check must be a function, got nil)", function () local r = sc.assertion("x", nil); return r end)
   at("bad argument #1 to 'sc.error' (pattern must be a string, got table)", function () local r = sc.error({}, error); return r end)
+  -- f that is no function: it raised "attempt to call a nil value", which sc.error("nil", nil) passed
+  at("bad argument #2 to 'sc.error' (f must be a function, got nil)", function () local r = sc.error("nil", nil); return r end)
+  at("bad argument #2 to 'sc.error' (f must be a function, got userdata)", function () local r = sc.error("value", x); return r end)
+  -- tol and expected as the other helpers' arguments (they said "close: tol must be a number" without
+  -- what was given; a NaN tol failed every comparison)
+  at("bad argument #3 to 'sc.close' (tol must be a number, got string)", function () local r = sc.close(1, 1, "0.1"); return r end)
+  at("bad argument #3 to 'sc.close' (tol must be a number, got nan)", function () local r = sc.close(1, 1, 0/0); return r end)
+  at("bad argument #2 to 'sc.shapes' (expected must be a table of shapes, got number)", function () local r = sc.shapes({}, 5); return r end)
   at("bad argument #1 to 'sc.skip' (reason must be a string, got number)", function () local r = sc.skip(42); return r end)
   at("bad argument #1 to 'sc.skip' (reason must be a string, got table)", function () local r = sc.skip({}); return r end)
 end)
