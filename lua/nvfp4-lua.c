@@ -38,10 +38,10 @@ static int usage_error = 0;
 
 static const char usage[] =
   "usage: nvfp4-lua [options] [script [args]]\n"
-  "  --help            this text\n"
+  "  -h, --help        this text\n"
   "  --version         library, Lua, MPI, CUDA and NCCL versions\n"
   "  --backend B       cpu | cuda (default: $NVFP4_BACKEND, else cuda if usable)\n"
-  "  --seed N          the run seed (default: picked and printed; replays a run)\n"
+  "  --seed N          the run seed (default: picked; sc.run prints it to replay a run)\n"
   "  -e STAT           execute string STAT before the script\n"
   "scenario framework (require \"nvfp4.scenario\"):\n"
   "  --list            list the cases and exit\n"
