@@ -201,7 +201,8 @@ nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
   memset(&s, 0, sizeof s);
   luaL_checktype(L, arg, LUA_TTABLE);
   n = (lua_Integer)lua_rawlen(L, arg);
-  luaL_argcheck(L, n <= NVFP4_MAX_DIMS, arg, "shape has more than 8 dims");
+  if (n > NVFP4_MAX_DIMS)
+    luaL_argerror(L, arg, lua_pushfstring(L, "shape has %I dims, more than %d", n, NVFP4_MAX_DIMS));
   for (i = 1; i <= n; i++) {
     int isint;
     lua_Integer d;
@@ -773,7 +774,7 @@ static nvfp4_shape checkshapeorlen (lua_State *L, int arg) {
   nvfp4_shape s;
   if (lua_type(L, arg) == LUA_TNUMBER) {
     int64_t n = (int64_t)luaL_checkinteger(L, arg);
-    luaL_argcheck(L, n >= 0, arg, "length must be >= 0");
+    if (n < 0) luaL_argerror(L, arg, lua_pushfstring(L, "length must be >= 0, got %I", (lua_Integer)n));
     s = nvfp4_shape_make(1, &n);
   } else
     s = nvfp4L_checkshape(L, arg);
@@ -1317,7 +1318,7 @@ static int mod_backend (lua_State *L) {
 ** (the scenario framework sets 1 when a case failed). */
 static int mod_exit_status (lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, 1);
-  luaL_argcheck(L, n >= 0 && n <= 255, 1, "exit status must be in 0..255");
+  if (n < 0 || n > 255) luaL_argerror(L, 1, lua_pushfstring(L, "exit status must be in 0..255, got %I", n));
   lua_pushinteger(L, n);
   lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT);
   return 0;

@@ -977,7 +977,7 @@ static int wd_start (void) {
 ** (on_wait). */
 static int mod_watchdog_case (lua_State *L) {
   lua_Integer k = luaL_optinteger(L, 1, 0);
-  luaL_argcheck(L, k >= 0, 1, "case number must be >= 0");
+  if (k < 0) luaL_argerror(L, 1, lua_pushfstring(L, "case number must be >= 0, got %I", k));
   pthread_mutex_lock(&wd.mu);
   fn.kase = (long long)k;
   fn.waiting = 0;
@@ -1078,7 +1078,7 @@ static void note_send (long long k, const char *msg) {
 static int mod_watchdog_tell (lua_State *L) {
   lua_Integer k = luaL_checkinteger(L, 1);
   const char *msg = luaL_checkstring(L, 2);
-  luaL_argcheck(L, k > 0, 1, "case number must be > 0");
+  if (k <= 0) luaL_argerror(L, 1, lua_pushfstring(L, "case number must be > 0, got %I", k));
   note_send((long long)k, msg);
   return 0;
 }
@@ -1139,8 +1139,11 @@ static int mod_watchdog (lua_State *L) {
   const char *prefix = luaL_optstring(L, 4, "");
   const char *note = luaL_optstring(L, 5, "");
   lua_Number linger = luaL_optnumber(L, 6, 0);
-  luaL_argcheck(L, s >= 0, 1, "seconds must be a number >= 0");
-  luaL_argcheck(L, linger >= 0 && linger <= 3600, 6, "linger must be a number of seconds in [0, 3600]");
+  if (!(s >= 0))
+    luaL_argerror(L, 1, lua_pushfstring(L, "seconds must be a number >= 0, got %s", nvfp4L_gotvalue(L, 1)));
+  if (!(linger >= 0 && linger <= 3600))
+    luaL_argerror(L, 6, lua_pushfstring(L, "linger must be a number of seconds in [0, 3600], got %s",
+                                        nvfp4L_gotvalue(L, 6)));
   /* past ~31 years the deadline would overflow time_t (the watchdog thread
   ** then spun for ever): no real deadline is that far */
   if (s > 1e9) s = 1e9;

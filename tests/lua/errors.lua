@@ -231,8 +231,18 @@ checkerror("split: tp=-4 must be >= 1", function () return world:split(-4) end)
 checkerror("split: tp=10000000000 must be >= 1 and divide the communicator size 1",
            function () return world:split(10000000000) end)
 checkerror("bad argument #1 to 'split' (number expected, got string)", function () return world:split("two") end)
-checkerror("bad argument #1 to 'exit_status' (exit status must be in 0..255)",
+-- a refused value is named (these said the rule alone)
+checkerror("bad argument #1 to 'exit_status' (exit status must be in 0..255, got 300)",
            function () return nvfp4.exit_status(300) end)
+checkerror("bad argument #1 to 'zeros' (length must be >= 0, got -3)", function () return nvfp4.zeros(-3) end)
+checkerror("bad argument #1 to 'shape' (shape has 9 dims, more than 8)",
+           function () return nvfp4.shape{1, 1, 1, 1, 1, 1, 1, 1, 1} end)
+checkerror("bad argument #1 to 'watchdog' (seconds must be a number >= 0, got nan)",
+           function () return nvfp4.watchdog(0 / 0, "x") end)
+checkerror("bad argument #6 to 'watchdog' (linger must be a number of seconds in [0, 3600], got 5000)",
+           function () return nvfp4.watchdog(1, "x", 1, "", "", 5000) end)
+checkerror("bad argument #1 to 'watchdog_tell' (case number must be > 0, got 0)",
+           function () return nvfp4.watchdog_tell(0, "x") end)
 
 print("testing closed handles")
 local c = nvfp4.zeros({16, 16})
