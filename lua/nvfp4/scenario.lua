@@ -122,6 +122,12 @@ local function getoptions ()
 end
 
 
+-- A helper's bad argument, at the scenario's line: "bad argument #n to
+-- 'sc.name' (msg)", as Lua's own functions say it.
+local function argcheck (cond, n, name, msg, level)
+  if not cond then error(("bad argument #%d to 'sc.%s' (%s)"):format(n, name, msg), level or 3) end
+end
+
 -- ---- cases and grids -----------------------------------------------------
 
 -- A value as text: a plain table as a constructor, {1, 2, a = 3}.  For a
@@ -235,19 +241,22 @@ end
 --- sc.case(name, [grid,] fn): register a case, or one case per point of
 -- the grid, named "name [B=1, TP=2]".  fn(p) gets the parameters plus
 -- p.seed, a seed derived from the run seed and the case's full name.
-function M.case (name, grid, fn)
+function M.case (name, ...)
+  local grid, fn = ...
   if current then
     error("sc.case inside a case: register cases at the top level, before sc.run() (this one would "
           .. "never run)", 2)
   end
-  if fn == nil then grid, fn = nil, grid end
-  if type(name) ~= "string" then error("case: name must be a string", 2) end
-  if type(fn) ~= "function" then error("case '" .. name .. "': needs a function", 2) end
+  -- fn's argument number: sc.case("x", grid, f) with f nil (a misspelt name) is #3, not a grid in fn's place
+  local nfn = select("#", ...) >= 2 and 3 or 2
+  if nfn == 2 then grid, fn = nil, grid end
+  argcheck(type(name) == "string", 1, "case", "name must be a string, got " .. type(name))
+  argcheck(type(fn) == "function", nfn, "case", ("case '%s' needs a function, got %s"):format(name, type(fn)))
   local new = {}
   if grid == nil then
     new[1] = {name = name, params = {}, order = {}, fn = fn}
   else
-    if type(grid) ~= "table" then error("case '" .. name .. "': grid must be a table", 2) end
+    argcheck(type(grid) == "table", 2, "case", ("case '%s': grid must be a table, got %s"):format(name, type(grid)))
     local axes = gridaxes(grid)
     local points = {}
     expand(axes, 1, {}, points)
@@ -309,12 +318,6 @@ end
 
 local function fail (what, msg, level)
   error((what and (what .. ": ") or "") .. msg, (level or 2) + 1)
-end
-
--- A helper's bad argument, at the scenario's line: "bad argument #n to
--- 'sc.name' (msg)", as Lua's own functions say it.
-local function argcheck (cond, n, name, msg, level)
-  if not cond then error(("bad argument #%d to 'sc.%s' (%s)"):format(n, name, msg), level or 3) end
 end
 
 local function checkwhat (what, n, name)

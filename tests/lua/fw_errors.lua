@@ -27,6 +27,19 @@ do
   assert(not ok and tostring(e):find(("sc.need_ranks(%d) outside a case: it skips the case under way (needs a "
                                       .. "multiple of %d ranks, have %d)"):format(world.size + 1, world.size + 1,
                                                                                   world.size), 1, true), tostring(e))
+  -- sc.case's own arguments, named as the other helpers' (it said "case: name must be a string" without
+  -- what was given), at the caller's line; a nil fn after a grid (a misspelt name) is #3, not a grid in
+  -- fn's place
+  for _, t in ipairs{{"bad argument #1 to 'sc.case' (name must be a string, got number)", 5, function () end},
+                     {"bad argument #2 to 'sc.case' (case 'x' needs a function, got number)", "x", 5},
+                     {"bad argument #3 to 'sc.case' (case 'x' needs a function, got nil)", "x", {B = {1}}, nil},
+                     {"bad argument #2 to 'sc.case' (case 'x': grid must be a table, got string)", "x", "B",
+                      function () end}} do
+    local n = t[1]:find("needs a function, got number", 1, true) and 3 or 4
+    ok, e = pcall(function () local r = sc.case(table.unpack(t, 2, n)); return r end)
+    local line = debug.getinfo(1, "l").currentline - 1
+    assert(not ok and tostring(e) == ("%s:%d: %s"):format(debug.getinfo(1, "S").short_src, line, t[1]), tostring(e))
+  end
   for _, grid in ipairs{{{"B", {}}}, {B = {}}, {{"TP", {2}}, {"B", {}}}} do
     ok, e = pcall(sc.case, "empty axis", grid, function () end)
     assert(not ok and tostring(e):find("grid parameter 'B' must be a non-empty list of values", 1, true),
