@@ -346,8 +346,17 @@ function M.eq (actual, expected, what)
   return actual
 end
 
-local function asshape (s)
-  if type(s) == "table" and getmetatable(s) == nil then return nvfp4.shape(s) end
+-- A plain table as a shape; one that is no shape fails at the scenario's line
+-- (sc.shape's and sc.shapes' caller), saying which side it was.
+local function asshape (s, which, what)
+  if type(s) == "table" and getmetatable(s) == nil then
+    local ok, r = pcall(nvfp4.shape, s)
+    if not ok then
+      fail(what, ("%s %s is no shape: %s"):format(which, fmtvalue(s, true),
+                                                  (bare(r):gsub("^bad argument #1 to '[^']*' %((.*)%)$", "%1"))), 3)
+    end
+    return r
+  end
   return s
 end
 
@@ -356,8 +365,8 @@ end
 function M.shape (actual, expected, what)
   checkwhat(what, 3, "shape")
   count()
-  if actual == nil then fail(what, "no shape (the buffer is absent), expected " .. tostring(asshape(expected)), 2) end
-  actual, expected = asshape(actual), asshape(expected)
+  if actual == nil then fail(what, "no shape (the buffer is absent), expected " .. tostring(asshape(expected, "expected", what)), 2) end
+  actual, expected = asshape(actual, "actual", what), asshape(expected, "expected", what)
   if actual ~= expected then
     fail(what, ("shape %s, expected %s"):format(tostring(actual), tostring(expected)), 2)
   end
@@ -379,7 +388,7 @@ function M.shapes (actual, expected, what)
   table.sort(names)
   for _, k in ipairs(names) do
     count()
-    local a, e = asshape(actual[k]), asshape(expected[k])
+    local a, e = asshape(actual[k], "actual", what), asshape(expected[k], "expected", what)
     if a ~= e then
       fail(what, ("%s: shape %s, expected %s"):format(k, tostring(a), tostring(e)), 2)
     end
