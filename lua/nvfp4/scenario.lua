@@ -633,6 +633,10 @@ end
 --- timeout: the default --timeout for this script when the command line
 --- gives none (a full-size run takes minutes).
 function M.params (defaults, timeout)
+  argcheck(type(defaults) == "table", 1, "params", "defaults must be a table, got " .. type(defaults))
+  argcheck(timeout == nil or (type(timeout) == "number" and timeout > 0), 2, "params",
+           "timeout must be a number of seconds > 0, got " .. (type(timeout) == "number" and ("%g"):format(timeout)
+                                                                or type(timeout)))
   -- a --timeout before the script (nvfp4.options) counts as given too: the default appended
   -- to arg below would override it
   local P, names, upper, i, have_timeout = {}, {}, {}, 1, nvfp4.options.timeout ~= nil
