@@ -378,7 +378,7 @@ static nvfp4_status check_plain (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   FAIL_IF(ctx, sum && x->dtype == NVFP4_U8, NVFP4_EINVAL,
           "%s: u8 tensors cannot be summed (fp32 or bf16 only)", what);
   FAIL_IF(ctx, x->shape.ndim < 1, NVFP4_EINVAL,
-          "%s: x is a scalar; collectives along dim 0 need ndim >= 1", what);
+          "%s: x is a scalar; collectives along the first dim need ndim >= 1", what);
   return NVFP4_OK;
 }
 
@@ -489,7 +489,7 @@ nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
   ctx = c->ctx;
   /* Shapes agree, so this fails the same way on every rank. */
   FAIL_IF(ctx, x->shape.dim[0] % c->size != 0, NVFP4_EINVAL,
-          "reduce_scatter: dim 0 of %s is %lld, not a multiple of the "
+          "reduce_scatter: the first dim of %s is %lld, not a multiple of the "
           "communicator size %d", nvfp4_shape_format(x->shape, sb, sizeof sb),
           (long long)x->shape.dim[0], c->size);
   o = x->shape;

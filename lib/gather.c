@@ -123,7 +123,7 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   FAIL_IF(ctx, g->rule != NVFP4_CW_FLAT2D && g->rule != NVFP4_CW_ND, NVFP4_EINVAL,
           "all_gather: unknown columnwise rule %d (flat2d or nd)", (int)g->rule);
   FAIL_IF(ctx, x->shape.ndim < 2, NVFP4_EINVAL, "all_gather: x %s has %d dim(s); "
-          "the NVFP4 gather needs >= 2 (dim 0 is gathered, the last is K)",
+          "the NVFP4 gather needs >= 2 (the first dim is gathered, the last is K)",
           nvfp4_shape_format(x->shape, sb, sizeof sb), x->shape.ndim);
   if (x->dtype == NVFP4_F32 || x->dtype == NVFP4_BF16) {
     FAIL_IF(ctx, g->quant == NULL, NVFP4_EINVAL,

@@ -662,7 +662,7 @@ static nvfp4_status backward_args (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp
           /* row + SP: the output is this rank's shard (reduce-scattered along dim 0) */
           !nvfp4_shape_equal(dy->shape, l->y_shape) &&
           l->cfg.parallel == NVFP4_PARALLEL_ROW && l->cfg.sequence_parallel && l->tp > 1
-          ? " (row parallel with sequence_parallel: this rank's shard of grad_output, dim 0 split over "
+          ? " (row parallel with sequence_parallel: this rank's shard of grad_output, its first dim split over "
             "the TP group, as its output)" : "");
   return NVFP4_OK;
 }

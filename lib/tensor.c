@@ -115,7 +115,7 @@ nvfp4_status nvfp4i_gathered_shape (nvfp4_ctx *ctx, const char *what, nvfp4_shap
                                     nvfp4_shape *g) {
   char sb[128];
   FAIL_IF(ctx, n > 0 && x.dim[0] > INT64_MAX / n, NVFP4_EINVAL,
-          "%s: x %s: the gathered dim 0 (%lld x %d ranks) is past 2^63 - 1", what,
+          "%s: x %s: the gathered first dim (%lld x %d ranks) is past 2^63 - 1", what,
           nvfp4_shape_format(x, sb, sizeof sb), (long long)x.dim[0], n);
   *g = x;
   g->dim[0] *= n;

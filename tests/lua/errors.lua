@@ -130,6 +130,11 @@ checkerror("option 'async' needs an NVFP4 gather",
 checkerror("option 'rowwise/columnwise' apply to an fp4 tensor",
            function () return world:all_gather(x, {rowwise = true}) end)
 checkerror("the gather runs along dim 1 only", function () return world:all_gather(x, 2) end)
+-- the library's messages that reach Lua name dims without a number (they said "dim 0", a dim Lua has not)
+checkerror("the NVFP4 gather needs >= 2 (the first dim is gathered, the last is K)",
+           function () return world:all_gather(nvfp4.zeros({16}), {quantize = {}}) end)
+checkerror("x is a scalar; collectives along the first dim need ndim >= 1",
+           function () return world:all_reduce(nvfp4.zeros({})) end)
 
 print("testing types and values")
 checkerror("bad argument #2 to 'zeros' (dtype must be one of 'fp32', 'bf16', 'u8'; got 'int8')",

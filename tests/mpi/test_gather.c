@@ -1217,7 +1217,7 @@ static void test_empty_shards (void) {
   EXPECT_OK(nvfp4_tensor_create(mc_ctx, SHAPE3(INT64_C(1) << 62, 0, 16), NVFP4_F32, &x));
   if (x != NULL && mc_size > 1) {
     char want[128];
-    snprintf(want, sizeof want, "x [4611686018427387904, 0, 16]: the gathered dim 0 "
+    snprintf(want, sizeof want, "x [4611686018427387904, 0, 16]: the gathered first dim "
              "(4611686018427387904 x %d ranks) is past 2^63 - 1", mc_size);
     EXPECT_ST(nvfp4_all_gather(world, x, &gf, &g), NVFP4_EINVAL);
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
