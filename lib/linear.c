@@ -439,7 +439,7 @@ static nvfp4_status forward_args (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_
   CHECK(check_activation(l, x, "input", l->K_l));
   FAIL_IF(ctx, c->parallel == NVFP4_PARALLEL_ROW && c->sequence_parallel &&
           x->shape.dim[0] % l->tp != 0, NVFP4_EINVAL,
-          "linear: row parallel SP input %s: its sequence dim (dim 0) has size %lld, "
+          "linear: row parallel SP input %s: its sequence dim (the first) has size %lld, "
           "not divisible by TP %d "
           "(the output is reduce-scattered along it)",
           nvfp4_shape_format(x->shape, sb, sizeof sb), (long long)x->shape.dim[0], l->tp);

@@ -653,7 +653,7 @@ static void test_config_and_usage_errors (void) {
   if (mc_size > 1) {
     char want[160];
     EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
-    snprintf(want, sizeof want, "its sequence dim (dim 0) has size %d, not divisible by TP %d",
+    snprintf(want, sizeof want, "its sequence dim (the first) has size %d, not divisible by TP %d",
              32 * mc_size + 1, mc_size);
     EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), want);
   }
