@@ -371,7 +371,9 @@ nvfp4_status nvfp4i_comm_same_i64 (nvfp4_comm *c, const char *what,
 /* Local argument check, no communication.  sum: F32/BF16 only. */
 static nvfp4_status check_plain (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                  const char *what, int sum) {
-  CHECK(nvfp4i_check_tensor(ctx, x, what));
+  char nm[64];
+  snprintf(nm, sizeof nm, "%s: x", what);
+  CHECK(nvfp4i_check_tensor(ctx, x, nm));
   FAIL_IF(ctx, x->dtype == NVFP4_FP4, NVFP4_EINVAL, "%s: x is an fp4 tensor; an NVFP4 "
           "tensor goes through the NVFP4 all-gather (nvfp4_all_gather, Lua's comm:all_gather)%s",
           what, sum ? ", or dequantize it first" : "");

@@ -119,7 +119,7 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
                                const nvfp4_gather_opts *g, plan *p) {
   char sb[128];
   memset(p, 0, sizeof *p);
-  CHECK(nvfp4i_check_tensor(ctx, x, "all_gather"));
+  CHECK(nvfp4i_check_tensor(ctx, x, "all_gather: x"));
   FAIL_IF(ctx, g->rule != NVFP4_CW_FLAT2D && g->rule != NVFP4_CW_ND, NVFP4_EINVAL,
           "all_gather: unknown columnwise rule %d (flat2d or nd)", (int)g->rule);
   FAIL_IF(ctx, x->shape.ndim < 2, NVFP4_EINVAL, "all_gather: x %s has %d dim(s); "

@@ -200,7 +200,7 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   CHECK(check_blas_dims(ctx, "gemm", oa.rows, ob.rows, oa.cols));
   if (bias != NULL) {
     char sb[128];
-    CHECK(nvfp4i_check_tensor(ctx, bias, "gemm bias"));
+    CHECK(nvfp4i_check_tensor(ctx, bias, "gemm: bias"));
     FAIL_IF(ctx, (bias->dtype != NVFP4_F32 && bias->dtype != NVFP4_BF16) ||
             bias->shape.ndim != 1 || bias->shape.dim[0] != oa.rows, NVFP4_EINVAL,
             "gemm: bias must be fp32/bf16 of shape [%lld] (got %s %s)",

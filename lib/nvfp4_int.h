@@ -288,6 +288,12 @@ NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_fp4_for_cast (nvfp4_ctx *ctx,
                                                            int col, nvfp4_tensor **out);
 /* A new, empty (zero-filled) tensor; ctx only. */
 NVFP4I_FUNC nvfp4_tensor *nvfp4i_tensor_new (nvfp4_ctx *ctx);
+/* A plain (F32, BF16, U8) tensor's shape and dtype, checked before anything
+** is allocated: EINVAL "<what>: shape [..]: dim 1 is negative", "<what>:
+** ndim 9 is outside 0..8", "<what>: dtype fp4 is not fp32, bf16 or u8 ..";
+** what is the public call (nvfp4i_tensor_alloc_plain says "tensor"). */
+NVFP4I_FUNC nvfp4_status nvfp4i_check_plain (nvfp4_ctx *ctx, const char *what,
+                                             nvfp4_shape shape, nvfp4_dtype dt);
 /* A plain tensor whose storage is allocated but not filled. */
 NVFP4I_FUNC nvfp4_status nvfp4i_tensor_alloc_plain (nvfp4_ctx *ctx,
                                                     nvfp4_shape shape,

@@ -4,6 +4,7 @@
 ** (lib/ref_quantize.c on the CPU, kernels/ on CUDA).
 */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "nvfp4_int.h"
 #include "comm_int.h"           /* nvfp4i_comm_agree */
@@ -142,7 +143,7 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   ** and the amax pass before the reduction: a rank that fails there keeps
   ** its error and the others get EPEER instead of waiting in the reduction */
   st = out == NULL ? nvfp4i_fail(ctx, NVFP4_EINVAL, "quantize: out is NULL") : NVFP4_OK;
-  if (st == NVFP4_OK && (st = nvfp4i_check_tensor(ctx, x, "quantize")) == NVFP4_OK &&
+  if (st == NVFP4_OK && (st = nvfp4i_check_tensor(ctx, x, "quantize: x")) == NVFP4_OK &&
       (st = check_qopts(ctx, x, &o)) == NVFP4_OK) {
     if (o.has_amax) { amax[0] = o.amax[0]; amax[1] = o.amax[1]; }
     else if (!dev)
@@ -200,11 +201,13 @@ static nvfp4_status dequant (nvfp4_ctx *ctx, const nvfp4_tensor *q, int col, nvf
                              nvfp4_tensor **out) {
   const char *what = col ? "dequantize_columnwise" : "dequantize";
   nvfp4_tensor v, *y;
+  char nm[32];
   nvfp4_status st;
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "%s: out is NULL", what);
-  CHECK(nvfp4i_check_tensor(ctx, q, what));
+  snprintf(nm, sizeof nm, "%s: q", what);
+  CHECK(nvfp4i_check_tensor(ctx, q, nm));
   FAIL_IF(ctx, q->dtype != NVFP4_FP4, NVFP4_EINVAL,
           "%s: input is a %s tensor, not fp4", what, nvfp4_dtype_name(q->dtype));
   FAIL_IF(ctx, !(col ? q->has_col : q->has_row), NVFP4_EUSAGE, "%s: the tensor has no %s copy%s",
@@ -271,7 +274,7 @@ nvfp4_status nvfp4_swap_first_dims (nvfp4_ctx *ctx, const nvfp4_tensor *in,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "swap_first_dims: out is NULL");
-  CHECK(nvfp4i_check_tensor(ctx, in, "swap_first_dims"));
+  CHECK(nvfp4i_check_tensor(ctx, in, "swap_first_dims: in"));
   nvfp4_shape_format(in->shape, sb, sizeof sb);
   FAIL_IF(ctx, in->dtype == NVFP4_FP4, NVFP4_EINVAL,
           "swap_first_dims: input %s is fp4; swap its buffers (u8) instead", sb);

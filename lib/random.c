@@ -63,6 +63,7 @@ static nvfp4_status make_random (nvfp4_ctx *ctx, nvfp4_shape shape,
             "%s: range [%g, %g) leaves %s's finite range (|bound| <= %g)", what, lo, hi,
             nvfp4_dtype_name(dt), vmax);
   }
+  CHECK(nvfp4i_check_plain(ctx, what, shape, dt));    /* named after this call */
   CHECK(nvfp4i_tensor_alloc_plain(ctx, shape, dt, &t));
   n = nvfp4_shape_numel(shape);
   if (n == 0) { *out = t; return NVFP4_OK; }

@@ -92,8 +92,8 @@ static nvfp4_status check_shape (nvfp4_ctx *ctx, nvfp4_shape s, const char *what
   FAIL_IF(ctx, s.ndim < 0 || s.ndim > NVFP4_MAX_DIMS, NVFP4_EINVAL,
           "%s: ndim %d is outside 0..%d", what, s.ndim, NVFP4_MAX_DIMS);
   for (i = 0; i < s.ndim; i++)
-    FAIL_IF(ctx, s.dim[i] < 0, NVFP4_EINVAL, "%s: shape %s has a negative dim",
-            what, nvfp4_shape_format(s, sb, sizeof sb));
+    FAIL_IF(ctx, s.dim[i] < 0, NVFP4_EINVAL, "%s: shape %s: dim %d is negative",
+            what, nvfp4_shape_format(s, sb, sizeof sb), i);
   FAIL_IF(ctx, nvfp4_shape_numel(s) > NVFP4_MAX_NUMEL, NVFP4_EINVAL,
           "%s: shape %s has more than 2^60 elements", what,
           nvfp4_shape_format(s, sb, sizeof sb));
@@ -123,23 +123,25 @@ nvfp4_status nvfp4i_gathered_shape (nvfp4_ctx *ctx, const char *what, nvfp4_shap
 }
 
 
-/* A plain tensor's shape and dtype, before anything is allocated. */
-static nvfp4_status check_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype dt) {
-  CHECK(check_shape(ctx, shape, "tensor"));
+/* A plain tensor's shape and dtype, before anything is allocated; what:
+** the call, the messages' prefix. */
+nvfp4_status nvfp4i_check_plain (nvfp4_ctx *ctx, const char *what, nvfp4_shape shape,
+                                 nvfp4_dtype dt) {
+  CHECK(check_shape(ctx, shape, what));
   FAIL_IF(ctx, dt != NVFP4_F32 && dt != NVFP4_BF16 && dt != NVFP4_U8,
-          NVFP4_EINVAL, "tensor: dtype %s is not fp32, bf16 or u8%s", NVFP4I_DTYPE(dt),
+          NVFP4_EINVAL, "%s: dtype %s is not fp32, bf16 or u8%s", what, NVFP4I_DTYPE(dt),
           dt == NVFP4_FP4 ? " (an fp4 tensor comes from nvfp4_quantize or "
                             "nvfp4_tensor_fp4_from_host)" : "");
   return NVFP4_OK;
 }
 
 
-static nvfp4_status alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype dt,
-                                 int zero, nvfp4_tensor **out) {
+static nvfp4_status alloc_plain (nvfp4_ctx *ctx, const char *what, nvfp4_shape shape,
+                                 nvfp4_dtype dt, int zero, nvfp4_tensor **out) {
   nvfp4_tensor *t;
   nvfp4_status st;
   *out = NULL;
-  CHECK(check_plain(ctx, shape, dt));
+  CHECK(nvfp4i_check_plain(ctx, what, shape, dt));
   t = nvfp4i_tensor_new(ctx);
   FAIL_IF(ctx, t == NULL, NVFP4_ENOMEM, "cannot allocate a tensor");
   t->dtype = dt;
@@ -155,13 +157,13 @@ static nvfp4_status alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape, nvfp4_dtype 
 
 nvfp4_status nvfp4i_tensor_alloc_plain (nvfp4_ctx *ctx, nvfp4_shape shape,
                                         nvfp4_dtype dt, nvfp4_tensor **out) {
-  return alloc_plain(ctx, shape, dt, 1, out);
+  return alloc_plain(ctx, "tensor", shape, dt, 1, out);
 }
 
 
 nvfp4_status nvfp4i_tensor_alloc_plain_uninit (nvfp4_ctx *ctx, nvfp4_shape shape,
                                                nvfp4_dtype dt, nvfp4_tensor **out) {
-  return alloc_plain(ctx, shape, dt, 0, out);
+  return alloc_plain(ctx, "tensor", shape, dt, 0, out);
 }
 
 
@@ -229,7 +231,7 @@ nvfp4_status nvfp4_tensor_create (nvfp4_ctx *ctx, nvfp4_shape shape,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "tensor_create");
-  return nvfp4i_tensor_alloc_plain(ctx, shape, dt, out);
+  return alloc_plain(ctx, "tensor_create", shape, dt, 1, out);
 }
 
 
@@ -242,14 +244,14 @@ nvfp4_status nvfp4_tensor_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   CHECK_ARG(ctx, out, "tensor_from_host");
-  CHECK(check_plain(ctx, shape, dt));     /* the byte count before any allocation */
+  /* the byte count before any allocation */
+  CHECK(nvfp4i_check_plain(ctx, "tensor_from_host", shape, dt));
   need = (size_t)nvfp4_shape_numel(shape) * nvfp4_dtype_size(dt);
-  if (nbytes > 0 && host == NULL)
-    return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_from_host: host is NULL (%zu bytes to copy)",
-                       need);
+  FAIL_IF(ctx, nbytes > 0 && host == NULL, NVFP4_EINVAL,
+          "tensor_from_host: host is NULL (%zu bytes to copy)", nbytes);
   FAIL_IF(ctx, nbytes != need, NVFP4_EINVAL, "tensor_from_host: %zu bytes given, "
           "shape needs %zu", nbytes, need);
-  CHECK(alloc_plain(ctx, shape, dt, 0, &t));     /* every byte is copied below */
+  CHECK(alloc_plain(ctx, "tensor_from_host", shape, dt, 0, &t));   /* every byte is copied below */
   if (nbytes > 0 && (st = ctx->ops->from_host(ctx, t->data.p, host, nbytes)) != NVFP4_OK) {
     nvfp4_tensor_destroy(t);
     return st;
@@ -353,13 +355,13 @@ nvfp4_status nvfp4_tensor_reshape (const nvfp4_tensor *t, nvfp4_shape shape,
   NVFP4I_CLEAR(out);
   if (t == NULL) return NVFP4_EINVAL;
   CHECK_ARG(t->ctx, out, "tensor_reshape");
-  CHECK(check_shape(t->ctx, shape, "reshape"));
+  CHECK(check_shape(t->ctx, shape, "tensor_reshape"));
   /* FP4: M too, which equal numel and K imply unless K = 0 (the copies'
   ** 2-D shapes and padded scales follow M) */
   FAIL_IF(t->ctx, nvfp4_shape_numel(shape) != nvfp4_shape_numel(t->shape) ||
           (t->dtype == NVFP4_FP4 && (nvfp4_shape_K(shape) != nvfp4_shape_K(t->shape) ||
                                      nvfp4_shape_M(shape) != nvfp4_shape_M(t->shape))),
-          NVFP4_EINVAL, "reshape: %s cannot become %s (%s)",
+          NVFP4_EINVAL, "tensor_reshape: %s cannot become %s (%s)",
           nvfp4_shape_format(t->shape, a, sizeof a),
           nvfp4_shape_format(shape, b, sizeof b),
           t->dtype == NVFP4_FP4 ? "fp4 keeps the last dim K and the product M of the others"
@@ -539,15 +541,20 @@ nvfp4_status nvfp4_tensor_fp4_from_host (nvfp4_ctx *ctx, nvfp4_shape shape,
   row = row_data != NULL || row_scale != NULL;
   col = col_data != NULL || col_scale != NULL;
   FAIL_IF(ctx, !row && !col, NVFP4_EINVAL,
-          "fp4_from_host: no buffer given (need rowwise and/or columnwise)");
-  FAIL_IF(ctx, (row && (row_data == NULL || row_scale == NULL)) ||
-          (col && (col_data == NULL || col_scale == NULL)), NVFP4_EINVAL,
-          "fp4_from_host: a usage needs both its data and its scale_inv");
+          "tensor_fp4_from_host: no buffer given (need rowwise and/or columnwise)");
+  FAIL_IF(ctx, row && (row_data == NULL || row_scale == NULL), NVFP4_EINVAL,
+          "tensor_fp4_from_host: rowwise usage: %s is NULL but %s is given (a usage needs "
+          "both its data and its scale_inv)", row_data == NULL ? "row_data" : "row_scale",
+          row_data == NULL ? "row_scale" : "row_data");
+  FAIL_IF(ctx, col && (col_data == NULL || col_scale == NULL), NVFP4_EINVAL,
+          "tensor_fp4_from_host: columnwise usage: %s is NULL but %s is given (a usage needs "
+          "both its data and its scale_inv)", col_data == NULL ? "col_data" : "col_scale",
+          col_data == NULL ? "col_scale" : "col_data");
   if (nvfp4_shape_check_quantizable(shape, row, col, msg, sizeof msg) != NVFP4_OK)
-    return nvfp4i_fail(ctx, NVFP4_EINVAL, "fp4_from_host: %s", msg);
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "tensor_fp4_from_host: %s", msg);
   /* the global scale divides by it: as quantize's given amax */
   FAIL_IF(ctx, amax != NULL && (!(amax[0] >= 0.0f) || !(amax[1] >= 0.0f)), NVFP4_EINVAL,
-          "fp4_from_host: %s amax %g must be >= 0 and not NaN", !(amax[0] >= 0.0f) ?
+          "tensor_fp4_from_host: %s amax %g must be >= 0 and not NaN", !(amax[0] >= 0.0f) ?
           "rowwise" : "columnwise",
           isnan(!(amax[0] >= 0.0f) ? amax[0] : amax[1]) ? (double)NAN     /* "nan", never "-nan" */
                                                          : (double)(!(amax[0] >= 0.0f) ? amax[0] : amax[1]));
@@ -689,7 +696,7 @@ nvfp4_status nvfp4_tensor_equal (const nvfp4_tensor *a, const nvfp4_tensor *b,
   if (a == NULL) return NVFP4_EINVAL;
   CHECK_ARG(a->ctx, b, "tensor_equal");
   CHECK_ARG(a->ctx, equal, "tensor_equal");
-  CHECK(nvfp4i_check_tensor(a->ctx, b, "tensor_equal"));
+  CHECK(nvfp4i_check_tensor(a->ctx, b, "tensor_equal: b"));
   e.equal = equal; e.why = why; e.len = why_len;
   *equal = 1;
   if (a->dtype != b->dtype || !nvfp4_shape_equal(a->shape, b->shape))

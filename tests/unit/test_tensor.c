@@ -175,7 +175,7 @@ static void test_convert (void **state) {
     bad = (nvfp4_tensor *)0x1;
     assert_int_equal(nvfp4_tensor_reshape(q, shape2(3, 0), &bad), NVFP4_EINVAL);
     assert_null(bad);
-    assert_string_equal(nvfp4_last_error(ctx), "reshape: [32, 0] cannot become [3, 0] (fp4 keeps the "
+    assert_string_equal(nvfp4_last_error(ctx), "tensor_reshape: [32, 0] cannot become [3, 0] (fp4 keeps the "
                                                "last dim K and the product M of the others)");
     {
       int64_t d3[3] = {2, 16, 0};
@@ -213,11 +213,20 @@ static void test_bad_inputs (void **state) {
   float in[4] = {1, 2, 3, 4}, out[4];
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(-1, 4), NVFP4_F32, &t), NVFP4_EINVAL);
   assert_null(t);
-  assert_non_null(strstr(nvfp4_last_error(ctx), "negative"));
+  /* each message names the call, the value and the rule: the dim, not only the shape */
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_create: shape [-1, 4]: dim 0 is negative");
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, -2), NVFP4_F32, in, 16, &t), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_from_host: shape [2, -2]: dim 1 is negative");
+  assert_int_equal(nvfp4_tensor_randn(ctx, shape2(2, -2), NVFP4_F32, 1, &t), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "randn: shape [2, -2]: dim 1 is negative");
+  assert_int_equal(nvfp4_tensor_uniform(ctx, shape2(-3, 2), NVFP4_BF16, 1, 0.0, 1.0, &t),
+                   NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "uniform: shape [-3, 2]: dim 0 is negative");
+  assert_null(t);
   assert_int_equal(nvfp4_tensor_create(ctx, shape2((int64_t)1 << 31, (int64_t)1 << 31), NVFP4_F32, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "2^60"));          /* 2^62 * 4 bytes would wrap */
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), NVFP4_FP4, &t), NVFP4_EINVAL);
-  assert_non_null(strstr(nvfp4_last_error(ctx), "tensor: dtype fp4 is not fp32, bf16 or u8 (an fp4 "
+  assert_non_null(strstr(nvfp4_last_error(ctx), "tensor_create: dtype fp4 is not fp32, bf16 or u8 (an fp4 "
                                                 "tensor comes from nvfp4_quantize"));
   assert_int_equal(nvfp4_tensor_create(NULL, shape2(2, 2), NVFP4_F32, &t), NVFP4_EINVAL);
   /* a NULL output where the context is known: the reason replaces the last
@@ -230,6 +239,9 @@ static void test_bad_inputs (void **state) {
   assert_non_null(strstr(nvfp4_last_error(ctx), "12 bytes"));
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, NULL, 16, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "tensor_from_host: host is NULL (16 bytes to copy)"));
+  /* the bytes the caller asked to copy, not the shape's */
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shape2(2, 2), NVFP4_F32, NULL, 5, &t), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_from_host: host is NULL (5 bytes to copy)");
   /* the byte count is checked before anything is allocated: a shape of 2^61
   ** bytes with 16 given is that EINVAL, not an ENOMEM from the allocation */
   assert_int_equal(nvfp4_tensor_from_host(ctx, shape2((int64_t)1 << 30, (int64_t)1 << 29), NVFP4_F32,
@@ -241,7 +253,7 @@ static void test_bad_inputs (void **state) {
     nvfp4_shape nine = shape2(2, 2);
     nine.ndim = 9;                /* a caller's struct: no dims are read past dim[] */
     assert_int_equal(nvfp4_tensor_create(ctx, nine, NVFP4_F32, &t), NVFP4_EINVAL);
-    assert_string_equal(nvfp4_last_error(ctx), "tensor: ndim 9 is outside 0..8");
+    assert_string_equal(nvfp4_last_error(ctx), "tensor_create: ndim 9 is outside 0..8");
   }
   assert_int_equal(nvfp4_tensor_create(ctx, shape2(2, 2), (nvfp4_dtype)42, &t), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "dtype 42"));
@@ -550,7 +562,7 @@ static void test_equal (void **state) {
   assert_int_equal(nvfp4_tensor_from_host(other, nvfp4_shape_make(2, d2), NVFP4_F32, x,
                                           sizeof x, &o), NVFP4_OK);
   assert_int_equal(nvfp4_tensor_equal(a, o, &eq, why, sizeof why), NVFP4_EUSAGE);
-  assert_non_null(strstr(nvfp4_last_error(ctx), "tensor_equal: tensor belongs to another context"));
+  assert_non_null(strstr(nvfp4_last_error(ctx), "tensor_equal: b: tensor belongs to another context"));
   nvfp4_tensor_destroy(o);
   nvfp4_ctx_destroy(other);
   nvfp4_tensor_destroy(qa); nvfp4_tensor_destroy(qb); nvfp4_tensor_destroy(qr);
@@ -612,6 +624,12 @@ static void test_fp4_from_host (void **state) {
   q = NULL;
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), NULL, NULL, NULL, NULL, amax, &q), NVFP4_EINVAL);
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, NULL, NULL, NULL, amax, &q), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_fp4_from_host: rowwise usage: row_scale is NULL but "
+                                             "row_data is given (a usage needs both its data and its scale_inv)");
+  assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, scale, amax, &q),
+                   NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_fp4_from_host: columnwise usage: col_data is NULL but "
+                                             "col_scale is given (a usage needs both its data and its scale_inv)");
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 24), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "K=24"));
   assert_null(q);
@@ -619,16 +637,16 @@ static void test_fp4_from_host (void **state) {
   ** -1 for a code worth +1), refused as quantize refuses a given one */
   amax[0] = -2688.0f;
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
-  assert_string_equal(nvfp4_last_error(ctx), "fp4_from_host: rowwise amax -2688 must be >= 0 and not NaN");
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_fp4_from_host: rowwise amax -2688 must be >= 0 and not NaN");
   amax[0] = 1.0f;
   amax[1] = NAN;
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
-  assert_string_equal(nvfp4_last_error(ctx), "fp4_from_host: columnwise amax nan must be >= 0 and not NaN");
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_fp4_from_host: columnwise amax nan must be >= 0 and not NaN");
   assert_null(q);
   /* a NaN with its sign bit set (0/0 on x86) reads "nan" too, not "-nan" */
   amax[1] = -NAN;
   assert_int_equal(nvfp4_tensor_fp4_from_host(ctx, shape2(16, 16), data, scale, NULL, NULL, amax, &q), NVFP4_EINVAL);
-  assert_string_equal(nvfp4_last_error(ctx), "fp4_from_host: columnwise amax nan must be >= 0 and not NaN");
+  assert_string_equal(nvfp4_last_error(ctx), "tensor_fp4_from_host: columnwise amax nan must be >= 0 and not NaN");
   assert_null(q);
 }
 
@@ -645,9 +663,20 @@ static void test_foreign_context (void **state) {
   assert_int_equal(nvfp4_tensor_from_host(other, shape2(2, 16), NVFP4_F32, in, sizeof in, &t), NVFP4_OK);
   assert_int_equal(nvfp4_quantize(ctx, t, NULL, &q), NVFP4_EUSAGE);
   assert_null(q);
-  assert_non_null(strstr(nvfp4_last_error(ctx), "another context"));
+  assert_string_equal(nvfp4_last_error(ctx), "quantize: x: tensor belongs to another context "
+                                             "(cpu backend)");
   assert_int_equal(nvfp4_swap_first_dims(ctx, t, &q), NVFP4_EUSAGE);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "swap_first_dims: in: tensor belongs to another"));
   assert_int_equal(nvfp4_dequantize(ctx, t, NVFP4_F32, &q), NVFP4_EUSAGE);
+  assert_non_null(strstr(nvfp4_last_error(ctx), "dequantize: q: tensor belongs to another"));
+  /* a NULL input tensor: EINVAL naming the argument (nvfp4.h, "Conventions") */
+  assert_int_equal(nvfp4_quantize(ctx, NULL, NULL, &q), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "quantize: x: tensor is NULL");
+  assert_int_equal(nvfp4_dequantize_columnwise(ctx, NULL, NVFP4_F32, &q), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "dequantize_columnwise: q: tensor is NULL");
+  assert_int_equal(nvfp4_swap_first_dims(ctx, NULL, &q), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "swap_first_dims: in: tensor is NULL");
+  assert_null(q);
   assert_int_equal(nvfp4_tensor_to_host(t, out, sizeof out), NVFP4_OK);
   assert_memory_equal(in, out, sizeof in);
   {
