@@ -218,7 +218,8 @@ static void test_errors (void) {
   x = input_of(mc_rank, SHAPE2(2, 16), NVFP4_F32);
   st = nvfp4_all_gather_plain(world, mc_rank == 0 ? NULL : x, &y);
   EXPECT_EQ_I(st, mc_rank == 0 ? NVFP4_EINVAL : NVFP4_EPEER);
-  if (mc_rank != 0) EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 0 failed");
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 0 ? "all_gather_plain: x: tensor is NULL"
+                                                       : "rank 0 failed");
   nvfp4_tensor_destroy(x);
 
   /* u8 cannot be summed */

@@ -719,6 +719,11 @@ static void test_mismatch (void) {
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 1 has [32, 2, 64] fp32 (rowwise+columnwise, rule flat2d)");
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "rank 0 has [16, 2, 64] fp32");
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
+  /* a NULL shard on the last rank: EINVAL naming the argument there, EPEER on the others */
+  st = nvfp4_all_gather(world, mc_rank == mc_size - 1 ? NULL : x, &gp, &g);
+  EXPECT_EQ_I(st, mc_rank == mc_size - 1 ? NVFP4_EINVAL : NVFP4_EPEER);
+  EXPECT(g == NULL);
+  if (mc_rank == mc_size - 1) EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "all_gather: x: tensor is NULL");
   /* usages differ on the last rank */
   EXPECT_ST(nvfp4_all_gather(world, x, mc_rank == mc_size - 1 ? &gc : &gp, &g), NVFP4_EMISMATCH);
   EXPECT(mc_same_everywhere(MPI_COMM_WORLD, nvfp4_last_error(mc_ctx)));
