@@ -380,8 +380,11 @@ static nvfp4_status check_activation (nvfp4_linear *l, const nvfp4_tensor *x,
   FAIL_IF(ctx, x->dtype != NVFP4_F32 && x->dtype != NVFP4_BF16, NVFP4_EINVAL,
           "linear: %s dtype %s is not fp32 or bf16", what, nvfp4_dtype_name(x->dtype));
   FAIL_IF(ctx, x->shape.ndim < (l->cfg.sequence_parallel ? 2 : 1), NVFP4_EINVAL,
-          "linear: %s %s needs a sequence dim and a feature dim", what,
-          nvfp4_shape_format(x->shape, sb, sizeof sb));
+          "linear: %s %s has %d dim%s; %s (%s)", what,
+          nvfp4_shape_format(x->shape, sb, sizeof sb), x->shape.ndim,
+          x->shape.ndim == 1 ? "" : "s",
+          l->cfg.sequence_parallel ? "sequence_parallel needs at least 2" : "needs at least 1",
+          l->cfg.sequence_parallel ? "the sequence dim first, the features last" : "the features");
   FAIL_IF(ctx, nvfp4_shape_K(x->shape) != last, NVFP4_EINVAL,
           "linear: %s %s: last dim must be %lld (the local %s features)", what,
           nvfp4_shape_format(x->shape, sb, sizeof sb), (long long)last,

@@ -645,6 +645,23 @@ static void test_config_and_usage_errors (void) {
   nvfp4_tensor_destroy(y);
   y = NULL;
   nvfp4_tensor_destroy(x);
+  x = randn(nvfp4_shape_make(1, (int64_t[]){64}), NVFP4_BF16, 1);   /* no sequence dim */
+  EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "linear: input [64] has 1 dim; sequence_parallel needs "
+                "at least 2 (the sequence dim first, the features last)");
+  nvfp4_tensor_destroy(x);
+  {  /* a local layer takes a 1-D input, not a 0-d one */
+    nvfp4_linear *ll = NULL;
+    nvfp4_linear_config cl = config(64, 48, NVFP4_PARALLEL_NONE, 0);
+    cl.tp_group = NULL;
+    EXPECT_OK(nvfp4_linear_create(mc_ctx, &cl, &ll));
+    x = randn(nvfp4_shape_make(0, NULL), NVFP4_BF16, 1);
+    EXPECT_ST(nvfp4_linear_forward(ll, x, &y), NVFP4_EINVAL);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "linear: input [] has 0 dims; needs at least 1 "
+                  "(the features)");
+    nvfp4_tensor_destroy(x);
+    nvfp4_linear_destroy(ll);
+  }
   x = randn(SHAPE3(32 * mc_size, 1, 48), NVFP4_BF16, 1);      /* wrong K */
   EXPECT_ST(nvfp4_linear_forward(l, x, &y), NVFP4_EINVAL);
   EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "last dim must be 64");
