@@ -84,7 +84,8 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   int64_t M, K;
   CHECK(nvfp4i_check_tensor(ctx, t, what));
   s = t->shape;
-  FAIL_IF(ctx, s.ndim < 1, NVFP4_EINVAL, "%s is a scalar (ndim 0)", what);
+  FAIL_IF(ctx, s.ndim < 1, NVFP4_EINVAL, "%s is a scalar (ndim 0); a GEMM operand needs "
+          "ndim >= 1 (its last dim is K)", what);
   FAIL_IF(ctx, u != NVFP4_ROWWISE && u != NVFP4_COLUMNWISE, NVFP4_EINVAL,
           "%s: usage %d is not rowwise (0) or columnwise (1)", what, (int)u);
   M = nvfp4_shape_M(s);
@@ -444,8 +445,10 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
   CHECK(describe(ctx, a, ua, "gemm_ref64: operand A", &oa, 1));
   CHECK(describe(ctx, b, ub, "gemm_ref64: operand B", &ob, 1));
   FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
-          "gemm_ref64: reduction dims differ (%lld vs %lld)", (long long)oa.cols,
-          (long long)ob.cols);
+          "gemm_ref64: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]",
+          ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa.rows,
+          (long long)oa.cols, ub == NVFP4_ROWWISE ? "rowwise" : "columnwise",
+          (long long)ob.rows, (long long)ob.cols);
   P = oa.rows; Q = ob.rows; R = oa.cols;
   CHECK(check_blas_dims(ctx, "gemm_ref64", P, Q, R));
   CHECK_GOTO(host_f64(ctx, a, ua, &oa, oa.amax, oa.e6, &A), st, done);

@@ -303,7 +303,22 @@ static void test_gemm_plain_usages_bias_bf16 (void **state) {
   /* errors: reduction mismatch, bias length, output dtype */
   assert_int_equal(nvfp4_gemm(ctx, tw, NVFP4_ROWWISE, tdy, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
                    NVFP4_EINVAL);
-  assert_non_null(strstr(nvfp4_last_error(ctx), "reduction dims differ"));
+  assert_string_equal(nvfp4_last_error(ctx), "gemm: reduction dims differ: A rowwise reads [3, 5], "
+                                             "B rowwise reads [6, 3]");
+  /* the oracle says it as gemm does, naming both operands' matrices */
+  assert_int_equal(nvfp4_gemm_ref64(ctx, tw, NVFP4_ROWWISE, tdy, NVFP4_ROWWISE, &y), NVFP4_EINVAL);
+  assert_string_equal(nvfp4_last_error(ctx), "gemm_ref64: reduction dims differ: A rowwise reads "
+                                             "[3, 5], B rowwise reads [6, 3]");
+  {  /* a 0-d operand: the rule with the value */
+    nvfp4_tensor *sc = NULL;
+    assert_int_equal(nvfp4_tensor_create(ctx, shp(0, 0, 0, 0), NVFP4_F32, &sc), 0);
+    assert_int_equal(nvfp4_gemm(ctx, tw, NVFP4_ROWWISE, sc, NVFP4_ROWWISE, NULL, NVFP4_F32, &y),
+                     NVFP4_EINVAL);
+    assert_string_equal(nvfp4_last_error(ctx), "gemm: operand B is a scalar (ndim 0); a GEMM "
+                                               "operand needs ndim >= 1 (its last dim is K)");
+    nvfp4_tensor_destroy(sc);
+  }
+  assert_null(y);
   assert_int_equal(nvfp4_gemm(ctx, tx, NVFP4_ROWWISE, tx, NVFP4_ROWWISE, tb, NVFP4_F32, &y),
                    NVFP4_EINVAL);
   assert_non_null(strstr(nvfp4_last_error(ctx), "bias"));
