@@ -126,7 +126,8 @@ nvfp4_status nvfp4_comm_create_mpi (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm **ou
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   /* no member of any communicator: nothing can tell the others */
-  FAIL_IF(ctx, mc == MPI_COMM_NULL, NVFP4_EINVAL, "comm_create_mpi: MPI_COMM_NULL");
+  FAIL_IF(ctx, mc == MPI_COMM_NULL, NVFP4_EINVAL, "comm_create_mpi: mc is MPI_COMM_NULL "
+          "(a comm is made over a communicator this rank belongs to)");
   {  /* outside MPI's lifetime every MPI call aborts the process (MPI 4.0 §11.2) */
     int init = 0, fin = 0;
     MPI_Initialized(&init);
@@ -334,15 +335,16 @@ nvfp4_status nvfp4i_comm_group_end (nvfp4_comm *c) {
 
 nvfp4_status nvfp4i_comm_all_gather_bytes (nvfp4_comm *c, const char *what,
                                            const void *send, size_t n, void *recv) {
+  /* MPI, staged or not, counts in int (NCCL in size_t) */
+  FAIL_IF(c->ctx, c->transport != NVFP4I_NCCL && n > (size_t)0x7fffffff, NVFP4_EINVAL,
+          "%s: %zu bytes per rank exceed MPI's int count (2^31-1)", what, n);
   if (c->transport != NVFP4I_MPI) {
 #ifdef HAVE_CUDA
     return nvfp4i_cuda_all_gather_bytes(c, send, n, recv);
 #else
-    return nvfp4i_fail(c->ctx, NVFP4_ENOTSUP, "device transport without CUDA");
+    return nvfp4i_fail(c->ctx, NVFP4_ENOTSUP, "%s: device transport without CUDA", what);
 #endif
   }
-  FAIL_IF(c->ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
-          "%s: %zu bytes per rank exceed MPI's int count", what, n);
   MPI_CHECK(c->ctx, MPI_Allgather(send, (int)n, MPI_BYTE, recv, (int)n, MPI_BYTE, c->mpi));
   return NVFP4_OK;
 }
@@ -388,10 +390,10 @@ done:
 }
 
 
-nvfp4_status nvfp4i_comm_all_to_all_bytes (nvfp4_comm *c, const void *send,
+nvfp4_status nvfp4i_comm_all_to_all_bytes (nvfp4_comm *c, const char *what, const void *send,
                                            size_t n, void *recv) {
   FAIL_IF(c->ctx, n > (size_t)0x7fffffff, NVFP4_EINVAL,
-          "all_to_all: %zu bytes per rank pair exceed MPI's int count", n);
+          "%s: %zu bytes per rank pair exceed MPI's int count (2^31-1)", what, n);
   /* device buffers: through host memory with the backend's own copies (an
   ** NCCL path, ncclSend/ncclRecv in a group, could be slotted in here) */
   if (c->transport != NVFP4I_MPI)

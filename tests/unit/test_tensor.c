@@ -276,6 +276,13 @@ static void test_bad_inputs (void **state) {
   assert_int_equal(nvfp4_tensor_amax(ok, 0, out), NVFP4_EUSAGE);
   assert_int_equal(nvfp4_tensor_has_rowwise(ok), 0);
   assert_int_equal(nvfp4_tensor_buffer_shape(ok, NVFP4_ROWWISE_SCALE).ndim, 0);
+  {  /* refused before any MPI call: MPI is not initialized here */
+    nvfp4_comm *c = (nvfp4_comm *)0x1;
+    assert_int_equal(nvfp4_comm_create_mpi(ctx, MPI_COMM_NULL, &c), NVFP4_EINVAL);
+    assert_null(c);
+    assert_string_equal(nvfp4_last_error(ctx), "comm_create_mpi: mc is MPI_COMM_NULL (a comm is "
+                                               "made over a communicator this rank belongs to)");
+  }
   /* the tensor is intact after all that */
   assert_int_equal(nvfp4_tensor_to_host(ok, out, sizeof out), NVFP4_OK);
   assert_memory_equal(in, out, sizeof in);
