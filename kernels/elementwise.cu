@@ -84,8 +84,8 @@ nvfp4_status nvfp4i_cuda_bias_add (nvfp4_ctx *ctx, void *y, nvfp4_dtype y_dt,
   cudaStream_t s = nvfp4i_stream(ctx);
   int64_t gx = (cols + THREADS - 1) / THREADS, gy;
   if (rows <= 0 || cols <= 0) return NVFP4_OK;
-  FAIL_IF(ctx, gx > 0x7fffffff, NVFP4_EINVAL, "bias_add: %lld columns are too many",
-          (long long)cols);
+  FAIL_IF(ctx, gx > 0x7fffffff, NVFP4_EINVAL, "bias_add: %lld columns need %lld blocks of "
+          "%d threads, more than a CUDA grid's 2^31-1", (long long)cols, (long long)gx, THREADS);
   gy = (4096 + gx - 1) / gx;            /* about 4096 blocks in all */
   if (gy > rows) gy = rows;
   if (gy > 65535) gy = 65535;
@@ -128,8 +128,8 @@ nvfp4_status nvfp4i_cuda_col_sum (nvfp4_ctx *ctx, void *out, nvfp4_dtype out_dt,
   float *partial = NULL;
   nvfp4_status st_ = NVFP4_OK;
   if (cols <= 0) return NVFP4_OK;
-  FAIL_IF(ctx, gx > 0x7fffffff, NVFP4_EINVAL, "col_sum: %lld columns are too many",
-          (long long)cols);
+  FAIL_IF(ctx, gx > 0x7fffffff, NVFP4_EINVAL, "col_sum: %lld columns need %lld blocks of "
+          "%d threads, more than a CUDA grid's 2^31-1", (long long)cols, (long long)gx, THREADS);
   if (rows > 65535 * chunk) chunk = (rows + 65534) / 65535;
   nchunks = rows > 0 ? (rows + chunk - 1) / chunk : 1;
   {

@@ -505,7 +505,7 @@ nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
   if (st == NVFP4_OK) st = acc_alloc(ctx, x->dtype, n, &acc);
   if ((st = nvfp4i_comm_agree(c, "reduce_scatter", st)) != NVFP4_OK) goto fail;
   /* Block r of every rank comes to rank r, in rank order. */
-  CHECK_GOTO(nvfp4i_comm_all_to_all_bytes(c, x->data.p, blk, recv.p), st, fail);
+  CHECK_GOTO(nvfp4i_comm_all_to_all_bytes(c, "reduce_scatter", x->data.p, blk, recv.p), st, fail);
   CHECK_GOTO(reduce_into(ctx, t, &acc, recv.p, n, c->size), st, fail);
   nvfp4i_buf_free(ctx, &recv);
   nvfp4i_buf_free(ctx, &acc);

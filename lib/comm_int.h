@@ -128,8 +128,9 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_gather_host (nvfp4_comm *c,
                                                       size_t n, void *recv);
 /* Byte all-to-all: block r (n bytes at send + r*n) goes to rank r, and
 ** rank r's block for this rank lands at recv + r*n.  Buffers in the ctx's
-** memory; a device transport stages through host memory for now. */
-NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_to_all_bytes (nvfp4_comm *c,
+** memory; a device transport stages through host memory for now.  what: the
+** public call, for messages (EINVAL when n is past MPI's int count). */
+NVFP4I_FUNC nvfp4_status nvfp4i_comm_all_to_all_bytes (nvfp4_comm *c, const char *what,
                                                        const void *send,
                                                        size_t n, void *recv);
 
