@@ -62,6 +62,21 @@ static void own (nvfp4_tensor **list, nvfp4_tensor *t) {
 }
 
 
+/* t taken out of a per-pass list, when it is there (else NULL): the caller
+** owns it.  A tensor the last pass kept, lent by nvfp4_linear_operand_get
+** and passed back in as a step's input, is freed when that step is done
+** with it, not by the step's forget_forward / free_list before it is read. */
+static nvfp4_tensor *unown (nvfp4_tensor **list, const nvfp4_tensor *t) {
+  int i;
+  for (i = 0; i < MAXOWN; i++)
+    if (t != NULL && list[i] == t) {
+      list[i] = NULL;
+      return (nvfp4_tensor *)t;
+    }
+  return NULL;
+}
+
+
 static void free_list (nvfp4_tensor **list) {
   int i;
   for (i = 0; i < MAXOWN; i++) {
@@ -507,7 +522,7 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
 static nvfp4_status forward (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tensor **y) {
   const nvfp4_linear_config *c;
   nvfp4_ctx *ctx;
-  nvfp4_tensor *qx = NULL, *gx = NULL, *out = NULL, *red = NULL;
+  nvfp4_tensor *qx = NULL, *gx = NULL, *out = NULL, *red = NULL, *lent;
   nvfp4_qopts qi, qw;
   nvfp4_status st;
   int col, row, sp, dist, keep, same;
@@ -532,6 +547,8 @@ static nvfp4_status forward (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tenso
   sp = c->sequence_parallel;
   dist = l->tp > 1;
   keep = c->keep_operands;
+  /* x may be an operand the last pass lent (a baseline recipe's are plain) */
+  if ((lent = unown(l->fwd, x)) == NULL) lent = unown(l->bwd, x);
   forget_forward(l);
 
   memset(&qi, 0, sizeof qi);
@@ -604,6 +621,7 @@ static nvfp4_status forward (nvfp4_linear *l, const nvfp4_tensor *x, nvfp4_tenso
   l->y_shape = out->shape;
   l->act_dt = x->dtype;
   l->have_fwd = 1;
+  nvfp4_tensor_destroy(lent);          /* x is not read after this */
   *y = out;
   return NVFP4_OK;
 fail:
@@ -612,6 +630,7 @@ fail:
   nvfp4_tensor_destroy(out);
   nvfp4_tensor_destroy(red);
   forget_forward(l);
+  nvfp4_tensor_destroy(lent);
   return st;
 }
 
@@ -676,7 +695,7 @@ static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_ten
   const nvfp4_linear_config *c;
   nvfp4_ctx *ctx;
   nvfp4_tensor *gdy = NULL, *dxf = NULL, *dxo = NULL, *xw = NULL, *dwo = NULL,
-               *dbo = NULL;
+               *dbo = NULL, *lent;
   nvfp4_handle *h = NULL;
   nvfp4_qopts qg;
   nvfp4_status st;
@@ -693,6 +712,7 @@ static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_ten
   sp = c->sequence_parallel;
   dist = l->tp > 1;
   bf = c->recipe.kind == NVFP4_RECIPE_BF16;
+  lent = unown(l->bwd, dy);            /* dy may be the grad_output the last backward lent */
   free_list(l->bwd);
   l->kept[NVFP4_LIN_GRAD_OUTPUT] = NULL;
   if (col && sp && dist) l->kept[NVFP4_LIN_WGRAD_INPUT] = NULL;
@@ -817,6 +837,7 @@ static nvfp4_status backward (nvfp4_linear *l, const nvfp4_tensor *dy, nvfp4_ten
   /* a failed backward leaves the offset: a retry draws the bits a layer
   ** that never failed would */
   l->sr_offset += (uint64_t)nvfp4_shape_numel(dy->shape) + 1;
+  nvfp4_tensor_destroy(lent);          /* dy is not read after this */
   return NVFP4_OK;
 fail:
   nvfp4_handle_destroy(h);
@@ -826,5 +847,6 @@ fail:
   nvfp4_tensor_destroy(xw);
   nvfp4_tensor_destroy(dwo);
   nvfp4_tensor_destroy(dbo);
+  nvfp4_tensor_destroy(lent);
   return st;
 }

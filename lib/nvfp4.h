@@ -919,7 +919,8 @@ nvfp4_status nvfp4_linear_backward (nvfp4_linear *l, const nvfp4_tensor *dy,
 ** cfg.keep_operands is set (borrowed: every operand until the layer's next
 ** forward that passes its argument checks, a failing one included, or its
 ** destroy; GRAD_OUTPUT and column+SP's WGRAD_INPUT also until the next
-** such backward; a pass refused by its argument checks keeps them):
+** such backward; a pass refused by its argument checks keeps them; one
+** passed to that forward or backward as its input is read, then freed):
 ** FPROP_INPUT (X as fprop read it, gathered under column+SP), WEIGHT (the
 ** quantized weight, both usages), WGRAD_INPUT (X columnwise as wgrad read
 ** it), GRAD_OUTPUT (dY quantized, gathered under row+SP).  Baseline recipes

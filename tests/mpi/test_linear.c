@@ -948,6 +948,70 @@ static void test_keep_operands_per_rank (void) {
 }
 
 
+/* Equal tensors (bytes, shape, dtype), or a failure naming the first difference. */
+static void expect_same (const char *what, const nvfp4_tensor *a, const nvfp4_tensor *b) {
+  int eq = 0;
+  char why[256] = "";
+  if (a == NULL || b == NULL) {
+    EXPECT_MSG(0, "%s: a result is missing", what);
+    return;
+  }
+  EXPECT_OK(nvfp4_tensor_equal(a, b, &eq, why, sizeof why));
+  EXPECT_MSG(eq, "%s: %s", what, why);
+}
+
+
+/* A baseline recipe keeps plain operands, and nvfp4_linear_operand_get lends
+** them until the layer's next forward (GRAD_OUTPUT: its next backward).  One
+** passed back in as that step's input is an input like any other: read, and
+** freed (as lent) when the step is done.  Forward freed the last pass's
+** operands before it read x, and backward its kept grad_output before it
+** read dy: a use after free (ASan), or a result from freed memory. */
+static void test_lent_operand_as_input (void) {
+  nvfp4_linear_config c = config(64, 64, NVFP4_PARALLEL_NONE, 0);
+  nvfp4_linear *l = NULL;
+  nvfp4_tensor *x = randn(SHAPE2(32, 64), NVFP4_BF16, 21), *dy = NULL, *wc = NULL;
+  nvfp4_tensor *y = NULL, *y2 = NULL, *dx = NULL, *dx2 = NULL, *dw = NULL, *dw2 = NULL;
+  const nvfp4_tensor *t = NULL;
+  c.tp_group = NULL;
+  c.recipe.kind = NVFP4_RECIPE_BF16;
+  c.keep_operands = 1;
+  c.bias = 1;
+  EXPECT_OK(nvfp4_linear_create(mc_ctx, &c, &l));
+  if (l == NULL) return;
+  /* forward's input: the last forward's FPROP_INPUT (x's copy) */
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  EXPECT_OK(nvfp4_linear_operand_get(l, NVFP4_LIN_FPROP_INPUT, &t));
+  if (t != NULL) EXPECT_OK(nvfp4_linear_forward(l, t, &y2));
+  expect_same("forward of the lent fprop input", y2, y);
+  nvfp4_tensor_destroy(y2);
+  y2 = NULL;
+  /* ... and its WEIGHT ([64, 64], a valid input too) */
+  EXPECT_OK(nvfp4_linear_operand_get(l, NVFP4_LIN_WEIGHT, &t));
+  if (t != NULL) EXPECT_OK(nvfp4_tensor_clone(t, &wc));
+  if (t != NULL) EXPECT_OK(nvfp4_linear_forward(l, t, &y2));
+  nvfp4_tensor_destroy(y);
+  y = NULL;
+  EXPECT_OK(nvfp4_linear_forward(l, wc, &y));
+  expect_same("forward of the lent weight", y2, y);
+  /* backward's grad_output: the last backward's GRAD_OUTPUT (dy's copy) */
+  nvfp4_tensor_destroy(y);
+  y = NULL;
+  EXPECT_OK(nvfp4_linear_forward(l, x, &y));
+  dy = randn(SHAPE2(32, 64), NVFP4_BF16, 22);
+  EXPECT_OK(nvfp4_linear_backward(l, dy, &dx, &dw, NULL));
+  EXPECT_OK(nvfp4_linear_operand_get(l, NVFP4_LIN_GRAD_OUTPUT, &t));
+  if (t != NULL) EXPECT_OK(nvfp4_linear_backward(l, t, &dx2, &dw2, NULL));
+  expect_same("dgrad of the lent grad_output", dx2, dx);
+  expect_same("wgrad of the lent grad_output", dw2, dw);
+  nvfp4_tensor_destroy(x); nvfp4_tensor_destroy(dy); nvfp4_tensor_destroy(wc);
+  nvfp4_tensor_destroy(y); nvfp4_tensor_destroy(y2);
+  nvfp4_tensor_destroy(dx); nvfp4_tensor_destroy(dx2);
+  nvfp4_tensor_destroy(dw); nvfp4_tensor_destroy(dw2);
+  nvfp4_linear_destroy(l);
+}
+
+
 /* te.Linear's NVFP4 quantizer refuses an input whose M is not a multiple
 ** of 16 for any usage (create_tensor's check), so a frozen weight, whose
 ** input is quantized rowwise only, does not make M = 24 acceptable (the
@@ -1018,6 +1082,7 @@ int main (int argc, char **argv) {
   RUN(test_create_agreement);
   RUN(test_two_layers_one_group);
   RUN(test_keep_operands_per_rank);
+  RUN(test_lent_operand_as_input);
   RUN(test_frozen_weight_input_m24_refused);
   RUN(test_frozen_weight_grad_output_usages);
   RUN(test_row_sp_b1_nd_fails_flat2d_completes);
