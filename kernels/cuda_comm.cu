@@ -89,31 +89,37 @@ static double now_s (void) {
 }
 
 
+extern "C" size_t nvfp4i_cuda_notes_bytes (int size) {
+  return sizeof(note) + sizeof(MPI_Request) * (size_t)(size > 0 ? size : 0);
+}
+
+
 /* Abort c's NCCL communicator (once); with tell, send every peer a note
-** (st, why) first.  The note and its requests live in one block, c->notes,
-** until the comm's teardown. */
+** (st, why) first, from the block the comm was made with (c->notes: the
+** abort allocates nothing, so no peer is left to its timeout for want of
+** memory here); the note and its requests stay there until the comm's
+** teardown. */
 static void nccl_abort (nvfp4_comm *c, int tell, nvfp4_status st, const char *why) {
   int fin = 0;
   if (c->nccl == NULL) return;
   MPI_Finalized(&fin);
-  if (tell && !fin && c->notify != MPI_COMM_NULL && c->notes == NULL) {
-    char *blk = (char *)nvfp4i_malloc(sizeof(note) + sizeof(MPI_Request) * (size_t)c->size);
-    if (blk != NULL) {
-      note *n = (note *)blk;
-      MPI_Request *rq = (MPI_Request *)(blk + sizeof(note));
-      int r;
-      n->tag = c->nccl_tag;
-      n->rank = c->rank;
-      n->status = (int32_t)st;
-      snprintf(n->why, sizeof n->why, "%s", why);
-      for (r = 0; r < c->size; r++) {
+  if (tell && !fin && c->notify != MPI_COMM_NULL && c->notes != NULL && !c->notes_sent) {
+    char *blk = (char *)c->notes;
+    note *n = (note *)blk;
+    MPI_Request *rq = (MPI_Request *)(blk + sizeof(note));
+    int r;
+    memset(n, 0, sizeof *n);
+    n->tag = c->nccl_tag;
+    n->rank = c->rank;
+    n->status = (int32_t)st;
+    snprintf(n->why, sizeof n->why, "%s", why);
+    for (r = 0; r < c->size; r++) {
+      rq[r] = MPI_REQUEST_NULL;
+      if (r != c->rank &&
+          MPI_Isend(n, (int)sizeof *n, MPI_BYTE, r, NOTE_TAG, c->notify, &rq[r]) != MPI_SUCCESS)
         rq[r] = MPI_REQUEST_NULL;
-        if (r != c->rank &&
-            MPI_Isend(n, (int)sizeof *n, MPI_BYTE, r, NOTE_TAG, c->notify, &rq[r]) != MPI_SUCCESS)
-          rq[r] = MPI_REQUEST_NULL;
-      }
-      c->notes = blk;
     }
+    c->notes_sent = 1;
   }
   ncclCommAbort((ncclComm_t)c->nccl);
   c->nccl = NULL;
@@ -229,6 +235,11 @@ static nvfp4_status nccl_result (nvfp4_comm *c, ncclResult_t r, const char *call
   if (c->in_group) c->group_failed = 1;
   else nccl_abort(c, 1, st, c->ctx->err);
   return st;
+}
+#else
+extern "C" size_t nvfp4i_cuda_notes_bytes (int size) {
+  (void)size;
+  return 0;                                    /* no NCCL, no notes */
 }
 #endif
 
@@ -426,9 +437,9 @@ extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
       note n;
       while (MPI_Iprobe(MPI_ANY_SOURCE, NOTE_TAG, c->notify, &flag, &ms) == MPI_SUCCESS && flag)
         MPI_Recv(&n, (int)sizeof n, MPI_BYTE, ms.MPI_SOURCE, NOTE_TAG, c->notify, MPI_STATUS_IGNORE);
-      if (c->notes != NULL) {
+      if (c->notes_sent) {
         /* a note not yet delivered is left to MPI, with its block (a few
-        ** hundred bytes, once per aborted comm) */
+        ** hundred bytes, once per aborted comm; else comm_free frees it) */
         MPI_Request *rq = (MPI_Request *)((char *)c->notes + sizeof(note));
         for (r = 0; r < c->size; r++) {
           if (rq[r] == MPI_REQUEST_NULL) continue;
@@ -439,8 +450,7 @@ extern "C" void nvfp4i_cuda_comm_fini (nvfp4_comm *c) {
             done = 0;
           }
         }
-        if (done) free(c->notes);
-        c->notes = NULL;
+        if (!done) c->notes = NULL;
       }
       /* Not freed: a peer may still send a note on it after this rank has
       ** destroyed the comm (its own timeout or NCCL error), and Open MPI

@@ -88,7 +88,17 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm *parent, c
   probe.notify = MPI_COMM_NULL;
   if (local == NVFP4_OK && collective) local = nccl_timeout(ctx, what, &probe.timeout_s);
   if (local == NVFP4_OK && (c = (nvfp4_comm *)nvfp4i_calloc(1, sizeof *c)) == NULL)
-    local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator", what);
+    local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator (%zu bytes)",
+                        what, sizeof *c);
+#ifdef HAVE_CUDA
+  /* the failure-note block an NCCL comm's abort sends from (see
+  ** nvfp4i_cuda_notes_bytes): had here, where a rank that cannot get it
+  ** still tells the others, not at the abort */
+  if (local == NVFP4_OK && collective && probe.size > 1 && nvfp4i_cuda_notes_bytes(probe.size) > 0 &&
+      (probe.notes = nvfp4i_malloc(nvfp4i_cuda_notes_bytes(probe.size))) == NULL)
+    local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate the communicator's failure-note "
+                        "block (%zu bytes)", what, nvfp4i_cuda_notes_bytes(probe.size));
+#endif
   if (parent != NULL) local = nvfp4i_comm_agree(parent, what, local);
   else if (collective) {
     /* nvfp4i_comm_agree needs a comm's rank, size, MPI communicator and
@@ -103,6 +113,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm *parent, c
     MPI_Errhandler_free(&eh);
   }
   if (local != NVFP4_OK) {
+    free(probe.notes);
     free(c);
     return local;
   }
@@ -168,6 +179,7 @@ static void comm_free (nvfp4_comm *c) {
     MPI_Finalized(&fin);
     if (!fin) MPI_Comm_free(&c->mpi);
   }
+  free(c->notes);                      /* NULL where a note is still in flight (fini) */
   nvfp4i_ctx_release(c->ctx);
   free(c);
 }

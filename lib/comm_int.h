@@ -53,7 +53,10 @@ struct nvfp4_comm {
   void *last_op;         /* NCCL only: cudaEvent_t recorded after its last collective queued */
   void *first_op;        /* NCCL only: cudaEvent_t recorded before its oldest unfinished one */
   double stuck_since;    /* when a wait first saw that one started and unfinished (0: not) */
-  void *notes;           /* MPI_Request per peer: this rank's notes in flight */
+  void *notes;           /* CUDA ctx, size > 1: the block of this rank's failure note and its
+                            MPI_Request per peer (nvfp4i_cuda_notes_bytes), had with the comm so
+                            that an NCCL abort allocates nothing; comm_free frees it */
+  int notes_sent;        /* NCCL only: the abort sent it (its requests may be in flight) */
   nvfp4_comm *nccl_next; /* the ctx's NCCL comms (nvfp4i_cuda.nccl_comms) */
 };
 
@@ -107,6 +110,9 @@ NVFP4I_FUNC nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c);
 NVFP4I_FUNC void nvfp4i_cuda_comm_fini (nvfp4_comm *c);
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_comm_group (nvfp4_comm *c, int start);
 NVFP4I_FUNC nvfp4_status nvfp4i_cuda_all_reduce_max_f32 (nvfp4_comm *c, float *buf, int n);
+/* The bytes of a comm's failure-note block (c->notes) for a comm of `size`
+** ranks: 0 in a build without NCCL (no note is ever sent). */
+NVFP4I_FUNC size_t nvfp4i_cuda_notes_bytes (int size);
 #endif
 
 /* A byte collective of device buffers staged through host memory (the
