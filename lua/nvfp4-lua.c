@@ -135,9 +135,12 @@ static void setseed (lua_State *L) {
   int isnum = 0;
   lua_getfield(L, LUA_REGISTRYINDEX, NVFP4L_OPTIONS);
   if (lua_getfield(L, -1, "seed") != LUA_TNIL) {
+    /* decimal digits only, as sc.params' NAME=integer (1e3 and 0x10 would
+    ** convert, and the replay line would then show another spelling) */
+    const char *v = lua_tostring(L, -1);
     seed = (long long)lua_tointegerx(L, -1, &isnum);
-    if (!isnum || seed < 0)
-      USAGE_ERROR("--seed: '%s' is not a non-negative integer", lua_tostring(L, -1));
+    if (v == NULL || v[0] == '\0' || v[strspn(v, "0123456789")] != '\0' || !isnum || seed < 0)
+      USAGE_ERROR("--seed: '%s' is not a non-negative decimal integer below 2^63", v ? v : "");
   } else if (rank == 0)
     seed = (long long)((unsigned long long)time(NULL) * 2654435761u ^ (unsigned)getpid()) & 0x7fffffffLL;
   MPI_Bcast(&seed, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);

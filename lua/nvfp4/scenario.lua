@@ -107,8 +107,11 @@ local function getoptions ()
     for j = 1, math.max(#arg, #rest) do arg[j] = rest[j] end
   end
   if o.seed ~= nil then
-    local s = math.tointeger(tonumber(o.seed))
-    if s == nil or s < 0 then error("--seed: '" .. tostring(o.seed) .. "' is not a non-negative integer", 0) end
+    -- decimal digits only (as sc.params' NAME=integer; 1e3 and 0x10 would convert)
+    local s = tostring(o.seed):match("^%d+$") and math.tointeger(tonumber(o.seed))
+    if not s or s < 0 then
+      error("--seed: '" .. tostring(o.seed) .. "' is not a non-negative decimal integer below 2^63", 0)
+    end
     o.seed = s
     nvfp4.options.seed, nvfp4.seed = s, s      -- the default seed of nvfp4.randn etc.
   end

@@ -247,6 +247,18 @@ for v in abc 0 -1 inf nan; do
   check "--timeout $v: exit status 2, the message echoes the value" \
     test "$rc" -eq 2 -a "$(count "timeout must be a positive, finite number of seconds, got '$v'$" "$tmp/badto")" -eq 1
 done
+for v in 1e3 0x10 -1 1.0 abc 99999999999999999999; do
+  "$RS" "$srcdir/fw_cases.lua" --seed "$v" >"$tmp/badseed" 2>&1; rc=$?
+  check "--seed $v: exit status 2 before any case, the message echoes the value" \
+    test "$rc" -eq 2 -a "$(count "seed: '$v' is not a non-negative decimal integer below 2^63" "$tmp/badseed")" -ge 1 \
+    -a "$(count 'PASS' "$tmp/badseed")" -eq 0
+done
+"$builddir/lua/nvfp4-lua" --seed 1e3 -e 'print("ran")' /dev/null >"$tmp/badseed0" 2>&1; rc=$?
+check "nvfp4-lua --seed 1e3 (before the script): exit status 2, the same message, nothing run" \
+  test "$rc" -eq 2 -a "$(count "seed: '1e3' is not a non-negative decimal integer below 2^63" "$tmp/badseed0")" -eq 1 \
+  -a "$(count '^ran' "$tmp/badseed0")" -eq 0
+"$RS" "$srcdir/fw_cases.lua" --filter grid --seed 0042 >"$tmp/seed42" 2>&1; rc=$?
+check "--seed 0042: taken as 42 (leading zeros are decimal)" grep -q "seed 42 (replay: --seed 42)" "$tmp/seed42"
 
 # timed OUT ARGS..: run-scenario ARGS, its output into OUT; sets rc and took (whole seconds)
 timed () {
