@@ -3,7 +3,9 @@
 ** tensor (default 8192 x 8192) quantized rowwise + columnwise (1D blocks,
 ** RNE) on the CPU backend.  Prints seconds, GB/s counted as 3.125 bytes per
 ** element (2 in, 2 x (0.5 + 1/16) out; design.md "Performance model") and
-** the ratio to memcpy of the same number of bytes, measured in this run.
+** the ratio to memcpy's bandwidth, measured in this run on a copy of that
+** many bytes and counted as cuda_bench counts its copy: read + write, 2 x
+** its size (a memcpy of B bytes moves 2B, the quantize 3.125 B/element).
 ** Usage: quantize_cpu [M K [reps]]
 */
 #include <stdio.h>
@@ -71,9 +73,11 @@ int main (int argc, char **argv) {
     if (t < mbest) mbest = t;
   }
   printf("quantize bf16 [%lld, %lld] rowwise+columnwise 1D RNE (cpu, best of %d): "
-         "%.3f s, %.2f GB/s; memcpy of %.0f MB: %.3f s, %.2f GB/s; ratio %.3f (dst %d)\n",
+         "%.3f s, %.2f GB/s; memcpy of %.0f MB (moves %.0f MB): %.3f s, %.2f GB/s; ratio %.3f "
+         "(dst %d)\n",
          (long long)d[0], (long long)d[1], reps, best, bytes / best / 1e9, bytes / 1e6,
-         mbest, bytes / mbest / 1e9, mbest / best, dst[12345]);
+         2 * bytes / 1e6, mbest, 2 * bytes / mbest / 1e9, (bytes / best) / (2 * bytes / mbest),
+         dst[12345]);
   free(src); free(dst);
   nvfp4_tensor_destroy(x);
   nvfp4_ctx_destroy(ctx);
