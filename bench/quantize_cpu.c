@@ -8,11 +8,23 @@
 ** its size (a memcpy of B bytes moves 2B, the quantize 3.125 B/element).
 ** Usage: quantize_cpu [M K [reps]]
 */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "nvfp4.h"
+
+
+/* A positive decimal integer, whole string, else 0. */
+static long long positive (const char *s) {
+  char *end;
+  long long v;
+  errno = 0;
+  v = strtoll(s, &end, 10);
+  return end != s && *end == '\0' && errno == 0 && v > 0 ? v : 0;
+}
 
 
 static double now (void) {
@@ -32,13 +44,34 @@ int main (int argc, char **argv) {
   uint64_t s = 88172645463325252ull;
   double best = 1e30, mbest = 1e30, bytes;
   char *src, *dst;
-  if (argc >= 3) { d[0] = atoll(argv[1]); d[1] = atoll(argv[2]); }
-  if (argc >= 4) reps = atoi(argv[3]);
+  if (argc == 2 || argc > 4) {
+    fprintf(stderr, "usage: quantize_cpu [M K [reps]]\n");
+    return 2;
+  }
+  if (argc >= 3) {
+    d[0] = positive(argv[1]);
+    d[1] = positive(argv[2]);
+    if (d[0] == 0 || d[1] == 0 || d[0] % 16 != 0 || d[1] % 16 != 0 || d[0] > (1ll << 40) / d[1]) {
+      fprintf(stderr, "quantize_cpu: [M, K] = [%s, %s]: M and K must be positive multiples of 16 "
+              "(the block size; M for the columnwise copy), M * K at most 2^40\n", argv[1], argv[2]);
+      return 2;
+    }
+  }
+  if (argc >= 4 && (positive(argv[3]) > INT_MAX || (reps = (int)positive(argv[3])) <= 0)) {
+    fprintf(stderr, "quantize_cpu: reps '%s' must be a positive integer\n", argv[3]);
+    return 2;
+  }
   n = d[0] * d[1];
   bytes = 3.125 * (double)n;
-  if (nvfp4_ctx_create(NVFP4_BACKEND_CPU, &ctx, NULL) != NVFP4_OK) return 1;
+  if (nvfp4_ctx_create(NVFP4_BACKEND_CPU, &ctx, NULL) != NVFP4_OK) {
+    fprintf(stderr, "quantize_cpu: cannot create a CPU context\n");
+    return 1;
+  }
   h = (uint16_t *)malloc((size_t)n * 2);
-  if (h == NULL) return 1;
+  if (h == NULL) {
+    fprintf(stderr, "quantize_cpu: out of memory (%.0f MB of input)\n", (double)n * 2 / 1e6);
+    return 1;
+  }
   for (i = 0; i < n; i++) {           /* xorshift64: bf16 values in about +-4 */
     s ^= s << 13; s ^= s >> 7; s ^= s << 17;
     h[i] = (uint16_t)(0x3c00u + (s >> 52) % 0x0500u) | (uint16_t)((s & 1) << 15);
@@ -63,7 +96,10 @@ int main (int argc, char **argv) {
   }
   src = (char *)malloc((size_t)bytes);
   dst = (char *)malloc((size_t)bytes);
-  if (src == NULL || dst == NULL) return 1;
+  if (src == NULL || dst == NULL) {
+    fprintf(stderr, "quantize_cpu: out of memory (two memcpy buffers of %.0f MB)\n", bytes / 1e6);
+    return 1;
+  }
   memset(src, 1, (size_t)bytes);
   memset(dst, 0, (size_t)bytes);      /* fault the pages in first */
   for (r = 0; r < reps; r++) {
@@ -77,7 +113,7 @@ int main (int argc, char **argv) {
          "(dst %d)\n",
          (long long)d[0], (long long)d[1], reps, best, bytes / best / 1e9, bytes / 1e6,
          2 * bytes / 1e6, mbest, 2 * bytes / mbest / 1e9, (bytes / best) / (2 * bytes / mbest),
-         dst[12345]);
+         dst[(size_t)bytes / 2]);
   free(src); free(dst);
   nvfp4_tensor_destroy(x);
   nvfp4_ctx_destroy(ctx);
