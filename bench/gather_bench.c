@@ -19,6 +19,7 @@
 ** before the GPU is done ("host time per call"); on the staged transport the
 ** amax is read back for it, and the host waits for the amax pass.
 */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <mpi.h>
@@ -104,6 +105,16 @@ static double timed (nvfp4_comm *c, gather_fn f, const nvfp4_tensor *x, const vo
 }
 
 
+/* A positive decimal integer (whole string) up to max, else 0. */
+static long long positive (const char *s, long long max) {
+  char *end;
+  long long v;
+  errno = 0;
+  v = strtoll(s, &end, 10);
+  return end != s && *end == '\0' && errno == 0 && v > 0 && v <= max ? v : 0;
+}
+
+
 static size_t nbytes (nvfp4_shape s) {
   return (size_t)nvfp4_shape_numel(s);
 }
@@ -123,8 +134,30 @@ int main (int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc >= 4) { S = atoll(argv[1]); B = atoll(argv[2]); H = atoll(argv[3]); }
-  if (argc >= 5) iters = atoi(argv[4]);
+  /* every rank has the same arguments: every rank refuses them, rank 0 says why */
+  if (argc != 1 && argc != 4 && argc != 5) {
+    if (rank == 0) fprintf(stderr, "usage: mpirun -np TP gather_bench [S B H [iterations]]\n");
+    MPI_Finalize();
+    return 2;
+  }
+  if (argc >= 4) {
+    S = positive(argv[1], 1ll << 40);
+    B = positive(argv[2], 1ll << 40);
+    H = positive(argv[3], 1ll << 40);
+    if (S == 0 || B == 0 || H == 0) {
+      if (rank == 0)
+        fprintf(stderr, "gather_bench: S B H = %s %s %s: each must be a positive integer\n", argv[1],
+                argv[2], argv[3]);
+      MPI_Finalize();
+      return 2;
+    }
+  }
+  if (argc >= 5 && (iters = (int)positive(argv[4], 1000000)) == 0) {
+    if (rank == 0) fprintf(stderr, "gather_bench: iterations '%s' must be an integer in 1..1000000\n",
+                           argv[4]);
+    MPI_Finalize();
+    return 2;
+  }
   if (nvfp4_ctx_create(NVFP4_BACKEND_AUTO, &ctx, &why) != NVFP4_OK) {
     fprintf(stderr, "no context: %s\n", why);
     MPI_Abort(MPI_COMM_WORLD, 1);
