@@ -12,7 +12,9 @@
 ** 2 * (0.5 + 1/16) out = 3.125; dequantize to bf16 0.5 + 1/16 + 2 =
 ** 2.5625; swap_first_dims 2 + 2; the copy moves 2 * its size.  Kernel-only
 ** figures call the backend entry on preallocated outputs (what the kernel
-** moves); "api" figures time the public call, allocation included.
+** moves); "api" figures time the public call, allocation included.  Each
+** timed cast's bytes are compared with nvfp4_quantize's (same options, amax
+** given), untimed; a difference ends the run (exit 1).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,9 +73,34 @@ static double time_cast (nvfp4_ctx *ctx, const nvfp4_tensor *x, const nvfp4_qopt
 }
 
 
+/* The timed cast calls the backend entry on a tensor set up here: its bytes
+** (all four buffers, padding included) must be those of the public
+** nvfp4_quantize with the same options (which tests/unit/test_cuda_vs_ref
+** holds to the CPU reference), else the figure timed something else. */
+static void same_bytes (const nvfp4_tensor *q, const nvfp4_tensor *ref, const char *what) {
+  int b;
+  for (b = NVFP4_ROWWISE_DATA; b <= NVFP4_COLUMNWISE_SCALE; b++) {
+    size_t n = (size_t)nvfp4_shape_numel(nvfp4_tensor_buffer_shape(ref, (nvfp4_buffer)b));
+    unsigned char *h1 = (unsigned char *)malloc(n ? n : 1), *h2 = (unsigned char *)malloc(n ? n : 1);
+    if (h1 == NULL || h2 == NULL) {
+      fprintf(stderr, "cuda_bench: out of host memory to check %s (%zu bytes)\n", what, n);
+      exit(1);
+    }
+    OK(nvfp4_tensor_buffer_read(q, (nvfp4_buffer)b, h1, n));
+    OK(nvfp4_tensor_buffer_read(ref, (nvfp4_buffer)b, h2, n));
+    if (memcmp(h1, h2, n) != 0) {
+      fprintf(stderr, "cuda_bench: %s: the timed cast's buffer %d differs from nvfp4_quantize's\n",
+              what, b);
+      exit(1);
+    }
+    free(h1); free(h2);
+  }
+}
+
+
 static void bench_quant (int64_t M, int64_t K) {
   nvfp4_shape s = nvfp4_shape_make(2, (int64_t[]){M, K});
-  nvfp4_tensor *x, *q = NULL, *d = NULL, *y = NULL, *tmp = NULL;
+  nvfp4_tensor *x, *q = NULL, *d = NULL, *y = NULL, *tmp = NULL, *ref = NULL;
   double n = (double)M * (double)K, tc, bw, t, t_rne = 0;
   char name[128];
   void *scratch;
@@ -101,6 +128,12 @@ static void bench_quant (int64_t M, int64_t K) {
     snprintf(name, sizeof name, "quantize row+col 1D %s (kernel)", mname[mode]);
     report(name, 3.125 * n, t, bw);
     if (mode > 0) printf("%-52s %.3f of RNE speed\n", "", t_rne / t);
+    {
+      nvfp4_qopts oa = o;
+      oa.has_amax = 1; oa.amax[0] = amax[0]; oa.amax[1] = amax[1];
+      OK(nvfp4_quantize(ctx, x, &oa, &ref));
+      same_bytes(q, ref, name);
+    }
     /* the same cast reading the amax where a quantize that computed it
     ** leaves it (device memory; its kernels form the global scale) */
     OK(nvfp4i_buf_alloc(ctx, &q->amax_dev, nvfp4_shape_make(1, (int64_t[]){2}), sizeof(float)));
@@ -110,6 +143,9 @@ static void bench_quant (int64_t M, int64_t K) {
     t = time_cast(ctx, x, &o, q, iters);
     report("  the same, amax in device memory (kernel)", 3.125 * n, t, bw);
     q->amax_pending = 0;            /* the host copy above is the same */
+    same_bytes(q, ref, "  the same, amax in device memory");
+    nvfp4_tensor_destroy(ref);
+    ref = NULL;
     if (mode == 0) {
       o.has_amax = 1; o.amax[0] = amax[0]; o.amax[1] = amax[1];
       /* the first call grows the memory pool (cudaMallocAsync maps new
