@@ -39,12 +39,18 @@ static double now (void) {
           nvfp4_status_string(s_), nvfp4_last_error(ctx)); exit(1); } } while (0)
 
 
-/* Seconds per D2D copy of n bytes (moves 2n). */
+/* Seconds per D2D copy of n bytes (moves 2n).  It runs first, right after
+** the input's host-side randn, seconds in which the GPU idled (SM clock
+** down to ~345 MHz, .library KINDS.md): one warm-up copy (~65 us) could
+** leave the timed ones on the way up, a slower bound that would flatter
+** every ratio; so copy for at least 0.1 s before timing. */
 static double copy_time (void *dst, const void *src, size_t n) {
-  double t;
+  double t, t0 = now();
   int i;
-  OK(ctx->ops->copy2d(ctx, dst, n, src, n, 1, n));
-  OK(nvfp4_ctx_sync(ctx));
+  do {
+    for (i = 0; i < 8; i++) OK(ctx->ops->copy2d(ctx, dst, n, src, n, 1, n));
+    OK(nvfp4_ctx_sync(ctx));
+  } while (now() - t0 < 0.1);
   t = now();
   for (i = 0; i < iters; i++) OK(ctx->ops->copy2d(ctx, dst, n, src, n, 1, n));
   OK(nvfp4_ctx_sync(ctx));
