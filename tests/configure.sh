@@ -1,0 +1,32 @@
+#!/bin/sh
+# tests/configure.sh -- make check: configure's own checks, run in a scratch directory on the source tree
+# (each case stops at its error, a second or two): the README's options refused as they should be, with a
+# message that says what to do. Skips (77) in a build inside the source tree, whose configured srcdir
+# configure refuses to build elsewhere.
+: "${top_srcdir:=..}"
+. "$top_srcdir/tests/testlib.sh"
+srcdir=$(cd "$top_srcdir" && pwd)
+test -f "$srcdir/config.status" && { echo "SKIP: the source tree is configured in place"; exit 77; }
+testlib_tmp nvfp4-configure
+# refused DESCRIPTION PATTERN [VAR=VALUE..] ARGS..: configure (in $tmp/b, environment VAR=VALUE..) ends with
+# status 1 and an error line matching PATTERN (grep -E)
+refused () {
+  d=$1 pat=$2; shift 2
+  rm -rf "$tmp/b" && mkdir "$tmp/b" || exit 99
+  (cd "$tmp/b" && env "$@" >"$tmp/out" 2>&1); rc=$?
+  if test "$rc" -ne 0 && grep -E "^configure: error: .*$pat" "$tmp/out" >/dev/null; then
+    echo "ok - $d"; npassed=$((npassed + 1))
+  else
+    echo "not ok - $d (exit $rc, expected an error matching '$pat')"; tail -n 5 "$tmp/out" | sed 's/^/    /'
+    failed=1; nfailed=$((nfailed + 1))
+  fi
+}
+cfg=$srcdir/configure
+# --with-cuda-arch: checked with or without nvcc; the kernels need sm_89 (ptxas refused sm_80 in make)
+refused "--with-cuda-arch=sm_80,sm_90: sm_80 refused, naming the oldest supported" \
+  "'sm_80' is older .*sm_89 or later" "$cfg" -q --with-cuda-arch=sm_80,sm_90
+refused "--with-cuda-arch=sm90: not of the form sm_XY" "'sm90' is not of the form sm_XY" \
+  "$cfg" -q --with-cuda-arch=sm90
+refused "--with-cuda-arch= (empty): refused" "the list is empty" "$cfg" -q --with-cuda-arch=
+echo "$npassed passed, $nfailed failed"
+exit "$failed"
