@@ -28,5 +28,19 @@ refused "--with-cuda-arch=sm_80,sm_90: sm_80 refused, naming the oldest supporte
 refused "--with-cuda-arch=sm90: not of the form sm_XY" "'sm90' is not of the form sm_XY" \
   "$cfg" -q --with-cuda-arch=sm90
 refused "--with-cuda-arch= (empty): refused" "the list is empty" "$cfg" -q --with-cuda-arch=
+# without pkg-config: the Lua error names pkg-config (it named liblua5.4-dev only, which may be installed)
+refused "no pkg-config: the error names pkg-config, not only Lua's package" \
+  "pkg-config, which is missing: apt-get install pkg-config" PKG_CONFIG=/nonexistent/pkg-config \
+  "$cfg" -q --without-cuda
+# ... and LUA_CFLAGS/LUA_LIBS (the README's override) need no pkg-config: configure completes with them
+lua_cflags=$(${PKG_CONFIG:-pkg-config} --cflags lua5.4 2>/dev/null) && lua_libs=$(${PKG_CONFIG:-pkg-config} --libs lua5.4 2>/dev/null)
+if test -n "${lua_libs:-}"; then
+  rm -rf "$tmp/b" && mkdir "$tmp/b" || exit 99
+  checkv "no pkg-config, LUA_CFLAGS/LUA_LIBS given: configure completes and the Makefile has them" sh -c \
+    "cd '$tmp/b' && PKG_CONFIG=/nonexistent/pkg-config '$cfg' -q --without-cuda LUA_CFLAGS='$lua_cflags' LUA_LIBS='$lua_libs' &&
+     grep -qxF 'LUA_LIBS = $lua_libs' Makefile"
+else
+  echo "# no lua5.4.pc: the LUA_CFLAGS/LUA_LIBS case is not checked"
+fi
 echo "$npassed passed, $nfailed failed"
 exit "$failed"
