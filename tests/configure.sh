@@ -28,6 +28,16 @@ refused "--with-cuda-arch=sm_80,sm_90: sm_80 refused, naming the oldest supporte
 refused "--with-cuda-arch=sm90: not of the form sm_XY" "'sm90' is not of the form sm_XY" \
   "$cfg" -q --with-cuda-arch=sm90
 refused "--with-cuda-arch= (empty): refused" "the list is empty" "$cfg" -q --with-cuda-arch=
+# --with-cuda where the toolkit or its cuBLAS is missing (here cublas_v2.h hidden behind its include guard):
+# an error naming what to install (a toolkit without cuBLAS configured, and make failed at the link)
+refused "--with-cuda, cuBLAS missing: the error names what to install" \
+  "(cuBLAS .* not found|nvcc or cuda_runtime.h not found).*: install" \
+  "$cfg" -q --with-cuda --without-nccl CPPFLAGS=-DCUBLAS_V2_H_
+# --with-nccl=DIR without NCCL there (where this build has CUDA: without it --with-nccl only warns)
+if grep -q '^#define HAVE_CUDA 1' "${top_builddir:-.}/config.h" 2>/dev/null; then
+  refused "--with-nccl=DIR without NCCL: the error names the package" "install NCCL \\(libnccl-dev\\)" \
+    "$cfg" -q --with-nccl=/nonexistent
+fi
 # without pkg-config: the Lua error names pkg-config (it named liblua5.4-dev only, which may be installed)
 refused "no pkg-config: the error names pkg-config, not only Lua's package" \
   "pkg-config, which is missing: apt-get install pkg-config" PKG_CONFIG=/nonexistent/pkg-config \
