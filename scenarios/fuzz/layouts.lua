@@ -72,9 +72,13 @@ local out = me == 0
 -- ---- options ---------------------------------------------------------------
 
 -- The options, each with what its value must be (for the usage errors).
+-- --seed: decimal digits (a sign reaches the check below), as nvfp4-lua's and
+-- sc's --seed: math.tointeger converts '1e3' and '0x10' (1000, 16), and the
+-- replay line would then show another spelling.
+local function decimal (v) return v:match("^%-?%d+$") and math.tointeger(tonumber(v)) or nil end
 local WITHVAL = {
   minutes = {tonumber, "a positive number of minutes"}, cases = {math.tointeger, "a whole number, 1 or more"},
-  case = {math.tointeger, "a whole number, 1 or more"}, seed = {math.tointeger, "a non-negative integer"},
+  case = {math.tointeger, "a whole number, 1 or more"}, seed = {decimal, "a non-negative integer"},
   timeout = {tonumber, "a positive number of seconds"}, junit = {tostring, "a file name"},
   replay = {tostring, "a Lua table, as a failure prints it"}, rule = {tostring, "flat2d or nd"},
   ["max-shrink"] = {math.tointeger, "a whole number, 0 or more"}, expect = {tostring, "a text"},

@@ -59,6 +59,10 @@ usage_is "--replay: a flag that is not a boolean" "--replay: rowwise must be tru
 run --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 16, lead = {1}, H = 32, N = 32, parallel = "colum", data = 1}'
 usage_is "--replay: a misspelled parallel mode" '--replay: parallel must be "none", "column", "row", got "colum"'
 run --seed -3;               usage_is "a negative --seed" "--seed must be a non-negative integer, got -3"
+# decimal digits only, as nvfp4-lua's --seed before the script (1e3 and 0x10 ran as seeds 1000 and 16)
+for v in 1e3 0x10 1.0 99999999999999999999; do
+  run --seed "$v";           usage_is "--seed $v" "--seed must be a non-negative integer, got '$v'"
+done
 # a --replay table without a rule takes --rule's (it ran flat2d while the header said nd)
 run --rule nd --no-shrink --replay "$G2"
 check "--rule nd with a --replay table without a rule runs rule nd" grep -q "swap_first_dims: Input is not allocated" "$tmp/out"
