@@ -16,6 +16,7 @@
 ** timed cast's bytes are compared with nvfp4_quantize's (same options, amax
 ** given), untimed; a difference ends the run (exit 1).
 */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,6 +409,17 @@ static int positive_int (const char *s) {
 }
 
 
+/* A dim of quant-at: a decimal integer (whole string; '16abc' is not 16),
+** else -1. */
+static int64_t dim_arg (const char *s) {
+  char *end;
+  long long v;
+  errno = 0;
+  v = strtoll(s, &end, 10);
+  return end != s && *end == '\0' && errno == 0 ? (int64_t)v : -1;
+}
+
+
 int main (int argc, char **argv) {
   static const char *const modes[] = {
     "quant", "quant-small", "quant-at", "linear", "linear-lib", "linear-parts", "all", NULL
@@ -428,8 +440,8 @@ int main (int argc, char **argv) {
       fprintf(stderr, "usage: cuda_bench quant-at M K [iterations]\n");
       return 2;
     }
-    M = atoll(argv[2]);
-    K = atoll(argv[3]);
+    M = dim_arg(argv[2]);
+    K = dim_arg(argv[3]);
     /* M too: the figures quantize rowwise + columnwise (and the columnwise
     ** copy is cast straight by the backend entry, past nvfp4_quantize's check) */
     if (M <= 0 || K <= 0 || K % 16 != 0 || M % 16 != 0) {

@@ -26,6 +26,7 @@ expect "iterations not a number" "iterations 'ten'" linear-lib ten
 expect "quant-at iterations -3" "iterations '-3'" quant-at 64 64 -3
 expect "an argument too many" "usage: cuda_bench \[quant|" quant 10 10
 expect "M not a number" "\[M, K\] = \[abc, 128\]" quant-at abc 128
+expect "K with trailing junk" "\[M, K\] = \[64, 16abc\]" quant-at 64 16abc
 P=$Q expect "quantize_cpu: M alone" "usage: quantize_cpu \[M K \[reps\]\]" 1024
 P=$Q expect "quantize_cpu: M not a number" "\[M, K\] = \[abc, 1024\]: M and K must be positive multiples of 16" abc 1024
 P=$Q expect "quantize_cpu: M not a multiple of 16" "\[M, K\] = \[8, 1024\]" 8 1024
