@@ -57,6 +57,16 @@ sc.case("gather nd (TE 2.21)", GRID, function (p)
   end
 end)
 
+-- With the RHT on the columnwise copy (the Linear's grad_output quantizer) the two usages have their
+-- own amaxes (the rotated tensor's for columnwise): the gathered tensor keeps each one, reduced.
+sc.case("gather flat2d, RHT", {{"TP", {2, 4}}, {"B", {1, 3}}, {"H", {64}}}, function (p)
+  local tp, shard = setup(p)
+  local RHT = {rowwise = true, columnwise = true, rht = true}
+  local g = tp:all_gather(shard, {quantize = RHT})
+  local ref = nvfp4.quantize(tp:all_gather(shard), RHT)
+  sc.bytes(g, ref, "gathered with the RHT vs the full tensor quantized with it")
+end)
+
 sc.case("gather async", {{"TP", {2}}, {"B", {1, 3}}, {"H", {64}}}, function (p)
   local tp, shard, ref = setup(p)
   local h <close> = tp:all_gather(shard, {quantize = BOTH, async = true})
