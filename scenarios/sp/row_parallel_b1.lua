@@ -14,7 +14,8 @@
 -- Case 2 runs the fixed `flat2d` rule: backward completes, dgrad is [S, 1, H/2] (the input's shape),
 -- wgrad [H, H/2], the gathered columnwise data [H, S*B/2] and scale [ru(H,128), ru(S*B/16,4)]; the
 -- errors against float64 references are within the NVFP4 bounds (unquantized: output < 0.18,
--- dgrad and wgrad < 0.22) and the GEMMs match the same dequantized operands (< 1e-2, bf16 outputs).
+-- dgrad and wgrad < 0.22) and the GEMMs match the same dequantized operands (< 1e-2, bf16 outputs);
+-- the gathered grad_output is stochastically rounded (its rowwise bytes are not round-to-nearest).
 --
 -- Sizes: mpirun -np 2 nvfp4-lua scenarios/sp/row_parallel_b1.lua S=256 H=512 [B=1] [REF=0]
 -- (REF=0 skips the float64 references, the slowest part at full size).
@@ -113,6 +114,11 @@ sc.case("flat2d rule (fix): backward completes", function (p)
   local t0 = clock()
   local w = l:weight()
   local dyf = world:all_gather(dy)                     -- [S, B, H], high precision
+  -- the recipe's stochastic rounding of grad_output: its gathered rowwise bytes are not the full dY's
+  -- round-to-nearest ones (same amax, the group's maximum)
+  local near = nvfp4.quantize(dyf, {rowwise = true})
+  sc.ok(g:bytes("rowwise_data") ~= near:bytes("rowwise_data"), "grad_output rounded stochastically, not to nearest")
+  near:close()
   local yref = world:reduce_scatter(nvfp4.gemm_ref64(w, "rowwise", x, "rowwise"))
   local ey = nvfp4.rel_error_group(world, y, yref)
   yref = nil
