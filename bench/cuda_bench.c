@@ -16,13 +16,14 @@
 ** timed cast's bytes are compared with nvfp4_quantize's (same options, amax
 ** given), untimed; a difference ends the run (exit 1).
 */
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "nvfp4.h"
 #include "nvfp4_int.h"
+#include "bench_args.h"
 
 static nvfp4_ctx *ctx;
 static int iters = 20;
@@ -401,25 +402,6 @@ static void bench_linear_parts (int64_t T, int64_t K, int64_t N) {
 }
 
 
-/* iterations: a positive decimal integer (whole string), else 0. */
-static int positive_int (const char *s) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  return end != s && *end == '\0' && v > 0 && v <= 1000000 ? (int)v : 0;
-}
-
-
-/* A dim of quant-at: a decimal integer (whole string; '16abc' is not 16),
-** else -1. */
-static int64_t dim_arg (const char *s) {
-  char *end;
-  long long v;
-  errno = 0;
-  v = strtoll(s, &end, 10);
-  return end != s && *end == '\0' && errno == 0 ? (int64_t)v : -1;
-}
-
-
 int main (int argc, char **argv) {
   static const char *const modes[] = {
     "quant", "quant-small", "quant-at", "linear", "linear-lib", "linear-parts", "all", NULL
@@ -440,8 +422,8 @@ int main (int argc, char **argv) {
       fprintf(stderr, "usage: cuda_bench quant-at M K [iterations]\n");
       return 2;
     }
-    M = dim_arg(argv[2]);
-    K = dim_arg(argv[3]);
+    M = bench_positive(argv[2], LLONG_MAX);
+    K = bench_positive(argv[3], LLONG_MAX);
     /* M too: the figures quantize rowwise + columnwise (and the columnwise
     ** copy is cast straight by the backend entry, past nvfp4_quantize's check) */
     if (M <= 0 || K <= 0 || K % 16 != 0 || M % 16 != 0) {
@@ -452,7 +434,7 @@ int main (int argc, char **argv) {
     if (argc > 4) it_arg = argv[4];
   }
   else if (argc > 2) it_arg = argv[2];
-  if (it_arg != NULL && (iters = positive_int(it_arg)) == 0) {
+  if (it_arg != NULL && (iters = (int)bench_positive(it_arg, 1000000)) == 0) {
     fprintf(stderr, "cuda_bench: iterations '%s' must be an integer in 1..1000000\n", it_arg);
     return 2;
   }

@@ -19,12 +19,12 @@
 ** before the GPU is done ("host time per call"); on the staged transport the
 ** amax is read back for it, and the host waits for the amax pass.
 */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <mpi.h>
 #include "nvfp4.h"
 #include "nvfp4_mpi.h"
+#include "bench_args.h"
 
 static nvfp4_ctx *ctx;
 static int rank;
@@ -105,16 +105,6 @@ static double timed (nvfp4_comm *c, gather_fn f, const nvfp4_tensor *x, const vo
 }
 
 
-/* A positive decimal integer (whole string) up to max, else 0. */
-static long long positive (const char *s, long long max) {
-  char *end;
-  long long v;
-  errno = 0;
-  v = strtoll(s, &end, 10);
-  return end != s && *end == '\0' && errno == 0 && v > 0 && v <= max ? v : 0;
-}
-
-
 static size_t nbytes (nvfp4_shape s) {
   return (size_t)nvfp4_shape_numel(s);
 }
@@ -141,9 +131,9 @@ int main (int argc, char **argv) {
     return 2;
   }
   if (argc >= 4) {
-    S = positive(argv[1], 1ll << 40);
-    B = positive(argv[2], 1ll << 40);
-    H = positive(argv[3], 1ll << 40);
+    S = bench_positive(argv[1], 1ll << 40);
+    B = bench_positive(argv[2], 1ll << 40);
+    H = bench_positive(argv[3], 1ll << 40);
     if (S == 0 || B == 0 || H == 0) {
       if (rank == 0)
         fprintf(stderr, "gather_bench: S B H = %s %s %s: each must be a positive integer\n", argv[1],
@@ -152,7 +142,7 @@ int main (int argc, char **argv) {
       return 2;
     }
   }
-  if (argc >= 5 && (iters = (int)positive(argv[4], 1000000)) == 0) {
+  if (argc >= 5 && (iters = (int)bench_positive(argv[4], 1000000)) == 0) {
     if (rank == 0) fprintf(stderr, "gather_bench: iterations '%s' must be an integer in 1..1000000\n",
                            argv[4]);
     MPI_Finalize();

@@ -8,23 +8,13 @@
 ** its size (a memcpy of B bytes moves 2B, the quantize 3.125 B/element).
 ** Usage: quantize_cpu [M K [reps]]
 */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "nvfp4.h"
-
-
-/* A positive decimal integer, whole string, else 0. */
-static long long positive (const char *s) {
-  char *end;
-  long long v;
-  errno = 0;
-  v = strtoll(s, &end, 10);
-  return end != s && *end == '\0' && errno == 0 && v > 0 ? v : 0;
-}
+#include "bench_args.h"
 
 
 static double now (void) {
@@ -49,15 +39,15 @@ int main (int argc, char **argv) {
     return 2;
   }
   if (argc >= 3) {
-    d[0] = positive(argv[1]);
-    d[1] = positive(argv[2]);
+    d[0] = bench_positive(argv[1], 1ll << 40);
+    d[1] = bench_positive(argv[2], 1ll << 40);
     if (d[0] == 0 || d[1] == 0 || d[0] % 16 != 0 || d[1] % 16 != 0 || d[0] > (1ll << 40) / d[1]) {
       fprintf(stderr, "quantize_cpu: [M, K] = [%s, %s]: M and K must be positive multiples of 16 "
               "(the block size; M for the columnwise copy), M * K at most 2^40\n", argv[1], argv[2]);
       return 2;
     }
   }
-  if (argc >= 4 && (positive(argv[3]) > INT_MAX || (reps = (int)positive(argv[3])) <= 0)) {
+  if (argc >= 4 && (reps = (int)bench_positive(argv[3], INT_MAX)) == 0) {
     fprintf(stderr, "quantize_cpu: reps '%s' must be a positive integer\n", argv[3]);
     return 2;
   }

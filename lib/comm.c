@@ -94,10 +94,12 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm *parent, c
   /* the failure-note block an NCCL comm's abort sends from (see
   ** nvfp4i_cuda_notes_bytes): had here, where a rank that cannot get it
   ** still tells the others, not at the abort */
-  if (local == NVFP4_OK && collective && probe.size > 1 && nvfp4i_cuda_notes_bytes(probe.size) > 0 &&
-      (probe.notes = nvfp4i_malloc(nvfp4i_cuda_notes_bytes(probe.size))) == NULL)
-    local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate the communicator's failure-note "
-                        "block (%zu bytes)", what, nvfp4i_cuda_notes_bytes(probe.size));
+  if (local == NVFP4_OK && collective && probe.size > 1) {
+    const size_t nb = nvfp4i_cuda_notes_bytes(probe.size);
+    if (nb > 0 && (probe.notes = nvfp4i_malloc(nb)) == NULL)
+      local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate the communicator's failure-note "
+                          "block (%zu bytes)", what, nb);
+  }
 #endif
   if (parent != NULL) local = nvfp4i_comm_agree(parent, what, local);
   else if (collective) {
