@@ -13,7 +13,14 @@
 **    MPI here is not CUDA-aware), host -> device copy.
 ** The choice is made once per communicator from an MPI all-gather of the
 ** ranks' GPU PCI ids, so every rank makes the same one.  $NVFP4_TRANSPORT
-** = "mpi-staged" forces the staged path.
+** (read by lib/comm.c) = "mpi-staged" forces the staged path, "nccl" tries
+** NCCL even where the GPUs look shared (NCCL then refuses, and the comm is
+** staged); where the ranks' values differ, staging wins, then "nccl".
+** When NCCL cannot be set up on some rank, every rank falls back to the
+** staged path; a rank that cannot take part (its device, or the injected
+** fault: nvfp4i_comm_fail_next mode 4) says so in an agreement before any
+** NCCL call, since a rank missing from ncclCommInitRank leaves the others
+** inside it.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -357,11 +364,14 @@ static void load_modules (nvfp4i_cuda *cu) {
 ** create its NCCL communicator if NCCL is picked.  Falls back to the
 ** staged path (on every rank) when NCCL cannot be set up. */
 extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
-  const char *force = getenv("NVFP4_TRANSPORT");
+  int want = c->want;
   c->transport = NVFP4I_MPI_STAGED;
   c->nccl = NULL;
   c->notify = MPI_COMM_NULL;
-  if (force != NULL && strcmp(force, "mpi-staged") == 0) return NVFP4_OK;
+  /* the ranks' $NVFP4_TRANSPORT made one (the largest: staging wins) */
+  if (c->size > 1 && MPI_Allreduce(MPI_IN_PLACE, &want, 1, MPI_INT, MPI_MAX, c->mpi) != MPI_SUCCESS)
+    want = NVFP4I_WANT_STAGED;
+  if (want == NVFP4I_WANT_STAGED) return NVFP4_OK;
   /* The stream may be stuck behind a failure on another NCCL comm of the
   ** ctx, and NCCL's set-up and the warm-up below would wait for it: the
   ** wait that watches those comms drains it first (a failure it finds
@@ -369,15 +379,21 @@ extern "C" nvfp4_status nvfp4i_cuda_comm_setup (nvfp4_comm *c) {
   ** Without NCCL comms nothing can be stuck there. */
   if (nvfp4i_cuda_of(c->ctx)->nccl_comms != NULL) (void)nvfp4i_cuda_wait(c->ctx);
 #ifdef HAVE_NCCL
-  if (c->size > 1 && own_gpus(c)) {
+  if (c->size > 1 && (want == NVFP4I_WANT_NCCL || own_gpus(c))) {
     ncclUniqueId id;
     ncclComm_t nc = NULL;
-    int ok = 1, all_ok = 0;
-    if (c->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) ok = 0;
-    MPI_Bcast(&ok, 1, MPI_INT, 0, c->mpi);
-    if (!ok) return NVFP4_OK;
+    int ok, all_ok = 0;
+    /* every rank able to call ncclCommInitRank (its device current, no
+    ** injected fault) and rank 0's unique id made, or none calls it: a
+    ** rank failing before NCCL's bootstrap would leave the others waiting
+    ** for it inside ncclCommInitRank, which no note can interrupt */
+    ok = cudaSetDevice(nvfp4i_cuda_of(c->ctx)->device) == cudaSuccess;
+    if (!ok) cudaGetLastError();
+    if (nvfp4i_comm_take_setup_fault()) ok = 0;
+    if (ok && c->rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) ok = 0;
+    if (MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->mpi) != MPI_SUCCESS || !all_ok)
+      return NVFP4_OK;
     MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, c->mpi);
-    cudaSetDevice(nvfp4i_cuda_of(c->ctx)->device);
     ok = ncclCommInitRank(&nc, c->size, id, c->rank) == ncclSuccess;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->mpi);
     if (!all_ok) {

@@ -37,13 +37,23 @@ void nvfp4i_comm_fail_next (int mode, int skip) {
 
 int nvfp4i_comm_take_fault (void) {
   int m = fault_mode;
-  if (m == 0) return 0;
+  if (m == 0 || m == 4) return 0;
   if (fault_skip > 0) {
     fault_skip--;
     return 0;
   }
   fault_mode = 0;
   return m;
+}
+
+int nvfp4i_comm_take_setup_fault (void) {
+  if (fault_mode != 4) return 0;
+  if (fault_skip > 0) {
+    fault_skip--;
+    return 0;
+  }
+  fault_mode = 0;
+  return 1;
 }
 
 
@@ -60,6 +70,21 @@ static nvfp4_status nccl_timeout (nvfp4_ctx *ctx, const char *what, double *t) {
     return nvfp4i_fail(ctx, NVFP4_EINVAL, "%s: NVFP4_NCCL_TIMEOUT='%.40s': must be a number "
                        "of seconds > 0 (at most 1e9)", what, e);
   *t = v;
+  return NVFP4_OK;
+}
+
+
+/* $NVFP4_TRANSPORT into *want (NVFP4I_WANT_*): unset, empty or "auto",
+** "nccl", "mpi-staged". */
+static nvfp4_status transport_wish (nvfp4_ctx *ctx, const char *what, int *want) {
+  const char *e = getenv("NVFP4_TRANSPORT");
+  *want = NVFP4I_WANT_AUTO;
+  if (e == NULL || *e == '\0' || strcmp(e, "auto") == 0) return NVFP4_OK;
+  if (strcmp(e, "nccl") == 0) *want = NVFP4I_WANT_NCCL;
+  else if (strcmp(e, "mpi-staged") == 0) *want = NVFP4I_WANT_STAGED;
+  else
+    return nvfp4i_fail(ctx, NVFP4_EINVAL, "%s: NVFP4_TRANSPORT='%.40s': must be auto, nccl or "
+                       "mpi-staged (or unset)", what, e);
   return NVFP4_OK;
 }
 
@@ -87,6 +112,7 @@ static nvfp4_status comm_new (nvfp4_ctx *ctx, MPI_Comm mc, nvfp4_comm *parent, c
   }
   probe.notify = MPI_COMM_NULL;
   if (local == NVFP4_OK && collective) local = nccl_timeout(ctx, what, &probe.timeout_s);
+  if (local == NVFP4_OK && collective) local = transport_wish(ctx, what, &probe.want);
   if (local == NVFP4_OK && (c = (nvfp4_comm *)nvfp4i_calloc(1, sizeof *c)) == NULL)
     local = nvfp4i_fail(ctx, NVFP4_ENOMEM, "%s: cannot allocate a communicator (%zu bytes)",
                         what, sizeof *c);

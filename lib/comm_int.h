@@ -45,6 +45,7 @@ struct nvfp4_comm {
   /* A device collective that failed on this rank after the ranks agreed
   ** (kernels/cuda_comm.cu, "A failure after the agreement"): */
   double timeout_s;      /* longest wait on the ctx's stream ($NVFP4_NCCL_TIMEOUT) */
+  int want;              /* this rank's $NVFP4_TRANSPORT (NVFP4I_WANT_*), CUDA ctx */
   int aborted;           /* NCCL communicator aborted: every later collective on c fails */
   char aborted_why[256]; /* why, for those failures' messages */
   int in_group, group_failed;  /* an NCCL group is open; a call in it failed */
@@ -72,11 +73,26 @@ NVFP4I_FUNC nvfp4_status nvfp4i_comm_usable (nvfp4_comm *c, const char *what,
 ** failure (NCCL: the communicator is aborted and the peers are told); mode
 ** 2: silently, like a rank that never joins (NCCL: no abort, no notes);
 ** mode 3: a staged collective's copy back to the device fails, after its
-** MPI call (NCCL: as mode 1).  Mode 0 clears it.  Not thread-safe (a
+** MPI call (NCCL: as mode 1); mode 4: not a collective but the next NCCL
+** set-up of a comm (after `skip` more set-ups; kernels/cuda_comm.cu,
+** nvfp4i_cuda_comm_setup) fails on this rank before NCCL is called, as a
+** device unusable there would.  Mode 0 clears it.  Not thread-safe (a
 ** test's knob). */
 NVFP4I_FUNC void nvfp4i_comm_fail_next (int mode, int skip);
-/* The mode set by nvfp4i_comm_fail_next, cleared (the device transports). */
+/* The mode set by nvfp4i_comm_fail_next, cleared (the device transports'
+** collectives; never mode 4, which stays armed for a set-up). */
 NVFP4I_FUNC int nvfp4i_comm_take_fault (void);
+/* 1 when mode 4 is armed and due (then cleared): an NCCL set-up's fault. */
+NVFP4I_FUNC int nvfp4i_comm_take_setup_fault (void);
+
+/* The transport asked for by $NVFP4_TRANSPORT (read when a comm of a CUDA
+** context is made; nvfp4i_cuda_comm_setup takes the largest of the ranks'
+** wishes, so staging wins): */
+enum {
+  NVFP4I_WANT_AUTO = 0,  /* unset, empty or "auto": NCCL where every rank has its own GPU */
+  NVFP4I_WANT_NCCL,      /* "nccl": NCCL tried even where the GPUs look shared */
+  NVFP4I_WANT_STAGED     /* "mpi-staged": never NCCL */
+};
 
 /* 1 when c's reductions pair up on a channel no other comm uses: its own
 ** NCCL communicator, or an MPI communicator it owns (a split's). */

@@ -28,8 +28,10 @@ extern "C" {
 /* A communicator over mc (borrowed: the caller keeps mc and frees it after
 ** nvfp4_comm_destroy; *out is the caller's).  With the CUDA backend, NCCL is
 ** used when every rank has its own GPU, otherwise, and whenever NCCL's
-** set-up fails or $NVFP4_TRANSPORT=mpi-staged, device buffers are staged
-** through host memory (nvfp4_comm_transport says which).  Sets
+** set-up fails on some rank or $NVFP4_TRANSPORT=mpi-staged, device buffers
+** are staged through host memory on every rank (nvfp4_comm_transport says
+** which); $NVFP4_TRANSPORT=nccl tries NCCL even where the GPUs look shared
+** (ranks whose values differ take staging if one asks for it).  Sets
 ** MPI_ERRORS_RETURN on mc, so that MPI errors come back as statuses instead
 ** of aborting.  Collective over mc with CUDA, where the ranks agree first:
 ** a rank failing (NULL out, ENOMEM) keeps its error and its peers get EPEER
@@ -37,7 +39,8 @@ extern "C" {
 ** communicator to tell the others through).  With the CPU backend each
 ** rank answers for itself.  Errors: EINVAL (NULL out, MPI_COMM_NULL, MPI
 ** not initialized or already finalized (nothing is called on mc then); with
-** CUDA a $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9),
+** CUDA a $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9,
+** or a $NVFP4_TRANSPORT other than auto, nccl and mpi-staged),
 ** ENOMEM, EPEER, EMPI (CUDA; a failed call leaves mc's error handler as it
 ** was).  A NULL ctx is EINVAL at once and cannot tell its peers (with CUDA
 ** they wait in the agreement).  sp-linear-and-gather.md §0 (the TP group). */

@@ -11,6 +11,9 @@
 **    NCCL group and the amax all-reduce of a quantize with amax_group.
 **  - Staged (ranks sharing a GPU): the ranks agree before the MPI
 **    all-gather; the comm stays usable.
+**  - The set-up: $NVFP4_TRANSPORT checked and agreed; NCCL's set-up
+**    failing (refused on a shared GPU, or rank 1 unable to call it) leaves
+**    every rank on the staged path.
 ** They need a CUDA context (NVFP4_BACKEND=cuda on the GPU machine:
 ** `NVFP4_BACKEND=cuda mpirun -np 2 tests/mpi/test_faults`, on one GPU for
 ** the staged cases and on two for NCCL's); on the CPU backend (make check)
@@ -310,6 +313,67 @@ static void test_bad_timeout (void) {
 }
 
 
+/* $NVFP4_TRANSPORT: a value other than auto, nccl and mpi-staged is refused
+** on the rank that has it (EINVAL naming it; EPEER on the others, none
+** waiting); where the ranks' values differ, staging wins. */
+static void test_transport_env (void) {
+  nvfp4_comm *c = NULL;
+  nvfp4_tensor *x = shard(), *g = NULL;
+  if (mc_rank == 1) setenv("NVFP4_TRANSPORT", "staged", 1);
+  EXPECT_ST(nvfp4_comm_create_mpi(mc_ctx, MPI_COMM_WORLD, &c), mc_rank == 1 ? NVFP4_EINVAL : NVFP4_EPEER);
+  EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), mc_rank == 1 ? "NVFP4_TRANSPORT='staged': must be auto, nccl or "
+                                                         "mpi-staged" : "rank 1 failed (invalid argument)");
+  EXPECT(c == NULL);
+  setenv("NVFP4_TRANSPORT", mc_rank == 1 ? "mpi-staged" : "nccl", 1);
+  c = new_comm();
+  if (c != NULL) {
+    EXPECT_SUBSTR(nvfp4_comm_transport(c), "mpi-staged");
+    EXPECT_OK(nvfp4_all_gather_plain(c, x, &g));
+    check_gathered(g);
+    nvfp4_tensor_destroy(g);
+  }
+  nvfp4_comm_destroy(c);
+  unsetenv("NVFP4_TRANSPORT");
+  nvfp4_tensor_destroy(x);
+}
+
+
+/* NCCL's set-up failing, on every rank or on one before NCCL is called,
+** leaves every rank on the staged path, none waiting for another (a rank
+** missing from ncclCommInitRank would leave its peers inside it).
+** NVFP4_TRANSPORT=nccl makes the ranks try NCCL even on a shared GPU, where
+** NCCL refuses them all; then rank 1's injected fault (mode 4) stops the
+** set-up before any NCCL call, on shared GPUs and on distinct ones (where
+** NCCL would work: the comm without the fault is "nccl" there). */
+static void test_nccl_setup_fails (void) {
+  nvfp4_comm *c = new_comm();
+  nvfp4_tensor *x = shard(), *g = NULL;
+  const double t0 = MPI_Wtime();
+  int own, k;
+  if (c == NULL) { nvfp4_tensor_destroy(x); return; }
+  own = strcmp(nvfp4_comm_transport(c), "nccl") == 0;     /* auto: one GPU per rank */
+  nvfp4_comm_destroy(c);
+  setenv("NVFP4_TRANSPORT", "nccl", 1);
+  for (k = 0; k < 2; k++) {
+    if (k == 1 && mc_rank == 1) nvfp4i_comm_fail_next(4, 0);
+    TRACE(k ? "comm, rank 1's set-up failing" : "comm, NCCL forced");
+    c = new_comm();
+    if (c == NULL) continue;
+    if (own && k == 0) EXPECT_SUBSTR(nvfp4_comm_transport(c), "nccl");
+    else EXPECT_SUBSTR(nvfp4_comm_transport(c), "mpi-staged");
+    EXPECT_OK(nvfp4_all_gather_plain(c, x, &g));
+    check_gathered(g);
+    nvfp4_tensor_destroy(g);
+    g = NULL;
+    nvfp4_comm_destroy(c);
+  }
+  nvfp4i_comm_fail_next(0, 0);       /* a build without NCCL never takes it */
+  unsetenv("NVFP4_TRANSPORT");
+  EXPECT_MSG(MPI_Wtime() - t0 < 120.0, "the set-ups took %.1f s", MPI_Wtime() - t0);
+  nvfp4_tensor_destroy(x);
+}
+
+
 /* Staged: rank 1's device -> host copy fails; the ranks agree before the
 ** MPI all-gather, and the comm stays usable. */
 static void test_staged (void) {
@@ -419,6 +483,8 @@ int main (int argc, char **argv) {
   RUN_IF(test_nccl_timeout);
   RUN_IF(test_nccl_two_comms);
   RUN_IF(test_bad_timeout);
+  RUN_IF(test_transport_env);
+  RUN_IF(test_nccl_setup_fails);
   RUN_IF(test_staged);
   rc = mc_finish();
   return rc;
