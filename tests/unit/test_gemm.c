@@ -5,7 +5,7 @@
 ** output, the scale-shape check that catches a wrong-width gathered scale,
 ** scale padding never read (field case BH-20), the nibble order an FP4
 ** operand is decoded in against a plain one (BH-14), the float64 oracle and the
-** relative error.
+** relative error, and alpha with an E4M3_MAX = 256 operand bit for bit.
 */
 #include <math.h>
 #include <stdarg.h>
@@ -599,6 +599,47 @@ static void test_blas_select_core (void **state) {
 }
 
 
+/* alpha with an E4M3_MAX = 256 (4over6) operand, bit for bit (spec §3.3,
+** §11): alpha = fl(fl(amax_A * amax_B) * fl(1/(E_A * E_B))).  A = [52.25,
+** 0 ..] quantized with 4over6 (EMAX 256: scale 0x78, code 7, value 1536),
+** B = [74, 0 ..] standard (scale 0x7E, code 7, value 2688); the one product
+** 1536 * 2688 is exact, so out = fl(alpha * 4128768) = 0x4571A801
+** (3866.5002), where the division fl(3866.5 / 4128768) gives 3866.5
+** (0x4571A800) and fl(52.25/1536) * fl(74/2688) gives 0x4571A802.  A with
+** itself: 2730.0625 (0x452AA100).  Values from an exact-rational model of
+** the spec, not from the library. */
+static void test_gemm_alpha_emax256_exact (void **state) {
+  nvfp4_ctx *ctx = (nvfp4_ctx *)*state;
+  uint16_t ha[16] = {0x4251}, hb[16] = {0x4294};
+  nvfp4_tensor *xa = NULL, *xb = NULL, *qa = NULL, *qb = NULL, *y = NULL;
+  nvfp4_qopts o;
+  float out;
+  uint32_t u;
+  int v;
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shp(2, 1, 16, 0), NVFP4_BF16, ha, sizeof ha, &xa),
+                   NVFP4_OK);
+  assert_int_equal(nvfp4_tensor_from_host(ctx, shp(2, 1, 16, 0), NVFP4_BF16, hb, sizeof hb, &xb),
+                   NVFP4_OK);
+  memset(&o, 0, sizeof o);
+  o.four_over_six = 1;
+  assert_int_equal(nvfp4_quantize(ctx, xa, &o, &qa), NVFP4_OK);
+  assert_int_equal(nvfp4_quantize(ctx, xb, NULL, &qb), NVFP4_OK);
+  for (v = 0; v < 3; v++) {
+    const uint32_t want = v < 2 ? 0x4571A801u : 0x452AA100u;
+    assert_int_equal(nvfp4_gemm(ctx, v == 1 ? qb : qa, NVFP4_ROWWISE, v == 0 ? qb : qa,
+                                NVFP4_ROWWISE, NULL, NVFP4_F32, &y), NVFP4_OK);
+    assert_int_equal(nvfp4_tensor_to_host(y, &out, sizeof out), NVFP4_OK);
+    memcpy(&u, &out, sizeof u);
+    if (u != want) fail_msg("case %d: out 0x%08X (%.9g), expected 0x%08X", v, u, (double)out, want);
+    nvfp4_tensor_destroy(y);
+    y = NULL;
+  }
+  nvfp4_tensor_destroy(qa); nvfp4_tensor_destroy(qb);
+  nvfp4_tensor_destroy(xa); nvfp4_tensor_destroy(xb);
+}
+
+
+
 int main (void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_blas_select_core),
@@ -610,6 +651,7 @@ int main (void) {
     cmocka_unit_test(test_gemm_fp4_times_plain_nibble_order),
     cmocka_unit_test(test_gemm_after_quantize_matches_ref64),
     cmocka_unit_test(test_gemm_ignores_scale_padding),
+    cmocka_unit_test(test_gemm_alpha_emax256_exact),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,9 @@
 ** backend: the hand-checkable vectors TV1-TV12 of spec/nvfp4-numerics.md
 ** §16 byte for byte, the quantize/dequantize/scale-shape field cases of
 ** cases/field-cases.md, 2D and RHT and SR against a naive re-derivation,
-** bad inputs, swap_first_dims and random tensors.
+** 4over6's edges (tie rule, MAE vs MSE, amax 0 / Inf, 2D tree order) and SR
+** bytes against values from an independent model, bad inputs,
+** swap_first_dims and random tensors.
 */
 #include <stdarg.h>
 #include <stddef.h>
@@ -1543,6 +1545,183 @@ static void test_swap_first_dims_bad (void **state) {
 }
 
 
+/* ---- 4over6 edges and SR bytes, expected values computed independently -----
+** The bytes below come from a separate exact-rational model of spec
+** §3-§5.2, §7 and §9.1 (Python fractions, explicit RNE to fp32 / E4M3 /
+** E2M1, its own Philox4x32-10), not from this library. */
+
+/* A bf16 tensor [M, K] (bits h) quantized with o; returns q. */
+static nvfp4_tensor *quantize_bits (int64_t M, int64_t K, const uint16_t *h,
+                                    const nvfp4_qopts *o) {
+  nvfp4_tensor *xt = bf16_tensor(S2(M, K), h), *q = NULL;
+  assert_int_equal(nvfp4_quantize(ctx, xt, o, &q), NVFP4_OK);
+  nvfp4_tensor_destroy(xt);
+  return q;
+}
+
+
+/* One 4over6 block [1, 16]: its scale byte and 8 data bytes. */
+static void expect_fo6_row16 (const uint16_t *h, int mse, int has_amax, float amax,
+                              uint8_t sf, const uint8_t *data, const char *what) {
+  nvfp4_qopts o;
+  nvfp4_tensor *q;
+  uint8_t *d, *sc;
+  memset(&o, 0, sizeof o);
+  o.four_over_six = 1;
+  o.four_over_six_mse = (unsigned)mse;
+  o.has_amax = (unsigned)has_amax;
+  o.amax[0] = o.amax[1] = amax;
+  q = quantize_bits(1, 16, h, &o);
+  d = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
+  sc = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+  if (sc[0] != sf) fail_msg("%s: scale 0x%02X, expected 0x%02X", what, sc[0], sf);
+  assert_memory_equal(d, data, 8);
+  free(d); free(sc);
+  nvfp4_tensor_destroy(q);
+}
+
+
+static void test_fo6_edges (void **state) {
+  /* tie rule (§9.1 "map-to-4 iff err_4 < err_6"): x = [1, -1, 0 ..], amax 1,
+  ** EMAX 256: S_enc 1536, base = fl(fl(1/6) * 1536) = 256, map-to-6 0x78
+  ** (256) codes 7, F; map-to-4 0x7C (384) codes 6, E; both dequantize to
+  ** exactly +-1: both errors 0, so map-to-6 (a "<=" would give 0x7C). */
+  static const uint16_t tie[16] = {0x3F80, 0xBF80};
+  static const uint8_t tie_d[8] = {0xF7};
+  /* MAE and MSE choose differently (amax 20, EMAX 256): MAE errors
+  ** 2.857422 (map-to-4) < 3.378256; MSE errors 1.024509 > 0.997383. */
+  static const uint16_t b1[16] = {0x40B2, 0xBF50, 0xBF94, 0x3F3D, 0xC051, 0xC0CD, 0xBFBB,
+                                  0x3F3B, 0x3F1B, 0xBF9A, 0x3F3A, 0xBF56, 0xBFF8, 0xBE56,
+                                  0xC017, 0xBF41};
+  static const uint8_t b1_mae[8] = {0x96, 0x19, 0xEC, 0x1A, 0xA1, 0x91, 0x8A, 0x9B};
+  static const uint8_t b1_mse[8] = {0xA7, 0x1A, 0xFD, 0x1B, 0xA1, 0xA1, 0x8C, 0x9C};
+  /* TV10's block with a given amax of 0 (S_enc 1, every error sum |x|) and
+  ** of +Inf (S_enc 1, errors NaN): equal or unordered errors, map-to-6:
+  ** sf = e4m3(fl(5/6)) = 0x35, not map-to-4's 0x3A. */
+  static const uint16_t tv10[16] = {0x40A0, 0x4083, 0xC07A, 0x4003, 0x3F80, 0xBF1A, 0x3EE6,
+                                    0x4043, 0xC03A, 0x3FC6, 0x3E4D, 0xC093, 0x401D, 0xBF8D,
+                                    0x3F4D, 0x4066};
+  static const uint8_t tv10_d[8] = {0x77, 0x5E, 0x92, 0x61, 0x4E, 0xF0, 0xB5, 0x62};
+  /* 2D 4over6 (§9.1): 16x16 tiles whose rows are [1, 0 ..] except rows 0,
+  ** 1 and 8 (P, Q, R).  Each row's error sums its 16 elements; the tile
+  ** adds the rows as a tree, (e0 + e8) + e1 here (all other rows 0), not
+  ** (e0 + e1) + e8.  Tile 1 (P, Q, R): the tree ties (map-to-6, 0x78), the
+  ** row-order sum gives map-to-4; tile 2 (P, R, Q): the tree gives map-to-4
+  ** (0x7C), the row-order sum ties. */
+  static const uint16_t P[16] = {0x3E02, 0x3F67, 0x3F45, 0x3EDA, 0xBEEF, 0x3E86, 0x3EDB,
+                                 0x3D86, 0xBE69, 0xBD2A, 0xBB0A, 0x3E9A, 0xBEF8, 0xBE5D,
+                                 0xBE8D, 0xBF1B};
+  static const uint16_t Q[16] = {0x3D2A, 0xBE99, 0xBE4D, 0xBDD5, 0xBDC9, 0x3D19, 0xBEE0,
+                                 0x3F60, 0x3DAC, 0x3EBB, 0xBD4E, 0xBD13, 0xBE03, 0xBDFD,
+                                 0xBEE1, 0xBD30};
+  static const uint16_t R[16] = {0xBC21, 0x3E98, 0x3E28, 0x3CC7, 0x3E0D, 0xBE00, 0x3EA7,
+                                 0x3E0E, 0x3EAE, 0xBCA8, 0xBCFB, 0x3DD0, 0x3DBE, 0x3E96,
+                                 0x3B92, 0x3E0A};
+  static const uint8_t t1_row0[8] = {0x72, 0x56, 0x3D, 0x15, 0x8B, 0x48, 0xBD, 0xEB};
+  static const uint8_t t2_row0[8] = {0x61, 0x35, 0x2C, 0x13, 0x8A, 0x28, 0xAC, 0xCA};
+  int mse, t, r, k;
+  (void)state;
+  for (mse = 0; mse < 2; mse++) {
+    expect_fo6_row16(tie, mse, 0, 0.0f, 0x78, tie_d, "tie");
+    expect_fo6_row16(tv10, mse, 1, 0.0f, 0x35, tv10_d, "amax 0");
+    expect_fo6_row16(tv10, mse, 1, INFINITY, 0x35, tv10_d, "amax Inf");
+  }
+  expect_fo6_row16(b1, 0, 1, 20.0f, 0x6F, b1_mae, "MAE");
+  expect_fo6_row16(b1, 1, 1, 20.0f, 0x6A, b1_mse, "MSE");
+  for (t = 0; t < 2; t++) {
+    uint16_t h[256];
+    nvfp4_qopts o;
+    nvfp4_tensor *q;
+    uint8_t *d, *sc, *cd, *cs, want = t ? 0x7C : 0x78;
+    for (r = 0; r < 16; r++)
+      for (k = 0; k < 16; k++) h[r * 16 + k] = k == 0 ? 0x3F80 : 0;
+    memcpy(h, P, sizeof P);
+    memcpy(h + 16, t ? R : Q, sizeof Q);
+    memcpy(h + 8 * 16, t ? Q : R, sizeof R);
+    memset(&o, 0, sizeof o);
+    o.rowwise = o.columnwise = o.two_d = o.four_over_six = 1;
+    q = quantize_bits(16, 16, h, &o);
+    d = read_buf(q, NVFP4_ROWWISE_DATA, NULL);
+    sc = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);
+    cd = read_buf(q, NVFP4_COLUMNWISE_DATA, NULL);
+    cs = read_buf(q, NVFP4_COLUMNWISE_SCALE, NULL);
+    for (r = 0; r < 16; r++) {
+      if (sc[r * 4] != want || cs[r * 4] != want)
+        fail_msg("2D tile %d: scale rowwise[%d] 0x%02X, columnwise[%d] 0x%02X, expected 0x%02X",
+                 t + 1, r, sc[r * 4], r, cs[r * 4], want);
+      for (k = 0; k < 16; k++)   /* the columnwise codes are the transpose */
+        assert_int_equal((d[r * 8 + k / 2] >> (4 * (k & 1))) & 0xF,
+                         (cd[k * 8 + r / 2] >> (4 * (r & 1))) & 0xF);
+    }
+    assert_memory_equal(d, t ? t2_row0 : t1_row0, 8);
+    free(d); free(sc); free(cd); free(cs);
+    nvfp4_tensor_destroy(q);
+  }
+}
+
+
+/* SR (NUMERICS.md "Stochastic rounding"): x[i] = ((37 i) mod 97 - 48) / 8
+** on [16, 32], amax 2688, seed 0x0123456789ABCDEF, offset 2^32 - 1 (the
+** block counter crosses into its high word after block 0), both copies
+** (rowwise stream 0, columnwise [32, 16] stream 1).  102 rowwise and 118
+** columnwise codes differ from round-to-nearest. */
+static void test_sr_bytes_independent (void **state) {
+  static const char *rs = "3838373838373838373838373838373838373838373838373838373837383838";
+  static const char *rd =
+    "AFE5604CAFE6724C8ED6F35B1EC6F5692EC7E5604DAFE5725C9EE6725B0ED6F46A2EC7E4683EB7E5714DAFE6"
+    "725C8FE6F35B1ED7E4692EC7F5683DAFE5714C9EE6735C0EE6F45A1EC6E4693DB7E5603DAFE6624C9ED6725B"
+    "1FD7F46A2EC7F5683DBFE5604D9FE6725C8ED6F36B1FC6E46A2EB7E5603DAFE5714C9FE6725B0EC6F46A2EC7"
+    "F5692EB7E5704D9FE6715D9FD6F36A1EC7F46A2EC7E5683DAEE5714CAFE6725C0ED6F45A1ED7E4692DB7E570"
+    "4DAFD6715C9EE6735B0ED6E56A2EC7F5783DAFE6615DAFE6725B8ED6F35B1EC6E46A2EC7F5704DAFE5625C9F"
+    "D6725B1FD7F46A2ED7F5693EB7E5704CAFE6725C9ED6F35B1FD6F4692EC7F5793DAFE661";
+  static const char *cs = "3838383838383736363637373838383838373736373838383838383837373637";
+  static const char *cd =
+    "DF3AF69D64CE48F62BF5AE63DF49E79D65BE52EF3AF69D64CE51E72BF6AE63DF50E61C65BE53DF3AE71D75BE"
+    "51E72BF50D75CE51E72B75BE74DF50F71D75CE62EF59F70D74DF60E74AF69D75DF50E71CF6AE73DF59F70D64"
+    "AE63DF49F68D74DF62D72BF6AD64CF49E72B75AD63DE4AF62B75BE62D73AF6AE75CE51E72B75BE63CF40E61C"
+    "65BE62E759F71C75CE62E72CF68C65DF51E71C769E65DF59E71D75DF64DF49F78D75CF51EF3AE79D64DE49E6"
+    "3AF6AD63DE49E79D65AE63DF39F69D74BE52E73BF69D63DF51E72C75AE62DF39E71C75BE62E72BE60C75CE51"
+    "E62B76AE64DE41F71C75CE52DF49E70D74CE51E749F69D65CF50F71CF69E74DF59E61D75";
+  uint16_t h[16 * 32];
+  nvfp4_qopts o;
+  nvfp4_tensor *q;
+  uint8_t *d, *sc;
+  unsigned v;
+  int i;
+  (void)state;
+  for (i = 0; i < 16 * 32; i++) h[i] = bf((float)((37 * i) % 97 - 48) / 8.0f);
+  memset(&o, 0, sizeof o);
+  o.rowwise = o.columnwise = o.sr = o.has_amax = 1;
+  o.amax[0] = o.amax[1] = 2688.0f;
+  o.sr_seed = 0x0123456789ABCDEFull;
+  o.sr_offset = 0xFFFFFFFFull;
+  q = quantize_bits(16, 32, h, &o);
+  sc = read_buf(q, NVFP4_ROWWISE_SCALE, NULL);      /* [128, 4] */
+  d = read_buf(q, NVFP4_ROWWISE_DATA, NULL);        /* [16, 16] */
+  for (i = 0; i < 32; i++) {
+    sscanf(rs + 2 * i, "%2x", &v);
+    if (sc[(i / 2) * 4 + i % 2] != v) fail_msg("rowwise scale %d: 0x%02X, expected 0x%02X", i, sc[(i / 2) * 4 + i % 2], v);
+  }
+  for (i = 0; i < 256; i++) {
+    sscanf(rd + 2 * i, "%2x", &v);
+    if (d[i] != v) fail_msg("rowwise data byte %d: 0x%02X, expected 0x%02X", i, d[i], v);
+  }
+  free(d); free(sc);
+  sc = read_buf(q, NVFP4_COLUMNWISE_SCALE, NULL);   /* [128, 4] */
+  d = read_buf(q, NVFP4_COLUMNWISE_DATA, NULL);     /* [32, 8] */
+  for (i = 0; i < 32; i++) {
+    sscanf(cs + 2 * i, "%2x", &v);
+    if (sc[i * 4] != v) fail_msg("columnwise scale %d: 0x%02X, expected 0x%02X", i, sc[i * 4], v);
+  }
+  for (i = 0; i < 256; i++) {
+    sscanf(cd + 2 * i, "%2x", &v);
+    if (d[i] != v) fail_msg("columnwise data byte %d: 0x%02X, expected 0x%02X", i, d[i], v);
+  }
+  free(d); free(sc);
+  nvfp4_tensor_destroy(q);
+}
+
+
 /* ---- random tensors ----------------------------------------------------- */
 
 static void test_random_tensors (void **state) {
@@ -1635,6 +1814,8 @@ int main (void) {
     cmocka_unit_test(test_tv_1_to_12),
     cmocka_unit_test(test_tv9_rht_columnwise),
     cmocka_unit_test(test_tv10_four_over_six),
+    cmocka_unit_test(test_fo6_edges),
+    cmocka_unit_test(test_sr_bytes_independent),
     cmocka_unit_test(test_naive_1d_rn),
     cmocka_unit_test(test_naive_rht),
     cmocka_unit_test(test_naive_sr),
