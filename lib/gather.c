@@ -150,6 +150,7 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
       p->q.rht_no_signs = x->rht_no_signs;
       p->q.two_d = x->two_d;
       p->q.four_over_six = x->four_over_six;
+      p->q.four_over_six_mse = x->four_over_six && x->fo6_mse;
       p->q.four_over_six_emax448 = x->four_over_six && !x->emax256;
     }
     /* the presence of the wanted usages only (whether this rank
@@ -158,6 +159,7 @@ static nvfp4_status make_plan (nvfp4_ctx *ctx, const nvfp4_tensor *x,
     p->flags |= (p->row && x->has_row ? NVFP4I_META_HAVE_ROW : 0) |
                 (p->col && x->has_col ? NVFP4I_META_HAVE_COL : 0) |
                 (x->four_over_six ? NVFP4I_META_FO6 : 0) |
+                (x->four_over_six && x->fo6_mse ? NVFP4I_META_FO6_MSE : 0) |
                 (x->emax256 ? NVFP4I_META_EMAX256 : 0);
     /* shards used as they are must have been made alike: the gathered
     ** bytes are theirs (a shard with the RHT next to one without would
@@ -459,6 +461,7 @@ static nvfp4_status gather_start (nvfp4_comm *c, const nvfp4_tensor *x,
   s.out->sr = qx->sr;
   s.out->two_d = qx->two_d;
   s.out->four_over_six = qx->four_over_six;
+  s.out->fo6_mse = qx->fo6_mse;
   s.out->emax256 = qx->emax256;
   h->out = s.out;
   h->col = p.col;

@@ -70,6 +70,7 @@ struct nvfp4_tensor {
   unsigned has_row : 1, has_col : 1;
   unsigned rht : 1, rht_no_signs : 1, sr : 1, two_d : 1;  /* how it was made */
   unsigned four_over_six : 1, emax256 : 1;  /* 4over6; E4M3 maximum 256, not 448 */
+  unsigned fo6_mse : 1;             /* 4over6 chose by squared error (MSE), not MAE */
   /* the dtype the FP4 tensor stands for (TE's QuantizedTensor dtype): its
   ** source's in a quantize (F32 or BF16), kept by a clone and a gather;
   ** F32 for fp4_from_host.  A gather that must requantize dequantizes to

@@ -182,6 +182,7 @@ nvfp4_status nvfp4_quantize (nvfp4_ctx *ctx, const nvfp4_tensor *x,
   q->sr = o.sr;
   q->two_d = o.two_d;
   q->four_over_six = o.four_over_six;
+  q->fo6_mse = o.four_over_six && o.four_over_six_mse;
   q->nominal = x->dtype;
   q->emax256 = o.four_over_six && !o.four_over_six_emax448;   /* §3.3 */
   if ((st = ctx->ops->quantize(ctx, x, &o, q)) != NVFP4_OK) {

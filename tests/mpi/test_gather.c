@@ -677,6 +677,27 @@ static void test_requantize (void) {
     nvfp4_tensor_destroy(xb); nvfp4_tensor_destroy(qb);
     nvfp4_tensor_destroy(refb); nvfp4_tensor_destroy(ref32);
   }
+  {   /* a 4over6 shard made with the MSE measure, rowwise-only, requantized
+      ** with the options it was made with (gopts without quant): MSE again,
+      ** as TE's quantizer, which keeps its error measure (here the bytes
+      ** differ from MAE's, checked so that the case can tell them apart) */
+    nvfp4_qopts omse = qopts(1, 1, M_FO6 | M_MSE, NULL), omae = qopts(1, 1, M_FO6, NULL);
+    nvfp4_qopts orm = qopts(1, 0, M_FO6 | M_MSE, world);
+    nvfp4_tensor *qm = quant(x, &orm), *refm, *refa;
+    uint8_t *a, *b;
+    size_t n;
+    EXPECT_OK(nvfp4_all_gather(world, qm, &gq, &g));
+    refm = requant_ref(qm, NVFP4_F32, &omse);
+    refa = requant_ref(qm, NVFP4_F32, &omae);
+    expect_same_fp4(g, refm, "4over6 MSE rowwise-only shard requantized");
+    a = rd(refm, NVFP4_COLUMNWISE_SCALE, &n);
+    b = rd(refa, NVFP4_COLUMNWISE_SCALE, NULL);
+    EXPECT(memcmp(a, b, n) != 0);
+    free(a); free(b);
+    nvfp4_tensor_destroy(g);
+    g = NULL;
+    nvfp4_tensor_destroy(qm); nvfp4_tensor_destroy(refm); nvfp4_tensor_destroy(refa);
+  }
   if (P > 1) {    /* shards that stand for different dtypes: refused on every rank */
     nvfp4_tensor *xb = NULL, *qb = NULL;
     EXPECT_OK(nvfp4_tensor_convert(x, NVFP4_BF16, &xb));
