@@ -504,12 +504,12 @@ local function candidates (c)
 end
 
 -- What kind of failure a message is: the check or the error without the
--- rank, the position, numbers and shapes ("gathered columnwise_scale_inv:
--- shape [#], expected [#]").  Shrinking keeps it, so that a case does not
+-- rank, the position, numbers (a hex byte whole: 0x7b, not #x#b) and shapes
+-- ("gathered columnwise_scale_inv: shape [#], expected [#]").  Shrinking keeps it, so that a case does not
 -- slide into another, simpler failure on the way down.
 local function signature (msg)
   return (msg:gsub("^rank %d+: ", ""):gsub("^[^:]*%.lua:%d+: ", ""):gsub("%b[]", "[#]")
-             :gsub("%d+", "#"))
+             :gsub("0x%x+", "#"):gsub("%d+", "#"))
 end
 
 -- With --minutes, shrinking ends by the run's deadline plus a minute or a
