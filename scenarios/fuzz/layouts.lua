@@ -38,14 +38,19 @@
 -- leaves the case to triage; the last write holds the verdicts.
 --
 -- A case: kind "gather" (a shard [S_l, d.., H] gathered over a TP group with
--- quantize options, sync or async) or "linear" (column/row parallel, SP on or
+-- quantize options, sync or async; or, fp4_input, the shard quantized first
+-- with its amax reduced over the group, holding both copies, the rowwise or
+-- the columnwise one, gathered as it is or requantized) or "linear" (column/row parallel, SP on or
 -- off, recipe switches incl. 4over6, forward + backward; gathers may use 4over6).  TP divides the world; with TP
 -- below the world size there are several groups.  Properties:
 --   shapes   every buffer's shape equals the oracle below, computed here from
 --            the spec (sp-linear-and-gather.md §1, §7), not by the library;
 --   gather   = quantize(the gathered tensor), byte for byte (every buffer and
 --            both amaxes); with SR only shapes and numerics (SR's random bits
---            follow the element index, so shards round differently);
+--            follow the element index, so shards round differently); an FP4
+--            shard lacking a wanted columnwise copy is requantized from its
+--            rowwise one: = quantize(dequantize(quantize(gathered, rowwise)));
+--            one lacking a wanted rowwise copy must be refused;
 --   fallback a shard that is not quantizable (M_l % 16 != 0) goes through the
 --            high-precision path; if the whole is not quantizable either, the
 --            error must say so;
@@ -163,6 +168,10 @@ local function divisors (n)
 end
 
 
+local function ru (x, m) return (x + m - 1) // m * m end
+local function prod (t) local p = 1 for _, v in ipairs(t) do p = p * v end return p end
+
+
 -- ---- drawing a case ------------------------------------------------------------
 
 local LEAD = {1, 1, 2, 3, 4, 5, 7, 8}         -- middle dims: 1 and odd values often
@@ -191,6 +200,16 @@ local function draw (s, k, rule)
     c.fo6 = not c.rht and not c.sr and not c.two_d and g.chance(0.2)   -- 4over6 (§9.1), 1D
     c.async = g.chance(0.3)
     c.rule = rule
+    -- drawn last, so that the fields above stay what they were for a seed:
+    -- an FP4 shard (quantized with its amax reduced over the group) holding
+    -- both copies, the rowwise or the columnwise one, gathered as it is or
+    -- requantized (a wanted columnwise copy it lacks)
+    local fp4 = g.chance(0.35)
+    local have = g.pick{"both", "rowwise", "rowwise", "columnwise"}
+    if fp4 and c.S * prod(c.lead) % 16 == 0 then
+      c.fp4_input = have
+      if have == "rowwise" then c.rht = false end   -- a rowwise-only shard is not rotated
+    end
   else
     c.parallel = c.tp == 1 and g.pick{"none", "column", "row"} or g.pick{"column", "row"}
     c.sp = c.parallel ~= "none" and g.chance(0.7)
@@ -214,8 +233,6 @@ end
 
 -- ---- the oracle: shapes from the spec, computed here -----------------------------
 
-local function ru (x, m) return (x + m - 1) // m * m end
-local function prod (t) local p = 1 for _, v in ipairs(t) do p = p * v end return p end
 local function cat (...)
   local r = {}
   for _, t in ipairs{...} do for _, v in ipairs(t) do r[#r + 1] = v end end
@@ -244,7 +261,7 @@ end
 
 local KEYS = {"kind", "tp", "dtype", "S", "lead", "H", "N", "rowwise", "columnwise", "rht", "sr",
               "two_d", "async", "rule", "parallel", "sp", "bias",
-              "grad_sr", "weight_2d", "amax_reduction", "fo6", "fo6_recipe", "frozen", "data"}
+              "grad_sr", "weight_2d", "amax_reduction", "fo6", "fo6_recipe", "frozen", "fp4_input", "data"}
 
 local function show (c)
   local p = {}
@@ -289,6 +306,30 @@ local function qopts (c)
           sr = c.sr or nil, two_d = c.two_d or nil, four_over_six = c.fo6 or nil}
 end
 
+-- The FP4 shard of an fp4_input case: quantized with the case's options and
+-- its amax reduced over the group, holding the copies fp4_input names.
+local function fp4_shard (c, shard, tp)
+  local o = qopts(c)
+  o.rowwise = c.fp4_input ~= "columnwise" or nil
+  o.columnwise = c.fp4_input ~= "rowwise" or nil
+  o.rht = o.columnwise and o.rht or nil
+  o.amax_group = tp
+  return nvfp4.quantize(shard, o)
+end
+
+-- What the gather of case c must equal (byte for byte, without SR): the
+-- gathered tensor quantized; for an FP4 shard lacking a wanted columnwise
+-- copy, which the gather requantizes from its rowwise copy with the group's
+-- amax (the shard's 2D and 4over6 settings, no RHT), the gathered tensor
+-- quantized rowwise, dequantized to its dtype, quantized again.
+local function expected (c, full, q)
+  if c.fp4_input == "rowwise" and c.columnwise then
+    local r = nvfp4.quantize(full, {rowwise = true, two_d = q.two_d, four_over_six = q.four_over_six})
+    return nvfp4.quantize(nvfp4.dequantize(r, c.dtype), q)
+  end
+  return nvfp4.quantize(full, q)
+end
+
 local function gather_case (c, tp, chk)
   local q = qopts(c)
   local Sg = c.S * c.tp
@@ -296,17 +337,24 @@ local function gather_case (c, tp, chk)
   local full = nvfp4.randn(full_shape, c.dtype, {seed = c.data + me // c.tp})
   local shard = full:narrow(1, tp.rank * c.S + 1, c.S)
   local M = prod(full_shape) // c.H
+  local fp4 = c.fp4_input and prod(shard:shape()) // c.H % 16 == 0   -- an FP4 shard is quantizable
+  local x = fp4 and fp4_shard(c, shard, tp) or shard
   local function gather ()
-    local opts = {quantize = q, rule = c.rule ~= "flat2d" and c.rule or nil}
+    local opts = {quantize = not fp4 and q or nil, rule = c.rule ~= "flat2d" and c.rule or nil}
+    if fp4 then opts.rowwise, opts.columnwise = c.rowwise or nil, c.columnwise or nil end
     if c.async then
       opts.async = true
-      local h <close> = tp:all_gather(shard, opts)
+      local h <close> = tp:all_gather(x, opts)
       return h:wait()
     end
-    return tp:all_gather(shard, opts)
+    return tp:all_gather(x, opts)
   end
   if M % 16 ~= 0 then                        -- not quantizable even when gathered
     chk:run(sc.error, "not quantizable either", gather)
+    return
+  end
+  if fp4 and c.fp4_input == "columnwise" and c.rowwise then   -- nothing to requantize from
+    chk:run(sc.error, "x has only a columnwise copy", gather)
     return
   end
   local g = gather()
@@ -318,7 +366,7 @@ local function gather_case (c, tp, chk)
     else chk:run(function () sc.ok(g:buffer_shape(b) == nil, b .. " absent") end) end
   end
   if not c.sr then
-    chk:run(function () sc.bytes(g, nvfp4.quantize(full, q), "gather vs quantize(gathered)") end)
+    chk:run(function () sc.bytes(g, expected(c, full, q), "gather vs quantize(gathered)") end)
   end
   if c.rowwise then                            -- only the rowwise copy dequantizes
     local dq = nvfp4.dequantize(g, "fp32")
@@ -467,7 +515,11 @@ local function candidates (c)
   local out = {}
   local function add (f)
     local d = copy(c)
-    if f(d) ~= false then out[#out + 1] = d end
+    if f(d) ~= false then
+      -- an FP4 shard needs a quantizable shard: a smaller S or dim drops it
+      if d.fp4_input and d.S * prod(d.lead) % 16 ~= 0 then d.fp4_input = nil end
+      out[#out + 1] = d
+    end
   end
   for i = 1, #c.lead do add(function (d) table.remove(d.lead, i) end) end
   for i, v in ipairs(c.lead) do
@@ -495,6 +547,7 @@ local function candidates (c)
     if c[k] then add(function (d) d[k] = false end) end
   end
   if c.fo6_recipe and c.fo6_recipe ~= "none" then add(function (d) d.fo6_recipe = "none" end) end
+  if c.fp4_input then add(function (d) d.fp4_input = nil end) end
   if c.rowwise and c.columnwise then
     add(function (d) d.rowwise = false end)
     add(function (d) d.columnwise = false; d.rht = false end)
@@ -678,6 +731,10 @@ local function replay_case (text)
   end
   if c.kind == "gather" and not c.rowwise and not c.columnwise then
     error("--replay: a gather case wants rowwise = true, columnwise = true or both", 0)
+  end
+  if c.fp4_input ~= nil then
+    if c.kind ~= "gather" then error("--replay: fp4_input is a gather case's key", 0) end
+    oneof("fp4_input", {"both", "rowwise", "columnwise"})
   end
   if c.kind == "linear" then
     oneof("parallel", {"none", "column", "row"})

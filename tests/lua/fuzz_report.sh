@@ -3,7 +3,8 @@
 # the summary line differs from the progress lines (.ci/nightly reads the last summary); the JUnit file is
 # well-formed XML even for a message with control characters and broken UTF-8, names its suite by the rank
 # count and its failures by seed and case; --rule nd reaches the Linear layer's row+SP grad gather; the
-# shrinker gets past a case whose M is a multiple of 16 only through S times the leading dims.
+# shrinker gets past a case whose M is a multiple of 16 only through S times the leading dims; FP4 shards
+# gathered as they are, requantized or refused, and drawn by the nightly's cases.
 : "${top_builddir:=.}" "${top_srcdir:=..}" "${MPIRUN:=mpirun}"
 . "$top_srcdir/tests/testlib.sh"
 prog="$top_builddir/lua/nvfp4-lua"
@@ -114,6 +115,26 @@ check "--rule nd, S = 12, lead {4, 3}: shrunk to S = 16, lead {3}" grep -qF 'as 
 check "... failing as the case did (too narrow a columnwise scale)" grep -q 'fails with: .*gathered columnwise_scale_inv: shape \[128, 4\], expected \[128, 8\]$' "$tmp/out"
 run --rule nd --replay '{kind = "gather", tp = 2, dtype = "bf16", S = 12, lead = {4, 1}, H = 16, rowwise = false, columnwise = true, data = 1}'
 check "--rule nd, S = 12, lead {4, 1}: shrunk to S = 16, lead {1}" grep -qF 'as a Lua table: {kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {1}, H = 16, rowwise = false, columnwise = true, rule = "nd", data = 1}' "$tmp/out"
+
+# FP4 shards (fp4_input): gathered as they are, requantized (a columnwise copy they lack: the gather's
+# result must equal quantize(dequantize(quantize(gathered, rowwise))) byte for byte), refused (a rowwise
+# copy they lack); and the nightly's cases reach all three
+F='{kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {3}, H = 32, sr = false, async = false, data = 9, two_d = true'
+run --no-shrink --replay "$F, rowwise = true, columnwise = true, fp4_input = \"both\"}"
+check "fp4_input both, gathered as it is: = quantize(gathered)" grep -q "^PASS  {kind" "$tmp/out"
+run --no-shrink --replay "$F, rowwise = true, columnwise = true, fp4_input = \"rowwise\"}"
+check "fp4_input rowwise, columnwise wanted (requantized, 2D kept): passes" grep -q "^PASS  {kind" "$tmp/out"
+run --no-shrink --replay "$F, rowwise = true, columnwise = false, fp4_input = \"columnwise\"}"
+check "fp4_input columnwise, rowwise wanted: the gather's refusal is what the case expects" \
+  grep -q "^PASS  {kind" "$tmp/out"
+run --no-shrink --replay "$F, rowwise = true, columnwise = true, fp4_input = \"col\"}"
+usage_is "--replay: a misspelled fp4_input" '--replay: fp4_input must be "both", "rowwise", "columnwise", got "col"'
+run --cases 60 --seed 3 -v
+check "60 cases of seed 3 requantize an FP4 shard" \
+  grep -Eq "rowwise = (true|false), columnwise = true, .*fp4_input = \"rowwise\"" "$tmp/out"
+check "... gather one as it is" grep -q 'fp4_input = "both"' "$tmp/out"
+check "... and refuse one lacking the rowwise copy" \
+  grep -Eq "rowwise = true, .*fp4_input = \"columnwise\"" "$tmp/out"
 
 # the fuzz script under a path with a blank: the printed replay command pastes into a shell as it is
 mkdir -p "$tmp/a b"
