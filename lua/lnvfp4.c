@@ -219,8 +219,17 @@ nvfp4_shape nvfp4L_checkshape (lua_State *L, int arg) {
 }
 
 
+/* luaL_checkinteger without Lua's string coercion: "2" is refused here as
+** it is in a shape or an option table ({"2"}, {seed = "2"}), "number
+** expected, got string". */
+lua_Integer nvfp4L_checkint (lua_State *L, int arg) {
+  if (lua_type(L, arg) != LUA_TNUMBER) luaL_typeerror(L, arg, "number");
+  return luaL_checkinteger(L, arg);
+}
+
+
 int nvfp4L_checkdim (lua_State *L, int arg, int ndim) {
-  lua_Integer d = luaL_checkinteger(L, arg);
+  lua_Integer d = nvfp4L_checkint(L, arg);
   if (d < 1 || d > ndim)
     luaL_argerror(L, arg, lua_pushfstring(L, "dim %I is outside 1..%d", d, ndim));
   return (int)d - 1;   /* the one place where Lua dims become C dims */
@@ -949,7 +958,7 @@ static int tensor_get (lua_State *L) {
     return luaL_error(L, "get: a %d-D tensor needs %d indices, got %d",
                       s.ndim, s.ndim, lua_gettop(L) - 1);
   for (i = 0; i < s.ndim; i++) {
-    lua_Integer k = luaL_checkinteger(L, i + 2);
+    lua_Integer k = nvfp4L_checkint(L, i + 2);
     if (k < 1 || k > s.dim[i])
       luaL_argerror(L, i + 2, lua_pushfstring(L, "index %I is outside 1..%I", k,
                                               (lua_Integer)s.dim[i]));
@@ -1022,7 +1031,7 @@ static int tensor_narrow (lua_State *L) {
   checkplain(L, 1, t);
   luaL_argcheck(L, s.ndim > 0, 1, "a 0-d tensor has no dim to narrow");
   d = nvfp4L_checkdim(L, 2, s.ndim);
-  lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  lua_Integer start = nvfp4L_checkint(L, 3), len = nvfp4L_checkint(L, 4);
   LTensor *p;
   if (start < 1 || start > s.dim[d] + 1)
     luaL_argerror(L, 3, lua_pushfstring(L, "start %I is outside 1..%I (dim %d has size %I)",
@@ -1317,7 +1326,7 @@ static int mod_backend (lua_State *L) {
 /* nvfp4.exit_status(n): the status nvfp4-lua exits with after a normal end
 ** (the scenario framework sets 1 when a case failed). */
 static int mod_exit_status (lua_State *L) {
-  lua_Integer n = luaL_checkinteger(L, 1);
+  lua_Integer n = nvfp4L_checkint(L, 1);
   if (n < 0 || n > 255) luaL_argerror(L, 1, lua_pushfstring(L, "exit status must be in 0..255, got %I", n));
   lua_pushinteger(L, n);
   lua_setfield(L, LUA_REGISTRYINDEX, NVFP4L_EXIT);
@@ -1327,7 +1336,7 @@ static int mod_exit_status (lua_State *L) {
 
 /* nvfp4.isatty([fd]) -> whether fd (default 1, stdout) is a terminal. */
 static int mod_isatty (lua_State *L) {
-  lua_Integer fd = luaL_optinteger(L, 1, 1);
+  lua_Integer fd = lua_isnoneornil(L, 1) ? 1 : nvfp4L_checkint(L, 1);
   lua_pushboolean(L, fd >= 0 && fd <= INT_MAX && isatty((int)fd));   /* 2^32 + 1 is not fd 1 */
   return 1;
 }

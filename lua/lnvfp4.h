@@ -102,6 +102,8 @@ LTensor      *nvfp4L_newtensor (lua_State *L);
 ** non-negative integers (at most NVFP4_MAX_DIMS). */
 void          nvfp4L_pushshape (lua_State *L, nvfp4_shape s);
 nvfp4_shape   nvfp4L_checkshape (lua_State *L, int arg);
+/* An integer at arg, a number only (no "2" coerced from a string). */
+lua_Integer   nvfp4L_checkint (lua_State *L, int arg);
 /* A 1-based dim at arg (1..ndim) -> 0-based. */
 int           nvfp4L_checkdim (lua_State *L, int arg, int ndim);
 /* The index of the string at arg in the NULL-terminated names (def when

@@ -177,9 +177,10 @@ static int comm_split (lua_State *L) {
   int isint = 0;
   lua_Integer tp = lua_tointegerx(L, 2, &isint);
   LComm *p = newcomm(L);
+  isint = isint && lua_type(L, 2) == LUA_TNUMBER;       /* "2" is no integer */
   if (!isint || tp < INT_MIN || tp > INT_MAX) {
     (void)nvfp4_comm_split(c, 0, &p->c);
-    if (!isint) luaL_checkinteger(L, 2);     /* raises: what was given instead */
+    if (!isint) nvfp4L_checkint(L, 2);       /* raises: what was given instead */
     return luaL_error(L, "split: tp=%I must be >= 1 and divide the "
                       "communicator size %d", tp, nvfp4_comm_size(c));
   }
@@ -976,7 +977,7 @@ static int wd_start (void) {
 ** ranks of a collective whose agreement this rank waits in end the job
 ** (on_wait). */
 static int mod_watchdog_case (lua_State *L) {
-  lua_Integer k = luaL_optinteger(L, 1, 0);
+  lua_Integer k = lua_isnoneornil(L, 1) ? 0 : nvfp4L_checkint(L, 1);
   if (k < 0) luaL_argerror(L, 1, lua_pushfstring(L, "case number must be >= 0, got %I", k));
   pthread_mutex_lock(&wd.mu);
   fn.kase = (long long)k;
@@ -1076,7 +1077,7 @@ static void note_send (long long k, const char *msg) {
 ** "rank r <text>" and ends the job (text cut to 1015 bytes).  Does nothing
 ** where notes are off (one rank, no MPI_THREAD_MULTIPLE). */
 static int mod_watchdog_tell (lua_State *L) {
-  lua_Integer k = luaL_checkinteger(L, 1);
+  lua_Integer k = nvfp4L_checkint(L, 1);
   const char *msg = luaL_checkstring(L, 2);
   if (k <= 0) luaL_argerror(L, 1, lua_pushfstring(L, "case number must be > 0, got %I", k));
   note_send((long long)k, msg);

@@ -236,6 +236,16 @@ checkerror("split: tp=-4 must be >= 1", function () return world:split(-4) end)
 checkerror("split: tp=10000000000 must be >= 1 and divide the communicator size 1",
            function () return world:split(10000000000) end)
 checkerror("bad argument #1 to 'split' (number expected, got string)", function () return world:split("two") end)
+-- a numeric string is no integer either, as in a shape or an option table ("2" was converted
+-- where {"2"} and {seed = "2"} are refused)
+checkerror("bad argument #1 to 'split' (number expected, got string)", function () return world:split("1") end)
+checkerror("bad argument #1 to 'narrow' (number expected, got string)", function () return x:narrow("1", 1, 2) end)
+checkerror("bad argument #2 to 'narrow' (number expected, got string)", function () return x:narrow(1, "1", 2) end)
+checkerror("bad argument #3 to 'narrow' (number expected, got string)", function () return x:narrow(1, 1, "2") end)
+checkerror("bad argument #2 to 'get' (number expected, got string)", function () return x:get(1, "1") end)
+checkerror("bad argument #1 to 'exit_status' (number expected, got string)",
+           function () return nvfp4.exit_status("0") end)
+checkerror("bad argument #1 to 'isatty' (number expected, got string)", function () return nvfp4.isatty("1") end)
 -- a refused value is named (these said the rule alone)
 checkerror("bad argument #1 to 'exit_status' (exit status must be in 0..255, got 300)",
            function () return nvfp4.exit_status(300) end)
