@@ -635,7 +635,10 @@ end
 --- value of a framework option (--filter 'TP=2') is not taken for one.
 --- timeout: the default --timeout for this script when the command line
 --- gives none (a full-size run takes minutes).
+local params_called = false   -- sc.params ran: sc.run() notes NAME=integer words left unread otherwise
+
 function M.params (defaults, timeout)
+  params_called = true
   argcheck(type(defaults) == "table", 1, "params", "defaults must be a table, got " .. type(defaults))
   argcheck(timeout == nil or (type(timeout) == "number" and timeout > 0), 2, "params",
            "timeout must be a number of seconds > 0, got " .. (type(timeout) == "number" and ("%g"):format(timeout)
@@ -899,6 +902,16 @@ function M.run ()
   end
   local me = world.rank
   local out = (me == 0)
+  -- B=2 given to a script that calls no sc.params was dropped without a word (the run went on at
+  -- the script's own sizes): say so, as a note (a script reading arg itself may take it)
+  if out and not params_called and arg then
+    for _, a in ipairs(arg) do
+      if a:match("^%u[%u%d_]*=%-?%d+$") then
+        io.stderr:write(("%s: note: argument '%s' is not read by the framework: this script calls no "
+                         .. "sc.params, which takes NAME=integer arguments\n"):format(scriptname(), a))
+      end
+    end
+  end
   local tty = nvfp4.isatty(1)
   local human = out and not o.tap
   local chatty = human and (tty or o.verbose)

@@ -548,6 +548,12 @@ EOS
 "$RS" "$tmp/skipall.lua" >"$tmp/skipall" 2>&1; rc=$?
 check "every case skipped: exit 0, with a note that nothing was checked" \
   sh -c "test $rc -eq 0 && grep -q 'note: every case was skipped (np=1): nothing was checked; the first said: needs a multiple of 4 ranks' '$tmp/skipall'"
+# B=2 given to a script that calls no sc.params: the run went on at the script's own sizes without a word
+"$RS" "$tmp/skipall.lua" B=2 MODE=row >"$tmp/noparams" 2>&1; rc=$?
+check "NAME=integer to a script without sc.params: a note naming it (exit 0)" \
+  sh -c "test $rc -eq 0 && grep -q \"skipall.lua: note: argument 'B=2' is not read by the framework: this script calls no sc.params\" '$tmp/noparams'"
+check "... none for a name=value that is no NAME=integer (MODE=row)" sh -c "! grep -q \"'MODE=row'\" '$tmp/noparams'"
+check "... none when no such argument is given" sh -c "! grep -q 'is not read by the framework' '$tmp/skipall'"
 # sc.usage: the seed scenario refuses sizes its story cannot hold (status 2, one line, no case): at S=16 a
 # shard's M is 8, so the gather took its fallback and case 1 failed 'the call succeeded'; S=0 passed hollow
 seed="${top_srcdir:-..}/scenarios/sp/row_parallel_b1.lua"
