@@ -18,7 +18,8 @@
 --   --case K                  run only case K (replay), shrinking it if it fails
 --   --replay TABLE            run one case given as a Lua table (as printed;
 --                             a key no case has, or one missing, is refused;
---                             without a rule it takes --rule's)
+--                             S may be 0, and a gather's H; without a rule
+--                             it takes --rule's)
 --                             (one of --minutes, --cases, --case, --replay)
 --   --rule flat2d | nd        the gather's columnwise rule (default flat2d, the
 --                             fix); nd: TE 2.21's (cases are drawn exactly as
@@ -42,7 +43,11 @@
 -- with its amax reduced over the group, holding both copies, the rowwise or
 -- the columnwise one, gathered as it is or requantized) or "linear" (column/row parallel, SP on or
 -- off, recipe switches incl. 4over6, forward + backward; gathers may use 4over6).  TP divides the world; with TP
--- below the world size there are several groups.  Properties:
+-- below the world size there are several groups.  Shards may be empty (S = 0:
+-- M_l = 0 on every rank, field case BH-22, in a gather or a Linear layer's
+-- SP gathers) and a gather's H may be 0 (K = 0; the layer refuses
+-- in_features 0): the oracle's shapes are spec §1's with M or K = 0.
+-- Properties:
 --   shapes   every buffer's shape equals the oracle below, computed here from
 --            the spec (sp-linear-and-gather.md §1, §7), not by the library;
 --   gather   = quantize(the gathered tensor), byte for byte (every buffer and
@@ -206,6 +211,12 @@ local function draw (s, k, rule)
     -- requantized (a wanted columnwise copy it lacks)
     local fp4 = g.chance(0.35)
     local have = g.pick{"both", "rowwise", "rowwise", "columnwise"}
+    -- drawn after those: empty shards (S = 0, so M_l = 0: field case BH-22;
+    -- README "Deliberate differences") and a zero-width hidden dim (K = 0),
+    -- both of which the gather accepts with spec §1's shapes (M = 0: data
+    -- [K, 0], scale [ru(K, 128), 0]; K = 0: rowwise scale [ru(M, 128), 0])
+    if g.chance(0.06) then c.S = 0 end
+    if g.chance(0.03) then c.H = 0 end
     if fp4 and c.S * prod(c.lead) % 16 == 0 then
       c.fp4_input = have
       if have == "rowwise" then c.rht = false end   -- a rowwise-only shard is not rotated
@@ -225,6 +236,10 @@ local function draw (s, k, rule)
     -- drawn last, so that the fields above stay what they were for a seed
     c.frozen = g.chance(0.15)
     if g.chance(0.15) then c.S = g.pick{8, 12, 24, 40} end  -- x's M may not be quantizable
+    -- after those: empty sequence shards (S = 0: x, dy and the SP gathers
+    -- of M = 0, field case BH-22); K = 0 and N = 0 the layer refuses
+    -- (in_features/out_features must be positive multiples of 16), not drawn
+    if g.chance(0.05) then c.S = 0 end
     c.rule = rule
   end
   return c
@@ -239,10 +254,11 @@ local function cat (...)
   return r
 end
 
--- The buffers of an NVFP4 tensor of logical shape s (spec §1).
+-- The buffers of an NVFP4 tensor of logical shape s (spec §1); M is the
+-- product of the leading dims (not numel / K: K may be 0), either may be 0.
 local function buffers (s)
   local K = s[#s]
-  local M = prod(s) // K
+  local M = prod(table.move(s, 1, #s - 1, 1, {}))
   local rd = {}
   for i = 1, #s - 1 do rd[i] = s[i] end
   rd[#s] = K // 2
@@ -336,8 +352,8 @@ local function gather_case (c, tp, chk)
   local full_shape = cat({Sg}, c.lead, {c.H})
   local full = nvfp4.randn(full_shape, c.dtype, {seed = c.data + me // c.tp})
   local shard = full:narrow(1, tp.rank * c.S + 1, c.S)
-  local M = prod(full_shape) // c.H
-  local fp4 = c.fp4_input and prod(shard:shape()) // c.H % 16 == 0   -- an FP4 shard is quantizable
+  local M = Sg * prod(c.lead)                  -- the gathered M (H may be 0)
+  local fp4 = c.fp4_input and c.S * prod(c.lead) % 16 == 0   -- an FP4 shard is quantizable
   local x = fp4 and fp4_shard(c, shard, tp) or shard
   local function gather ()
     local opts = {quantize = not fp4 and q or nil, rule = c.rule ~= "flat2d" and c.rule or nil}
@@ -412,7 +428,7 @@ local function linear_case (c, tp, chk)
   -- x's M (this rank's, the same on every rank) not a multiple of 16: the
   -- NVFP4 layer must refuse it, naming M, frozen weight or not (TE's NVFP4
   -- quantizer wants M % 16 for a rowwise-only copy too)
-  if prod(xshape) // Kl % 16 ~= 0 then
+  if xS * prod(c.lead) % 16 ~= 0 then
     chk:run(sc.error, "is not a multiple of 16", run, "nvfp4")
     return
   end
@@ -706,9 +722,13 @@ local function replay_case (text)
     if c[k] == nil then error(("--replay: a %s case needs '%s'"):format(c.kind, k), 0) end
   end
   local function posint (v) return math.type(v) == "integer" and v >= 1 end
+  -- S may be 0 (empty shards), and H in a gather case (K = 0); the Linear
+  -- layer refuses in_features 0
+  local zero_ok = {S = true, H = c.kind == "gather"}
   for _, k in ipairs{"tp", "S", "H", "N"} do
-    if c[k] ~= nil and not posint(c[k]) then
-      error(("--replay: %s must be a whole number, 1 or more, got %s"):format(k, fmt(c[k])), 0)
+    if c[k] ~= nil and not (posint(c[k]) or zero_ok[k] and c[k] == 0) then
+      error(("--replay: %s must be a whole number, %s or more, got %s")
+            :format(k, zero_ok[k] and 0 or 1, fmt(c[k])), 0)
     end
   end
   local lead_ok = type(c.lead) == "table"

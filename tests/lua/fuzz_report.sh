@@ -4,7 +4,8 @@
 # well-formed XML even for a message with control characters and broken UTF-8, names its suite by the rank
 # count and its failures by seed and case; --rule nd reaches the Linear layer's row+SP grad gather; the
 # shrinker gets past a case whose M is a multiple of 16 only through S times the leading dims; FP4 shards
-# gathered as they are, requantized or refused, and drawn by the nightly's cases.
+# gathered as they are, requantized or refused, and drawn by the nightly's cases; empty shards (S = 0) and
+# K = 0, replayed, drawn and refused where they must be.
 : "${top_builddir:=.}" "${top_srcdir:=..}" "${MPIRUN:=mpirun}"
 . "$top_srcdir/tests/testlib.sh"
 prog="$top_builddir/lua/nvfp4-lua"
@@ -135,6 +136,34 @@ check "60 cases of seed 3 requantize an FP4 shard" \
 check "... gather one as it is" grep -q 'fp4_input = "both"' "$tmp/out"
 check "... and refuse one lacking the rowwise copy" \
   grep -Eq "rowwise = true, .*fp4_input = \"columnwise\"" "$tmp/out"
+check "... draw empty shards (S = 0) in a gather" grep -Eq 'kind = "gather", tp = 2, dtype = "(bf16|fp32)", S = 0,' "$tmp/out"
+check "... and in a column+SP Linear layer" \
+  grep -Eq 'kind = "linear", tp = 2, dtype = "(bf16|fp32)", S = 0, .*parallel = "column", sp = true' "$tmp/out"
+check "... gather a zero-width hidden dim (H = 0)" grep -Eq 'kind = "gather", .*S = [1-9][0-9]*, lead = \{[0-9, ]*\}, H = 0,' "$tmp/out"
+check "... and pass" grep -q "^# 60 cases, 0 failures" "$tmp/out"
+
+# empty shards (M_l = 0, field case BH-22: data [K, 0], scale [ru(K, 128), 0], under either rule) and K = 0,
+# through --replay (S and a gather's H may be 0; the Linear layer refuses in_features 0)
+E='{kind = "gather", tp = 2, dtype = "bf16", S = 0, lead = {4}, H = 64, rowwise = true, columnwise = true, data = 3'
+run --no-shrink --replay "$E}"
+check "BH-22's shard [0, 4, 64] gathered rowwise and columnwise: passes" grep -q "^PASS  {kind" "$tmp/out"
+run --no-shrink --rule nd --replay "$E}"
+check "... under rule nd too" grep -q "^PASS  {kind" "$tmp/out"
+run --no-shrink --replay "${E%, data = 3}, rht = true, async = true, fp4_input = \"both\", data = 3}"
+check "... empty FP4 shards with the RHT, gathered as they are, async: pass" grep -q "^PASS  {kind" "$tmp/out"
+run --no-shrink --replay "${E%, data = 3}, two_d = true, fp4_input = \"rowwise\", data = 3}"
+check "... and requantized (2D): pass" grep -q "^PASS  {kind" "$tmp/out"
+run --no-shrink --replay '{kind = "gather", tp = 2, dtype = "fp32", S = 16, lead = {3}, H = 0, rowwise = true, columnwise = true, two_d = true, data = 3}'
+check "a gather with H = 0: passes" grep -q "^PASS  {kind" "$tmp/out"
+L='{kind = "linear", tp = 2, dtype = "bf16", S = 0, lead = {2}, H = 32, N = 32, sp = true, bias = true, rht = true, grad_sr = true, weight_2d = true, amax_reduction = true, fo6_recipe = "none", frozen = false, data = 5'
+run --no-shrink --replay "$L, parallel = \"column\"}"
+check "an empty shard through a column+SP Linear layer: passes" grep -q "^PASS  {kind" "$tmp/out"
+run --no-shrink --replay "$L, parallel = \"row\"}"
+check "... and a row+SP one" grep -q "^PASS  {kind" "$tmp/out"
+run --replay '{kind = "gather", tp = 2, dtype = "bf16", S = -1, lead = {}, H = 16, rowwise = true, data = 1}'
+usage_is "--replay: S below 0" "--replay: S must be a whole number, 0 or more, got -1"
+run --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 16, lead = {}, H = 0, N = 16, parallel = "none", data = 1}'
+usage_is "--replay: a Linear case with H = 0" "--replay: H must be a whole number, 1 or more, got 0"
 
 # the fuzz script under a path with a blank: the printed replay command pastes into a shell as it is
 mkdir -p "$tmp/a b"
