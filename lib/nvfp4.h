@@ -561,8 +561,9 @@ void         nvfp4_comm_destroy (nvfp4_comm *c);
 ** ENOMEM (every other rank of c, in its group or not, gets EPEER naming
 ** it: the ranks of c agree on the new comms before any is made, on every
 ** backend), and on a CUDA context EINVAL naming a
-** $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9 (its
-** peers get EPEER).  sp-linear-and-gather.md §0 (the TP group). */
+** $NVFP4_NCCL_TIMEOUT that is no number of seconds > 0, at most 1e9, or a
+** $NVFP4_TRANSPORT other than auto, nccl and mpi-staged (its peers get
+** EPEER).  sp-linear-and-gather.md §0 (the TP group). */
 nvfp4_status nvfp4_comm_split (nvfp4_comm *c, int tp, nvfp4_comm **out);
 /* Collective: a barrier on c, made of the agreement (no rank returns before
 ** every rank has entered).  Errors: EINVAL (NULL), EMISMATCH on every rank
@@ -636,7 +637,8 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** [ru(K,128), ru(size*U,4)]: under ND with odd B it is too narrow, and
 ** nvfp4_tensor_buffer_shape reports that shape.  Both amaxes are the local
 ** tensor's (the group-reduced ones).  Metadata (shape, dtype, usages, rule,
-** RHT/SR/2D) is checked across ranks first, as for the plain collectives;
+** RHT/SR/2D, 4over6 with its error measure and E4M3 maximum) is checked
+** across ranks first, as for the plain collectives;
 ** FP4 shards whose amaxes differ (quantized without amax_group) are refused
 ** with EMISMATCH on every rank, since the gathered tensor has one global
 ** scale per direction and TE would decode them silently with the wrong one
@@ -646,8 +648,10 @@ nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
 ** back or compared, and may stay on the device; the gathered tensor takes
 ** them there, unread);
 ** so are FP4 shards gathered as they are but made differently (RHT and its
-** signs, SR, 2D).  With a requantize, every wanted usage is produced anew
-** from the rowwise copy (the present one too).  Errors: EINVAL, EUSAGE,
+** signs, SR, 2D, 4over6 and its error measure, E4M3 maximum).  With a
+** requantize, every wanted usage is produced anew from the rowwise copy
+** (the present one too; x's own 4over6 measure, MAE or MSE, without
+** gopts->quant).  Errors: EINVAL, EUSAGE,
 ** EMISMATCH, EPEER, ENOMEM, EMPI/ENCCL, ECUDA (reading back the amax of an
 ** FP4 x that a quantize left on the device). */
 typedef struct nvfp4_gather_opts {  /* zero-initialised (or gopts NULL) = defaults */

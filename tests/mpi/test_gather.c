@@ -698,6 +698,16 @@ static void test_requantize (void) {
     g = NULL;
     nvfp4_tensor_destroy(qm); nvfp4_tensor_destroy(refm); nvfp4_tensor_destroy(refa);
   }
+  if (P > 1) {    /* 4over6 shards gathered as they are, rank 1's made with MSE and
+                  ** the others' with MAE: their scales were chosen by different
+                  ** rules, refused on every rank (EMISMATCH naming it) */
+    nvfp4_qopts ob = qopts(1, 1, mc_rank == 1 ? M_FO6 | M_MSE : M_FO6, world);
+    nvfp4_tensor *qo = quant(x, &ob);
+    EXPECT_ST(nvfp4_all_gather(world, qo, &gq, &g), NVFP4_EMISMATCH);
+    EXPECT_SUBSTR(nvfp4_last_error(mc_ctx), "4over6 mse");
+    EXPECT(g == NULL);
+    nvfp4_tensor_destroy(qo);
+  }
   if (P > 1) {    /* shards that stand for different dtypes: refused on every rank */
     nvfp4_tensor *xb = NULL, *qb = NULL;
     EXPECT_OK(nvfp4_tensor_convert(x, NVFP4_BF16, &xb));
