@@ -16,28 +16,12 @@ nvfp4.quantize = function (x, o)   -- the oracle's quantize of the gathered tens
   end
   return quantize(x, o)
 end
-local top = (arg[0]:match("^(.*)/tests/lua/[^/]*$") or ".")
+local run = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/shrink_harness.lua")
 local big = '{kind = "gather", tp = 2, dtype = "fp32", S = 16, lead = {5, 3}, H = 144, rowwise = true, ' ..
             'columnwise = true, rht = false, sr = false, two_d = true, async = true, rule = "flat2d", ' ..
             'fo6 = false, data = 947894655}'
 local want = '{kind = "gather", tp = 2, dtype = "bf16", S = 8, lead = {}, H = 16, rowwise = true, ' ..
              'columnwise = false, rht = false, sr = false, two_d = false, async = false, rule = "flat2d", ' ..
              'fo6 = false, data = 947894655}'
--- the fuzz's lines, kept (rank 0 prints them)
-local lines = {}
-local print0 = print
-print = function (...) local s = table.concat({...}, "\t"); lines[#lines + 1] = s; print0(s) end
-arg = {[0] = top .. "/scenarios/fuzz/layouts.lua", "--replay", big}
-local exit_status = nvfp4.exit_status
-nvfp4.exit_status = function () end     -- the fuzz's verdict (1: the case failed) is not this test's
-dofile(arg[0])
-print = print0
-if nvfp4.world().rank == 0 then
-  local text = table.concat(lines, "\n")
-  local shrunk = text:match("as a Lua table: (%b{})")
-  local msg = text:match("to a case that fails with: ([^\n]*)") or ""
-  local ok = shrunk == want and msg:find("gather vs quantize(gathered): rowwise_data: first difference at byte 0 ", 1, true)
-  print(ok and "ok - the case shrank to the smallest rowwise gather, failing as it did"
-           or ("not ok - shrunk to %s (wanted %s), failing with: %s"):format(tostring(shrunk), want, msg))
-  exit_status(ok and 0 or 1)
-end
+run(big, want, "gather vs quantize(gathered): rowwise_data: first difference at byte 0 ",
+    "the case shrank to the smallest rowwise gather, failing as it did")

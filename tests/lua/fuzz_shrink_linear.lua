@@ -23,25 +23,10 @@ nvfp4.linear = function (conf)
     end,
     __close = function () l:close() end})
 end
-local top = (arg[0]:match("^(.*)/tests/lua/[^/]*$") or ".")
+local run = dofile((arg[0]:match("^(.*)/[^/]*$") or ".") .. "/shrink_harness.lua")
 local big = '{kind = "linear", tp = 2, dtype = "bf16", S = 112, lead = {}, H = 16, N = 16, rht = false, ' ..
             'rule = "flat2d", parallel = "column", sp = true, bias = false, grad_sr = false, weight_2d = false, ' ..
             'amax_reduction = false, fo6_recipe = "none", frozen = false, data = 17}'
 local want = big:gsub("S = 112", "S = 48")
-local lines = {}
-local print0 = print
-print = function (...) local s = table.concat({...}, "\t"); lines[#lines + 1] = s; print0(s) end
-arg = {[0] = top .. "/scenarios/fuzz/layouts.lua", "--replay", big}
-local exit_status = nvfp4.exit_status
-nvfp4.exit_status = function () end     -- the fuzz's verdict (1: the case failed) is not this test's
-dofile(arg[0])
-print = print0
-if nvfp4.world().rank == 0 then
-  local text = table.concat(lines, "\n")
-  local shrunk = text:match("as a Lua table: (%b{})")
-  local msg = text:match("to a case that fails with: ([^\n]*)") or ""
-  local ok = shrunk == want and msg:find("planted: x's M = 48 is an odd multiple of 16", 1, true)
-  print(ok and "ok - the Linear case shrank from S = 112 to S = 48, failing as it did"
-           or ("not ok - shrunk to %s (wanted %s), failing with: %s"):format(tostring(shrunk), want, msg))
-  exit_status(ok and 0 or 1)
-end
+run(big, want, "planted: x's M = 48 is an odd multiple of 16",
+    "the Linear case shrank from S = 112 to S = 48, failing as it did")
