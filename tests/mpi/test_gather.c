@@ -166,6 +166,17 @@ static nvfp4_tensor *requant_ref (const nvfp4_tensor *q, nvfp4_dtype dt, const n
 }
 
 
+/* Buffer `which` of a and b differs (two references a case must tell
+** apart). */
+static void expect_differ (const nvfp4_tensor *a, const nvfp4_tensor *b, nvfp4_buffer which,
+                           const char *what) {
+  size_t n;
+  uint8_t *x = rd(a, which, &n), *y = rd(b, which, NULL);
+  EXPECT_MSG(memcmp(x, y, n) != 0, "%s: the two references have the same bytes", what);
+  free(x); free(y);
+}
+
+
 /* Both input paths for one global shape, against quantize(full). */
 static void check_both_paths (nvfp4_comm *c, nvfp4_shape gshape, nvfp4_dtype dt,
                               int mode, uint64_t seed) {
@@ -659,8 +670,6 @@ static void test_requantize (void) {
       ** not fp32 (whose requantized bytes differ, checked so that the case
       ** can tell the two apart) */
     nvfp4_tensor *xb = NULL, *qb, *refb, *ref32;
-    uint8_t *a, *b;
-    size_t n;
     EXPECT_OK(nvfp4_tensor_convert(x, NVFP4_BF16, &xb));
     qb = quant(xb, &orow);
     EXPECT_OK(nvfp4_all_gather(world, qb, &gq, &g));
@@ -668,10 +677,7 @@ static void test_requantize (void) {
     ref32 = requant_ref(qb, NVFP4_F32, &o);
     expect_same_fp4(g, refb, "quantizable rowwise-only bf16 shard requantized");
     EXPECT_EQ_I(nvfp4_tensor_nominal_dtype(g), NVFP4_BF16);
-    a = rd(refb, NVFP4_COLUMNWISE_DATA, &n);
-    b = rd(ref32, NVFP4_COLUMNWISE_DATA, NULL);
-    EXPECT(memcmp(a, b, n) != 0);
-    free(a); free(b);
+    expect_differ(refb, ref32, NVFP4_COLUMNWISE_DATA, "bf16 vs fp32 requantize");
     nvfp4_tensor_destroy(g);
     g = NULL;
     nvfp4_tensor_destroy(xb); nvfp4_tensor_destroy(qb);
@@ -684,16 +690,11 @@ static void test_requantize (void) {
     nvfp4_qopts omse = qopts(1, 1, M_FO6 | M_MSE, NULL), omae = qopts(1, 1, M_FO6, NULL);
     nvfp4_qopts orm = qopts(1, 0, M_FO6 | M_MSE, world);
     nvfp4_tensor *qm = quant(x, &orm), *refm, *refa;
-    uint8_t *a, *b;
-    size_t n;
     EXPECT_OK(nvfp4_all_gather(world, qm, &gq, &g));
     refm = requant_ref(qm, NVFP4_F32, &omse);
     refa = requant_ref(qm, NVFP4_F32, &omae);
     expect_same_fp4(g, refm, "4over6 MSE rowwise-only shard requantized");
-    a = rd(refm, NVFP4_COLUMNWISE_SCALE, &n);
-    b = rd(refa, NVFP4_COLUMNWISE_SCALE, NULL);
-    EXPECT(memcmp(a, b, n) != 0);
-    free(a); free(b);
+    expect_differ(refm, refa, NVFP4_COLUMNWISE_SCALE, "MSE vs MAE requantize");
     nvfp4_tensor_destroy(g);
     g = NULL;
     nvfp4_tensor_destroy(qm); nvfp4_tensor_destroy(refm); nvfp4_tensor_destroy(refa);
