@@ -38,6 +38,7 @@ usage_is () {   # what message: the last run exited 2 with the message and ran n
   check "... '$2'" grep -qF -- "$2" "$tmp/out"
   check "... before any case" sh -c "! grep -q '^# [0-9]* cases' '$tmp/out'"
 }
+passed () { check "$1" grep -q "^PASS  {kind" "$tmp/out"; }   # what: the last run's replayed case passed
 run --minutes;               usage_is "--minutes without a value" "option '--minutes' needs a value (a positive number of minutes)"
 run --cases 2.5;             usage_is "--cases 2.5" "--cases must be a whole number, 1 or more, got '2.5'"
 run --cases 0;               usage_is "--cases 0 (a run of no case would pass)" "--cases must be 1 or more, got 0"
@@ -122,12 +123,11 @@ check "--rule nd, S = 12, lead {4, 1}: shrunk to S = 16, lead {1}" grep -qF 'as 
 # copy they lack); and the nightly's cases reach all three
 F='{kind = "gather", tp = 2, dtype = "bf16", S = 16, lead = {3}, H = 32, sr = false, async = false, data = 9, two_d = true'
 run --no-shrink --replay "$F, rowwise = true, columnwise = true, fp4_input = \"both\"}"
-check "fp4_input both, gathered as it is: = quantize(gathered)" grep -q "^PASS  {kind" "$tmp/out"
+passed "fp4_input both, gathered as it is: = quantize(gathered)"
 run --no-shrink --replay "$F, rowwise = true, columnwise = true, fp4_input = \"rowwise\"}"
-check "fp4_input rowwise, columnwise wanted (requantized, 2D kept): passes" grep -q "^PASS  {kind" "$tmp/out"
+passed "fp4_input rowwise, columnwise wanted (requantized, 2D kept): passes"
 run --no-shrink --replay "$F, rowwise = true, columnwise = false, fp4_input = \"columnwise\"}"
-check "fp4_input columnwise, rowwise wanted: the gather's refusal is what the case expects" \
-  grep -q "^PASS  {kind" "$tmp/out"
+passed "fp4_input columnwise, rowwise wanted: the gather's refusal is what the case expects"
 run --no-shrink --replay "$F, rowwise = true, columnwise = true, fp4_input = \"col\"}"
 usage_is "--replay: a misspelled fp4_input" '--replay: fp4_input must be "both", "rowwise", "columnwise", got "col"'
 run --cases 60 --seed 3 -v
@@ -146,20 +146,20 @@ check "... and pass" grep -q "^# 60 cases, 0 failures" "$tmp/out"
 # through --replay (S and a gather's H may be 0; the Linear layer refuses in_features 0)
 E='{kind = "gather", tp = 2, dtype = "bf16", S = 0, lead = {4}, H = 64, rowwise = true, columnwise = true, data = 3'
 run --no-shrink --replay "$E}"
-check "BH-22's shard [0, 4, 64] gathered rowwise and columnwise: passes" grep -q "^PASS  {kind" "$tmp/out"
+passed "BH-22's shard [0, 4, 64] gathered rowwise and columnwise: passes"
 run --no-shrink --rule nd --replay "$E}"
-check "... under rule nd too" grep -q "^PASS  {kind" "$tmp/out"
+passed "... under rule nd too"
 run --no-shrink --replay "${E%, data = 3}, rht = true, async = true, fp4_input = \"both\", data = 3}"
-check "... empty FP4 shards with the RHT, gathered as they are, async: pass" grep -q "^PASS  {kind" "$tmp/out"
+passed "... empty FP4 shards with the RHT, gathered as they are, async: pass"
 run --no-shrink --replay "${E%, data = 3}, two_d = true, fp4_input = \"rowwise\", data = 3}"
-check "... and requantized (2D): pass" grep -q "^PASS  {kind" "$tmp/out"
+passed "... and requantized (2D): pass"
 run --no-shrink --replay '{kind = "gather", tp = 2, dtype = "fp32", S = 16, lead = {3}, H = 0, rowwise = true, columnwise = true, two_d = true, data = 3}'
-check "a gather with H = 0: passes" grep -q "^PASS  {kind" "$tmp/out"
+passed "a gather with H = 0: passes"
 L='{kind = "linear", tp = 2, dtype = "bf16", S = 0, lead = {2}, H = 32, N = 32, sp = true, bias = true, rht = true, grad_sr = true, weight_2d = true, amax_reduction = true, fo6_recipe = "none", frozen = false, data = 5'
 run --no-shrink --replay "$L, parallel = \"column\"}"
-check "an empty shard through a column+SP Linear layer: passes" grep -q "^PASS  {kind" "$tmp/out"
+passed "an empty shard through a column+SP Linear layer: passes"
 run --no-shrink --replay "$L, parallel = \"row\"}"
-check "... and a row+SP one" grep -q "^PASS  {kind" "$tmp/out"
+passed "... and a row+SP one"
 run --replay '{kind = "gather", tp = 2, dtype = "bf16", S = -1, lead = {}, H = 16, rowwise = true, data = 1}'
 usage_is "--replay: S below 0" "--replay: S must be a whole number, 0 or more, got -1"
 run --replay '{kind = "linear", tp = 2, dtype = "bf16", S = 16, lead = {}, H = 0, N = 16, parallel = "none", data = 1}'
