@@ -526,7 +526,11 @@ end
 -- only through the product (S = 12, lead {4, 3}) was a local minimum: every
 -- smaller S or leading dim makes the shard not quantizable (the fallback,
 -- another outcome).  Every move makes the case smaller or drops a dim, so
--- shrinking does not cycle.
+-- shrinking does not cycle.  S and H never go to 0 here (the draw makes
+-- empty shards and K = 0 itself): an empty tensor's shapes fail in their own
+-- way under the same signature, so the --rule nd case of fuzz_report.sh
+-- (odd B: a columnwise scale [128, 4] for [128, 8]) slid to H = 0, lead {1}
+-- ([0, 0] for [0, 4]) when they did.
 local function candidates (c)
   local out = {}
   local function add (f)
