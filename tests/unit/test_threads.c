@@ -14,7 +14,8 @@
 **
 ** cmocka's asserts are for the main thread only (they longjmp): the worker
 ** threads record the first difference in their own slot, and the main
-** thread asserts after joining them.
+** thread asserts after joining them.  `make check-tsan` builds this test and
+** the library sources with -fsanitize=thread.
 */
 #include <stdarg.h>
 #include <stddef.h>
