@@ -83,6 +83,33 @@
 **    gap: a cuBLAS GEMM variant launched for the first time behind a stuck
 **    collective waits for the device under CUDA's lazy loading
 **    (CUDA_MODULE_LOADING=EAGER closes it).
+**  - threads: contexts are independent.  Threads may make calls at the same
+**    time when each uses its own context and the objects made on it
+**    (tensors, comms, gather handles, layers); tests/unit/test_threads.c
+**    runs four CPU contexts at once and compares every byte with a
+**    single-threaded run.  One context and its objects are for one thread
+**    at a time, reads included: every call on a context may write its
+**    error message and its memory count, and a call may write an object it
+**    takes as const (a tensor's cached host amax, nvfp4_tensor_amax).
+**    Functions without a context (nvfp4_status_string, the shape, dtype
+**    and cw_rule helpers) may be called from any thread, and each thread's
+**    nvfp4_ctx_create has its own errmsg.  Not for two threads at once:
+**    nvfp4_version_string (one static buffer).  Not while other threads
+**    call the library: nvfp4_blas_select_core (it re-runs OpenBLAS's set-up
+**    and sets the environment), nor a setenv of the caller's (the library
+**    reads the environment: nvfp4_ctx_create, and on CUDA a comm's creation
+**    and the quantize); nvfp4_set_wait_callback before any collective runs
+**    (nvfp4_mpi.h).  The CPU GEMMs call OpenBLAS on the calling thread:
+**    OpenBLAS 0.3.7 and later takes concurrent calls when built
+**    multithreaded (Debian's pthread build is the one tested) or with
+**    USE_LOCKING=1, not its single-threaded build without it.  MPI is
+**    called on the calling thread by the collectives, a comm's creation,
+**    the waits above and nvfp4_linear_create in a parallel mode without a
+**    TP group (MPI_Comm_size of MPI_COMM_WORLD): from several threads at
+**    once these need MPI_THREAD_MULTIPLE.  CUDA contexts on several threads
+**    are untested: each has its own stream and cuBLAS handle, but
+**    kernels/quantize.cu fills three caches of device attributes (SM count,
+**    occupancy, PTX version) on first use without a lock.
 */
 #ifndef NVFP4_H
 #define NVFP4_H
