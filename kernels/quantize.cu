@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <atomic>
 #include <type_traits>
 #include <cuda_bf16.h>
 #include "config.h"
@@ -1827,14 +1828,18 @@ rht_fix_kernel (qparams p, float *amax_dst) {
 }
 
 
+/* The first-use caches below are atomics: contexts on several threads may
+** fill them at once (each filler stores the same value; nvfp4.h's
+** conventions, "threads").  The SM count is the current device's (cached
+** for the first 64 devices, a later one asked each time). */
+#define QDEV_CACHED 64
 static int sm_count (void) {
-  static int n = 0;
-  if (n == 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-      n = 132;
-  }
+  static std::atomic<int> cached[QDEV_CACHED];
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+  if (dev >= 0 && dev < QDEV_CACHED && (n = cached[dev].load(std::memory_order_relaxed)) > 0) return n;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+  if (dev >= 0 && dev < QDEV_CACHED) cached[dev].store(n, std::memory_order_relaxed);
   return n;
 }
 
@@ -1857,10 +1862,12 @@ static constexpr size_t fast_dyn (void) {
 }
 
 /* The CTAs the fast kernel's instance keeps resident on the device (its
-** dynamic shared memory limit set on first use). */
+** dynamic shared memory limit set on first use, before the count is
+** published: a thread that reads the count launches with the limit set). */
 template <bool SR, bool RHT, bool AMAX_ONLY, uint32_t FMT, bool SCG, bool DEV>
 static unsigned fast_resident (void) {
-  static int occ = 0;
+  static std::atomic<int> cached{0};
+  int occ = cached.load(std::memory_order_acquire);
   if (occ == 0) {
     const size_t dyn = fast_dyn<RHT, FMT>();
     cudaFuncSetAttribute(qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG, DEV>,
@@ -1868,6 +1875,7 @@ static unsigned fast_resident (void) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, qfast_kernel<SR, RHT, AMAX_ONLY, FMT, SCG, DEV>,
                                                       256, dyn) != cudaSuccess || occ < 1)
       occ = 1;
+    cached.store(occ, std::memory_order_release);
   }
   return (unsigned)(sm_count() * occ);
 }
@@ -1889,10 +1897,12 @@ static unsigned fast_grid_cap (unsigned grid) {
 ** could read what the one before it has not yet stored.  Asked once (a
 ** failure to ask stays the thread's last CUDA error: CU_LAUNCHED). */
 static bool pdl_ok (void) {
-  static int ok = -1;
+  static std::atomic<int> cached{-1};
+  int ok = cached.load(std::memory_order_relaxed);
   if (ok < 0) {
     cudaFuncAttributes fa;
     ok = cudaFuncGetAttributes(&fa, scale_gather_kernel) == cudaSuccess && fa.ptxVersion >= 90;
+    cached.store(ok, std::memory_order_relaxed);
   }
   return ok == 1;
 }

@@ -134,7 +134,7 @@ nvfp4_status nvfp4_ctx_sync (nvfp4_ctx *ctx) {
 
 
 const char *nvfp4_version_string (void) {
-  static char buf[160];
+  static _Thread_local char buf[160];          /* each thread's own (nvfp4.h) */
   int n = snprintf(buf, sizeof buf, "nvfp4 %s", NVFP4_VERSION);
 #ifdef HAVE_CUDA
   {

@@ -92,11 +92,11 @@
 **    error message and its memory count, and a call may write an object it
 **    takes as const (a tensor's cached host amax, nvfp4_tensor_amax).
 **    Functions without a context (nvfp4_status_string, the shape, dtype
-**    and cw_rule helpers) may be called from any thread, and each thread's
-**    nvfp4_ctx_create has its own errmsg.  Not for two threads at once:
-**    nvfp4_version_string (one static buffer).  Not while other threads
-**    call the library: nvfp4_blas_select_core (it re-runs OpenBLAS's set-up
-**    and sets the environment), nor a setenv of the caller's (the library
+**    and cw_rule helpers) may be called from any thread; each thread has
+**    its own nvfp4_ctx_create errmsg and nvfp4_version_string buffer.  Not
+**    while other threads call the library: nvfp4_blas_select_core (it
+**    re-runs OpenBLAS's set-up and sets the environment), nor a setenv of
+**    the caller's (the library
 **    reads the environment: nvfp4_ctx_create, and on CUDA a comm's creation
 **    and the quantize); nvfp4_set_wait_callback before any collective runs
 **    (nvfp4_mpi.h).  The CPU GEMMs call OpenBLAS on the calling thread:
@@ -107,9 +107,9 @@
 **    the waits above and nvfp4_linear_create in a parallel mode without a
 **    TP group (MPI_Comm_size of MPI_COMM_WORLD): from several threads at
 **    once these need MPI_THREAD_MULTIPLE.  CUDA contexts on several threads
-**    are untested: each has its own stream and cuBLAS handle, but
-**    kernels/quantize.cu fills three caches of device attributes (SM count,
-**    occupancy, PTX version) on first use without a lock.
+**    are untested on a GPU: each has its own stream and cuBLAS handle, and
+**    the kernels' first-use caches (SM count, occupancy, PTX version) are
+**    atomics.
 */
 #ifndef NVFP4_H
 #define NVFP4_H
@@ -203,8 +203,9 @@ nvfp4_status nvfp4_ctx_sync    (nvfp4_ctx *ctx);
 ** time.  NULL: 0.  No spec section (the library's own accounting). */
 size_t       nvfp4_ctx_memory  (const nvfp4_ctx *ctx);
 /* Library, CUDA runtime and NCCL versions as one line ("nvfp4 0.1.0, ...")
-** in a static buffer of the library (never freed), rewritten by each call:
-** not for two threads at once. */
+** in a buffer of the library, the calling thread's own (never freed by the
+** caller), rewritten by that thread's next call and valid until the thread
+** ends.  NULL never. */
 const char  *nvfp4_version_string (void);
 
 

@@ -19,6 +19,7 @@
 */
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <setjmp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -299,7 +300,10 @@ typedef struct worker {
   int id;
   int runs, bad;                     /* jobs run, jobs whose bytes differed */
   char first[768];                   /* the first difference ("" none) */
+  uintptr_t version;                 /* where the thread's nvfp4_version_string wrote */
 } worker;
+
+static char version_main[160];       /* the main thread's version line, copied */
 
 static void *work (void *arg) {
   worker *w = (worker *)arg;
@@ -386,7 +390,8 @@ static int expect (worker *w, int i, const char *step, nvfp4_status st, nvfp4_st
 /* Thread w->id fails calls with its own values: K = 17 + id in a quantize,
 ** the range [id + 1, id + 0.5) in uniform, B's K = 32 + 16 id in a GEMM,
 ** backend 100 + id in nvfp4_ctx_create; a successful call in between must
-** not clear the context's reason. */
+** not clear the context's reason.  And each thread's version line stays
+** whole while the others write theirs (each thread has its own buffer). */
 static void *fail_work (void *arg) {
   worker *w = (worker *)arg;
   nvfp4_ctx *ctx = NULL;
@@ -432,6 +437,11 @@ static void *fail_work (void *arg) {
     expect(w, i, "gemm", st, NVFP4_EINVAL, nvfp4_last_error(ctx), want_g);
     /* this thread's create message is still its own after the others' */
     expect(w, i, "ctx_create, after the other calls", NVFP4_EINVAL, NVFP4_EINVAL, cwhy, want_c);
+    {
+      const char *v = nvfp4_version_string();
+      w->version = (uintptr_t)v;
+      expect(w, i, "version_string", NVFP4_OK, NVFP4_OK, v, version_main);
+    }
     w->runs++;
   }
   nvfp4_tensor_destroy(x);
@@ -446,6 +456,8 @@ static void test_errors_on_threads (void **state) {
   worker w[NTHREADS];
   int i;
   (void)state;
+  snprintf(version_main, sizeof version_main, "%s", nvfp4_version_string());
+  assert_true(strncmp(version_main, "nvfp4 ", 6) == 0);
   assert_int_equal(pthread_barrier_init(&start, NULL, NTHREADS), 0);
   for (i = 0; i < NTHREADS; i++) {
     memset(&w[i], 0, sizeof w[i]);
@@ -458,6 +470,12 @@ static void test_errors_on_threads (void **state) {
     if (w[i].first[0] != '\0') print_error("%s (%d wrong)\n", w[i].first, w[i].bad);
     assert_string_equal(w[i].first, "");
     assert_int_equal(w[i].runs, ERR_ITERS);
+  }
+  /* the buffers were the threads' own (the main thread's too) */
+  for (i = 0; i < NTHREADS; i++) {
+    int k;
+    assert_true(w[i].version != (uintptr_t)nvfp4_version_string());
+    for (k = 0; k < i; k++) assert_true(w[i].version != w[k].version);
   }
 }
 
