@@ -1634,17 +1634,11 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
           continue;
         }
 #endif
-        /* RHT: the warp's blocks from the tensor cores (above) into yd; tc:
-        ** the columns whose result is exact there (the others deferred) */
+        /* RHT: tc, the columns whose result from the tensor cores (above) is
+        ** exact (the others deferred) */
         unsigned tc = 0;
         uint32_t xmax = 0, xmin = 0;
         if (RHT) {
-          __syncwarp();
-#pragma unroll
-          for (uint32_t c = 0; c < 4; c++) {
-            const uint4 y4 = lds_v4(yr ^ (16u * c));
-            yd[2 * c] = y4.x; yd[2 * c + 8] = y4.y; yd[2 * c + 1] = y4.z; yd[2 * c + 9] = y4.w;
-          }
           tc = rht_tc_ok2(wd, &xmax, &xmin);
           /* rarely: a column failing the quick test goes to the deferred
           ** list (its pre-RHT amax here), unless it has a zero: then the
@@ -1685,6 +1679,18 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
                 else slow_defer(p.sl, p.slcap, (uint64_t)(kh + 2 * pc + cc) * (M / 16) + mb);
               }
             }
+          }
+        }
+        /* RHT: the tensor cores' results of the thread's blocks (rht_tc_warp),
+        ** read after the exactness test and the deferrals, whose input words
+        ** wd are then dead: fewer registers live at once (RHT + SR +2% on the
+        ** H200, RHT within noise; kernels/PERFORMANCE.md) */
+        if (RHT) {
+          __syncwarp();
+#pragma unroll
+          for (uint32_t c = 0; c < 4; c++) {
+            const uint4 y4 = lds_v4(yr ^ (16u * c));
+            yd[2 * c] = y4.x; yd[2 * c + 8] = y4.y; yd[2 * c + 1] = y4.z; yd[2 * c + 9] = y4.w;
           }
         }
         /* the words of the values to encode: x, or RHT(x) in bf16 */
