@@ -86,8 +86,9 @@
 **  - threads: contexts are independent.  Threads may make calls at the same
 **    time when each uses its own context and the objects made on it
 **    (tensors, comms, gather handles, layers); tests/unit/test_threads.c
-**    runs four CPU contexts at once and compares every byte with a
-**    single-threaded run.  One context and its objects are for one thread
+**    runs four contexts at once (CPU ones, and CUDA ones on one GPU where
+**    there is one) and compares every byte with a single-threaded run.
+**    One context and its objects are for one thread
 **    at a time, reads included: every call on a context may write its
 **    error message and its memory count, and a call may write an object it
 **    takes as const (a tensor's cached host amax, nvfp4_tensor_amax).
@@ -103,13 +104,16 @@
 **    OpenBLAS 0.3.7 and later takes concurrent calls when built
 **    multithreaded (Debian's pthread build is the one tested) or with
 **    USE_LOCKING=1, not its single-threaded build without it.  MPI is
-**    called on the calling thread by the collectives, a comm's creation,
-**    the waits above and nvfp4_linear_create in a parallel mode without a
-**    TP group (MPI_Comm_size of MPI_COMM_WORLD): from several threads at
-**    once these need MPI_THREAD_MULTIPLE.  CUDA contexts on several threads
-**    are untested on a GPU: each has its own stream and cuBLAS handle, and
-**    the kernels' first-use caches (SM count, occupancy, PTX version) are
-**    atomics.
+**    called on the calling thread by the collectives, a comm's creation
+**    and its destruction (a split's MPI_Comm_free, also in the destroy of
+**    a layer whose TP group was destroyed first), the waits above and
+**    nvfp4_linear_create in a parallel mode without a TP group
+**    (MPI_Comm_size of MPI_COMM_WORLD): from several threads at once these
+**    need MPI_THREAD_MULTIPLE.  CUDA contexts each have their own stream
+**    and cuBLAS handle, and the kernels' first-use caches (SM count,
+**    occupancy, PTX version) are atomics; a thread that uses a CUDA
+**    context it did not create must make the context's GPU its current
+**    device first (cudaSetDevice; see nvfp4_ctx_create).
 */
 #ifndef NVFP4_H
 #define NVFP4_H
