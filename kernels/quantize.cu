@@ -1837,7 +1837,10 @@ rht_fix_kernel (qparams p, float *amax_dst) {
 /* The first-use caches below are atomics: contexts on several threads may
 ** fill them at once (each filler stores the same value; nvfp4.h's
 ** conventions, "threads").  The SM count is the current device's (cached
-** for the first 64 devices, a later one asked each time). */
+** for the first 64 devices, a later one asked each time); the occupancy,
+** with the dynamic shared memory limit set on the device current at first
+** use (cudaFuncSetAttribute is per device), and the PTX version are the
+** process's: one GPU per process (nvfp4_ctx_create). */
 #define QDEV_CACHED 64
 static int sm_count (void) {
   static std::atomic<int> cached[QDEV_CACHED];
@@ -1900,8 +1903,9 @@ static unsigned fast_grid_cap (unsigned grid) {
 ** code (the binary's, or the PTX the driver compiled) has griddepcontrol.wait,
 ** i.e. it was built for sm_90 or later (QSCG_GRIDDEP, QFAST_GRIDDEP; every
 ** kernel here is built for the same targets); without the wait a kernel
-** could read what the one before it has not yet stored.  Asked once (a
-** failure to ask stays the thread's last CUDA error: CU_LAUNCHED). */
+** could read what the one before it has not yet stored.  Asked on first
+** use, by each thread that gets there before an answer is stored (a
+** failure to ask stays that thread's last CUDA error: CU_LAUNCHED). */
 static bool pdl_ok (void) {
   static std::atomic<int> cached{-1};
   int ok = cached.load(std::memory_order_relaxed);
