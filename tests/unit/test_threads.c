@@ -307,6 +307,21 @@ typedef struct worker {
 
 static char version_main[160];       /* the main thread's version line, copied */
 
+/* fn on NTHREADS threads at once, worker i (zeroed, id i) for thread i,
+** released together at the start barrier; returns when all have ended. */
+static void run_threads (void *(*fn)(void *), worker *w) {
+  pthread_t th[NTHREADS];
+  int i;
+  assert_int_equal(pthread_barrier_init(&start, NULL, NTHREADS), 0);
+  for (i = 0; i < NTHREADS; i++) {
+    memset(&w[i], 0, sizeof w[i]);
+    w[i].id = i;
+    assert_int_equal(pthread_create(&th[i], NULL, fn, &w[i]), 0);
+  }
+  for (i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&start);
+}
+
 static nvfp4_backend backend;        /* the contexts' (set before the threads start) */
 
 static void *work (void *arg) {
@@ -343,7 +358,6 @@ static void *work (void *arg) {
 ** at once, each with its own context of that backend; ctx is destroyed
 ** before the threads start. */
 static void contexts_on_threads (nvfp4_ctx *ctx) {
-  pthread_t th[NTHREADS];
   worker w[NTHREADS];
   int i, j;
   backend = strcmp(nvfp4_ctx_backend(ctx), "cuda") == 0 ? NVFP4_BACKEND_CUDA : NVFP4_BACKEND_CPU;
@@ -362,14 +376,7 @@ static void contexts_on_threads (nvfp4_ctx *ctx) {
     assert_string_not_equal(diff, "");
   }
   nvfp4_ctx_destroy(ctx);
-  assert_int_equal(pthread_barrier_init(&start, NULL, NTHREADS), 0);
-  for (i = 0; i < NTHREADS; i++) {
-    memset(&w[i], 0, sizeof w[i]);
-    w[i].id = i;
-    assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
-  }
-  for (i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&start);
+  run_threads(work, w);
   for (i = 0; i < NTHREADS; i++) {
     if (w[i].first[0] != '\0') print_error("%s (%d of %d jobs differ)\n", w[i].first, w[i].bad, w[i].runs);
     assert_string_equal(w[i].first, "");
@@ -481,20 +488,12 @@ static void *fail_work (void *arg) {
 }
 
 static void test_errors_on_threads (void **state) {
-  pthread_t th[NTHREADS];
   worker w[NTHREADS];
   int i;
   (void)state;
   snprintf(version_main, sizeof version_main, "%s", nvfp4_version_string());
   assert_true(strncmp(version_main, "nvfp4 ", 6) == 0);
-  assert_int_equal(pthread_barrier_init(&start, NULL, NTHREADS), 0);
-  for (i = 0; i < NTHREADS; i++) {
-    memset(&w[i], 0, sizeof w[i]);
-    w[i].id = i;
-    assert_int_equal(pthread_create(&th[i], NULL, fail_work, &w[i]), 0);
-  }
-  for (i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-  pthread_barrier_destroy(&start);
+  run_threads(fail_work, w);
   for (i = 0; i < NTHREADS; i++) {
     if (w[i].first[0] != '\0') print_error("%s (%d wrong)\n", w[i].first, w[i].bad);
     assert_string_equal(w[i].first, "");
