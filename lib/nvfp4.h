@@ -84,35 +84,33 @@
 **    collective waits for the device under CUDA's lazy loading
 **    (CUDA_MODULE_LOADING=EAGER closes it).
 **  - threads: contexts are independent.  Threads may make calls at the same
-**    time when each uses its own context and the objects made on it
-**    (tensors, comms, gather handles, layers); tests/unit/test_threads.c
-**    runs four contexts at once (CPU ones, and CUDA ones on one GPU where
-**    there is one) and compares every byte with a single-threaded run.
-**    One context and its objects are for one thread
-**    at a time, reads included: every call on a context may write its
-**    error message and its memory count, and a call may write an object it
-**    takes as const (a tensor's cached host amax, nvfp4_tensor_amax).
-**    Functions without a context (nvfp4_status_string, the shape, dtype
-**    and cw_rule helpers) may be called from any thread; each thread has
-**    its own nvfp4_ctx_create errmsg and nvfp4_version_string buffer.  Not
-**    while other threads call the library: nvfp4_blas_select_core (it
-**    re-runs OpenBLAS's set-up and sets the environment), nor a setenv of
-**    the caller's (the library
-**    reads the environment: nvfp4_ctx_create, and on CUDA a comm's creation
-**    and the quantize); nvfp4_set_wait_callback before any collective runs
+**    time when each uses its own context and the objects made on it (tensors,
+**    comms, gather handles, layers); tests/unit/test_threads.c runs four
+**    contexts at once (CPU ones, and CUDA ones on one GPU where there is one)
+**    and compares every byte with a single-threaded run.  One context and its
+**    objects are for one thread at a time, reads included: every call on a
+**    context may write its error message and its memory count, and a call may
+**    write an object it takes as const (a tensor's cached host amax,
+**    nvfp4_tensor_amax).  Functions without a context (nvfp4_status_string,
+**    the shape, dtype and cw_rule helpers) may be called from any thread;
+**    each thread has its own nvfp4_ctx_create errmsg and nvfp4_version_string
+**    buffer.  Not while other threads call the library:
+**    nvfp4_blas_select_core (it re-runs OpenBLAS's set-up and sets the
+**    environment), nor a setenv of the caller's (the library reads the
+**    environment: nvfp4_ctx_create, and on CUDA a comm's creation and the
+**    quantize); nvfp4_set_wait_callback before any collective runs
 **    (nvfp4_mpi.h).  The CPU GEMMs call OpenBLAS on the calling thread:
-**    OpenBLAS 0.3.7 and later takes concurrent calls when built
-**    multithreaded (Debian's pthread build is the one tested) or with
-**    USE_LOCKING=1, not its single-threaded build without it.  MPI is
-**    called on the calling thread by the collectives, a comm's creation
-**    and its destruction (a split's MPI_Comm_free, also in the destroy of
-**    a layer whose TP group was destroyed first), the waits above and
-**    nvfp4_linear_create in a parallel mode without a TP group
-**    (MPI_Comm_size of MPI_COMM_WORLD): from several threads at once these
-**    need MPI_THREAD_MULTIPLE.  CUDA contexts each have their own stream
-**    and cuBLAS handle, and the kernels' first-use caches (SM count,
-**    occupancy, PTX version) are atomics; a thread that uses a CUDA
-**    context it did not create must make the context's GPU its current
+**    OpenBLAS 0.3.7 and later takes concurrent calls when built multithreaded
+**    (Debian's pthread build is the one tested) or with USE_LOCKING=1, not
+**    its single-threaded build without it.  MPI is called on the calling
+**    thread by the collectives, a comm's creation and its destruction (a
+**    split's MPI_Comm_free, also in the destroy of a layer whose TP group was
+**    destroyed first), the waits above and nvfp4_linear_create in a parallel
+**    mode without a TP group (MPI_Comm_size of MPI_COMM_WORLD): from several
+**    threads at once these need MPI_THREAD_MULTIPLE.  CUDA contexts each have
+**    their own stream and cuBLAS handle, and the kernels' first-use caches
+**    (SM count, occupancy, PTX version) are atomics; a thread that uses a
+**    CUDA context it did not create must make the context's GPU its current
 **    device first (cudaSetDevice; see nvfp4_ctx_create).
 */
 #ifndef NVFP4_H
