@@ -41,7 +41,7 @@ static __device__ __forceinline__ void st (void *p, int bf16, int64_t i, float f
 }
 
 
-__global__ void convert_kernel (void *dst, int dst_bf16, const void *src, int src_bf16,
+static __global__ void convert_kernel (void *dst, int dst_bf16, const void *src, int src_bf16,
                                 int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
@@ -66,7 +66,7 @@ nvfp4_status nvfp4i_cuda_convert (nvfp4_ctx *ctx, void *dst, nvfp4_dtype dst_dt,
 
 
 /* blockIdx.x: a run of THREADS columns; rows strided by gridDim.y. */
-__global__ void bias_add_kernel (void *y, int y_bf16, const void *bias, int b_bf16,
+static __global__ void bias_add_kernel (void *y, int y_bf16, const void *bias, int b_bf16,
                                  int64_t rows, int64_t cols) {
   int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   if (c >= cols) return;
@@ -97,7 +97,7 @@ nvfp4_status nvfp4i_cuda_bias_add (nvfp4_ctx *ctx, void *y, nvfp4_dtype y_dt,
 
 
 /* Pass 1: partial[blockIdx.y][c] = sum of rows [y*chunk, (y+1)*chunk). */
-__global__ void col_sum_partial (float *partial, const void *x, int x_bf16, int64_t rows,
+static __global__ void col_sum_partial (float *partial, const void *x, int x_bf16, int64_t rows,
                                  int64_t cols, int64_t chunk) {
   int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   int64_t r0 = blockIdx.y * chunk, r1 = r0 + chunk < rows ? r0 + chunk : rows;
@@ -110,7 +110,7 @@ __global__ void col_sum_partial (float *partial, const void *x, int x_bf16, int6
 
 
 /* Pass 2: out[c] = sum of partial[k][c] for k = 0, 1, ..; rounded once. */
-__global__ void col_sum_final (void *out, int out_bf16, const float *partial,
+static __global__ void col_sum_final (void *out, int out_bf16, const float *partial,
                                int64_t nchunks, int64_t cols) {
   int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   float acc = 0.0f;

@@ -101,7 +101,7 @@ __global__ void plain_convert (const void *in, int in_bf16, int64_t n, void *out
 
 
 /* d[q][p] = c[q][p] + bias[p], rounded once to d's dtype. */
-__global__ void bias_round (const float *c, const void *bias, int bias_bf16, int64_t P,
+static __global__ void bias_round (const float *c, const void *bias, int bias_bf16, int64_t P,
                             int64_t n, void *d, int d_bf16) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -155,7 +155,7 @@ void nvfp4i_cuda_gemm_fini (nvfp4_ctx *ctx) {
 /* alpha (spec §11) from the operands' amaxes, each in device memory (da,
 ** db: a quantize computed it) or given (aa, ab), into s[0], and beta = 0
 ** into s[1].  nvfp4i_gemm_alpha is the host's formula: the same bits. */
-__global__ void gemm_alpha_kernel (const float *da, float aa, float ea, const float *db, float ab,
+static __global__ void gemm_alpha_kernel (const float *da, float aa, float ea, const float *db, float ab,
                                    float eb, float *s) {
   s[0] = nvfp4i_gemm_alpha(da != nullptr ? *da : aa, ea, db != nullptr ? *db : ab, eb);
   s[1] = 0.0f;

@@ -1781,7 +1781,7 @@ qfast_kernel (qparams p, unsigned ntiles, unsigned ntk, float *amax_dst) {
 /* The scale gather's copy (see sg_copy_col): CTA g copies columnwise group
 ** (m-group g / ntk, k-tile g % ntk), (M/512)(K/128) CTAs; launched only
 ** for a columnwise copy. */
-__global__ void __launch_bounds__(256) scale_gather_kernel (qparams p, unsigned ntk) {
+static __global__ void __launch_bounds__(256) scale_gather_kernel (qparams p, unsigned ntk) {
   const unsigned g = blockIdx.x;
 #if QSCG_GRIDDEP
   asm volatile("griddepcontrol.wait;" ::: "memory");     /* the fast kernel complete, its stores seen */
@@ -2194,7 +2194,7 @@ __global__ void amax_tail_kernel (const T *x, int64_t from, int64_t n, float *ds
 
 
 /* One thread per columnwise block (column k, rows 16j..16j+15). */
-__global__ void amax_rht_kernel (const uint16_t *x, int64_t M, int64_t K,
+static __global__ void amax_rht_kernel (const uint16_t *x, int64_t M, int64_t K,
                                  unsigned mask, float *dst) {
   float a = 0.0f, v[16];
   int64_t nb = (M / 16) * K;

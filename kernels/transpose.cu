@@ -37,7 +37,7 @@ __global__ void transpose_tiled (E *out, const E *in, int64_t A, int64_t B) {
 
 /* 2-byte elements, A and B even: a 64x64 tile moved as 4-byte pairs, so
 ** every warp reads and writes 128 contiguous bytes per row. */
-__global__ void transpose_pairs16 (uint32_t *out, const uint32_t *in, int64_t A, int64_t B) {
+static __global__ void transpose_pairs16 (uint32_t *out, const uint32_t *in, int64_t A, int64_t B) {
   __shared__ uint16_t tile[64][66];
   int64_t tb = (int64_t)blockIdx.x * 64, ta = (int64_t)blockIdx.y * 64;
   for (int i = threadIdx.y; i < 64; i += 8) {          /* in row a, cols b, b+1 */
@@ -65,7 +65,7 @@ __global__ void transpose_pairs16 (uint32_t *out, const uint32_t *in, int64_t A,
 ** below are free of bank conflicts.  Thread t writes 8 elements (a0..a0+7,
 ** a0 = 8*(t%8)) of out rows b and b+1 (b = 2*(t/8)): it reads the 8 words
 ** [a0+r][b/2] and pairs their halves with byte permutes. */
-__global__ void __launch_bounds__(256)
+static __global__ void __launch_bounds__(256)
 transpose16_vec (uint4 *out, const uint4 *in, int64_t A, int64_t B) {
   __shared__ __align__(16) uint32_t sm[64 * 32];
   const int t = threadIdx.x;
