@@ -812,27 +812,6 @@ static const char *wd_locate (void) {
 }
 
 
-/* MPI_Abort by one rank: where several ranks end the job at once (every
-** rank waiting in a collective over a failed one, every rank's watchdog at
-** the case's deadline), Open MPI 4's mpirun took their simultaneous help
-** messages badly: "ORTE_ERROR_LOG: Data unpack would read past end of
-** buffer in show_help.c" in 6 of 12 runs of inject_ended's job at 4 ranks
-** (2 of 8 of inject_hang's, 4 of 8 of inject_error's), and once in CI it
-** hung until the test's limit.  So the rank that leads (lead: one chosen
-** alike on every rank) aborts at once, and the others, their lines said,
-** give its abort ABORT_DEFER s to end them before they abort themselves
-** (the leader may be elsewhere, not firing at all). */
-#define ABORT_DEFER 2.0
-
-static void abort_job (int code, int lead) {
-  if (!lead) {
-    struct timespec ts = {(time_t)ABORT_DEFER, 0};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-  }
-  MPI_Abort(MPI_COMM_WORLD, code);
-}
-
-
 static void wd_fire (void) {
   int rank = 0, level = MPI_THREAD_SINGLE, fin = 0;
   const char *where;
@@ -863,8 +842,7 @@ static void wd_fire (void) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
   }
   if (!fin) MPI_Query_thread(&level);
-  /* rank 0 leads (see abort_job) */
-  if (level == MPI_THREAD_MULTIPLE) abort_job(124, rank == 0);
+  if (level == MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, 124);
   _exit(124);   /* mpirun ends the job when a rank exits non-zero unfinalized */
 }
 
@@ -872,7 +850,7 @@ static void wd_fire (void) {
 /* A note from rank `from`, a member of the collective this rank waits in,
 ** about the case under way: the job ends (status 1, a case failed). */
 static void fn_fire (int from) {
-  int r = fn.rank, lead = 0;
+  int r = fn.rank;
   /* outside a case the label is the last case's, stale: none */
   const char *label = fn.kase > 0 ? wd.label : "";
   const char *sep = label[0] ? ": " : "";
@@ -889,10 +867,7 @@ static void fn_fire (int from) {
     printf("%s [rank %d] %s%srank %d %s%s\n", wd.stdout_prefix, r, label, sep, from, fn.got[from].text,
            tail);
   fflush(stdout);
-  /* the wait's lowest member but `from` leads (see abort_job): every rank
-  ** waiting over `from` picks the same */
-  while (lead < fn.size && (lead == from || !fn.member[lead])) lead++;
-  abort_job(1, lead == r);
+  MPI_Abort(MPI_COMM_WORLD, 1);
   _exit(1);
 }
 

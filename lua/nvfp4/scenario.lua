@@ -783,9 +783,7 @@ end
 -- verdicts), at + grace while it waits inside a collective (for a peer
 -- that failed, hung or left), and at + 2 grace after the case ended well
 -- on it.  So the first "[rank r] ... timed out" names the rank that hung
--- or failed, and the job still ends within timeout + 2 grace (+ 2 s where
--- rank 0, which leads the abort, is not among the ranks timing out:
--- abort_job in lnvfp4comm.c).
+-- or failed, and the job still ends within timeout + 2 grace.
 local deadline = nil
 local caseserial = 0             -- cases started in this process (every sc.run): their notes' number
 local self_source = debug.getinfo(1, "S").source   -- this file, skipped when naming a scenario's line
