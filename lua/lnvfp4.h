@@ -190,6 +190,14 @@ void nvfp4L_notes_init (void);
 ** collective over this rank ends the job, naming it, instead of waiting for
 ** ever while this one sits in MPI_Finalize (lnvfp4comm.c). */
 void nvfp4L_notes_ended (int status);
+/* Ends the whole job from this rank with exit status `status` (1..255), its
+** peers included, wherever they wait; never returns.  stdio is flushed
+** first.  Under Open MPI's ORTE mpirun (4.x: OMPI_MCA_orte_hnp_uri set)
+** the rank exits (_exit) and mpirun, seeing a rank end non-zero without
+** MPI_Finalize, ends the job with that status; elsewhere (another
+** launcher, Open MPI 5, orte_abort_non_zero_exit turned off) MPI_Abort.
+** After MPI_Finalize: _exit (lnvfp4comm.c says why not always MPI_Abort). */
+void nvfp4L_end_job (int status);
 /* The tensor at idx, or NULL when it is closed or not a tensor (no error). */
 nvfp4_tensor *nvfp4L_tensorof (lua_State *L, int idx);
 /* The comm at idx, or NULL when it is closed or not a comm (no error).

@@ -812,6 +812,31 @@ static const char *wd_locate (void) {
 }
 
 
+/* See lnvfp4.h.  Under ORTE, mpirun ends the job when a rank exits non-zero
+** without MPI_Finalize (orte_abort_non_zero_exit, on unless the rank's
+** environment, where mpirun passes its --mca settings, turns it off), and
+** its own "mpirun detected that one or more processes exited with non-zero
+** status" replaces MPI_Abort's banner, a help message each aborting rank
+** sends to mpirun: with ranks aborting together (every rank waiting over a
+** failed one, every rank's watchdog), Open MPI 4.1's mpirun said
+** "ORTE_ERROR_LOG: Data unpack would read past end of buffer in
+** show_help.c" in a quarter to a third of 4-rank inject_ended and
+** inject_error runs (and once, in CI, hung until the test's limit; one rank
+** leading the abort while the others waited did not lower that rate:
+** 82b4518), and in none of 32 runs with the exit. */
+void nvfp4L_end_job (int status) {
+  const char *orte = getenv("OMPI_MCA_orte_hnp_uri");
+  const char *nz = getenv("OMPI_MCA_orte_abort_non_zero_exit");
+  int fin = 1;
+  fflush(NULL);
+  MPI_Finalized(&fin);
+  if (!fin && (orte == NULL || orte[0] == '\0' || (nz != NULL && (strcmp(nz, "0") == 0 ||
+                                                               strcmp(nz, "false") == 0))))
+    MPI_Abort(MPI_COMM_WORLD, status);
+  _exit(status);
+}
+
+
 static void wd_fire (void) {
   int rank = 0, level = MPI_THREAD_SINGLE, fin = 0;
   const char *where;
@@ -842,7 +867,7 @@ static void wd_fire (void) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
   }
   if (!fin) MPI_Query_thread(&level);
-  if (level == MPI_THREAD_MULTIPLE) MPI_Abort(MPI_COMM_WORLD, 124);
+  if (level == MPI_THREAD_MULTIPLE) nvfp4L_end_job(124);
   _exit(124);   /* mpirun ends the job when a rank exits non-zero unfinalized */
 }
 
@@ -867,14 +892,7 @@ static void fn_fire (int from) {
     printf("%s [rank %d] %s%srank %d %s%s\n", wd.stdout_prefix, r, label, sep, from, fn.got[from].text,
            tail);
   fflush(stdout);
-  /* every rank waiting over `from` aborts; Open MPI 4's mpirun then often
-  ** says "ORTE_ERROR_LOG: Data unpack would read past end of buffer in
-  ** show_help.c" (a quarter to a third of 4-rank inject_ended and
-  ** inject_error runs).  Tried on 2026-12-03 (82b4518 reverts it): one rank
-  ** leading the abort, the others giving it 2 s, left that rate within its
-  ** noise (22-25% against 25-37%): the garbling comes with one abort too */
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  _exit(1);
+  nvfp4L_end_job(1);   /* every rank waiting over `from` ends it */
 }
 
 

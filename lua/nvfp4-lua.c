@@ -3,7 +3,9 @@
 **   mpirun -np N nvfp4-lua [options] scenario.lua [args]
 ** lua.c's shape: everything runs in protected mode; an uncaught error is
 ** printed as "[rank r] file:line: message" plus a traceback and ends the
-** whole job with MPI_Abort, so no rank is left waiting in a collective.
+** whole job (nvfp4L_end_job: under Open MPI 4's mpirun an exit that mpirun
+** turns into the job's end, else MPI_Abort), so no rank is left waiting in
+** a collective.
 ** The Lua state is closed (tensors, comms, context) before MPI_Finalize.
 */
 #include <limits.h>
@@ -246,7 +248,7 @@ static int loadstdin_all (lua_State *L) {
     /* the broadcast below must still happen on every rank: receive into a
     ** scratch buffer is not possible without memory, so end the job */
     fprintf(stderr, "[rank %d] nvfp4-lua: no memory for a %lld-byte script\n", rank, len);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    nvfp4L_end_job(1);
   }
   if (len > 0) MPI_Bcast(buf, (int)len, MPI_CHAR, 0, MPI_COMM_WORLD);
   {
@@ -420,10 +422,10 @@ static void warnf (void *ud, const char *msg, int tocont) {
 ** line, which every rank has alike): a vote on a communicator of its own
 ** (vote, made at the start) that every rank whose script failed joins; a
 ** rank with a usage error waits up to two seconds for the others' votes,
-** one with another error does not wait (it aborts the job).  A rank that
-** went on never votes: then the old way, MPI_Abort.  All usage errors: the
-** job ends without MPI_Abort (no "MPI_ABORT was invoked" block, nor Open
-** MPI's occasional ORTE_ERROR_LOG when ranks abort at once).  The vote
+** one with another error does not wait (it ends the job).  A rank that
+** went on never votes: then the old way, nvfp4L_end_job.  All usage errors:
+** every rank finalizes and exits with status 2 (no "MPI_ABORT was invoked"
+** block).  The vote
 ** also compares the messages (a hash; MIN of h and of -h): 1, every rank
 ** said the same (rank 0 says it once, as the framework's option errors are
 ** said); 2, they differ (a script's sc.usage that names a rank's own
@@ -483,7 +485,7 @@ int main (int argc, char **argv) {
   L = luaL_newstate();
   if (L == NULL) {
     fprintf(stderr, "[rank %d] nvfp4-lua: cannot create a Lua state\n", rank);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    nvfp4L_end_job(1);
   }
   lua_setwarnf(L, warnf, NULL);
   lua_pushcfunction(L, pmain);
@@ -495,7 +497,7 @@ int main (int argc, char **argv) {
     verdict = all_usage(vote, size, usage_error, lua_tostring(L, -1));
     if (!verdict && usage_error && rank != 0 && size > 1) {
       /* a usage error that not every rank voted for (yet): rank 0 (if it
-      ** has one) says it and its MPI_Abort ends the job, so the line is not
+      ** has one) says it and its nvfp4L_end_job ends the job, so the line is not
       ** printed once per rank; a rank whose error is its own (rank 0 went
       ** on) says it after this wait, unless the vote completed meanwhile */
       struct timespec ts = {0, 500000000L};
@@ -515,7 +517,7 @@ int main (int argc, char **argv) {
       fflush(stderr);
       status = usage_error ? 2 : 1;
       if (size > 1)
-        MPI_Abort(MPI_COMM_WORLD, status); /* peers may be waiting in a collective */
+        nvfp4L_end_job(status);           /* peers may be waiting in a collective */
       /* alone: no peers to stop, end normally */
     }
   }

@@ -8,4 +8,8 @@ inject none 2 1
 inject none 4 3
 inject error 2 1
 inject error 4 3
+# the same with mpirun's orte_abort_non_zero_exit off: ranks must end the job by MPI_Abort (Open MPI 4)
+INJECT_ABORT0=1
+inject error 4 3
+INJECT_ABORT0=
 finish
