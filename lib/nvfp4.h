@@ -478,7 +478,10 @@ typedef struct nvfp4_qopts {        /* zero-initialised = defaults */
   unsigned four_over_six_emax448 : 1;  /* 4over6 with E4M3 maximum 448 in the
                                        global scale, not 256 (TE's default
                                        for 4over6; §3.3) */
-  uint64_t sr_seed;                 /* Philox key for SR */
+  uint64_t sr_seed;                 /* Philox key for SR; without sr both are
+                                       ignored (0 is a seed like any other, so
+                                       "set" cannot be told from "unset"; as
+                                       TE ignores its RNG state without SR) */
   uint64_t sr_offset;               /* Philox offset (128-bit blocks) */
   float amax[2];                    /* [rowwise, columnwise] when has_amax: each >= 0
                                        and not NaN (EINVAL); +Inf as spec §3 takes it

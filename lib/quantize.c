@@ -210,7 +210,7 @@ static nvfp4_status dequant (nvfp4_ctx *ctx, const nvfp4_tensor *q, int col, nvf
   snprintf(nm, sizeof nm, "%s: q", what);
   CHECK(nvfp4i_check_tensor(ctx, q, nm));
   FAIL_IF(ctx, q->dtype != NVFP4_FP4, NVFP4_EINVAL,
-          "%s: input is a %s tensor, not fp4", what, nvfp4_dtype_name(q->dtype));
+          "%s: input has dtype %s, not fp4", what, nvfp4_dtype_name(q->dtype));
   FAIL_IF(ctx, !(col ? q->has_col : q->has_row), NVFP4_EUSAGE, "%s: the tensor has no %s copy%s",
           what, col ? "columnwise" : "rowwise",
           col ? "" : " (spec §10 dequantizes the rowwise copy; the columnwise one: "

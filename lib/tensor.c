@@ -473,7 +473,7 @@ nvfp4_status nvfp4_tensor_amax (const nvfp4_tensor *t, int columnwise,
   FAIL_IF(t->ctx, columnwise != 0 && columnwise != 1, NVFP4_EINVAL,
           "amax: direction %d is not 0 (rowwise) or 1 (columnwise)", columnwise);
   FAIL_IF(t->ctx, t->dtype != NVFP4_FP4, NVFP4_EUSAGE,
-          "amax: a %s tensor has no amax", nvfp4_dtype_name(t->dtype));
+          "amax: a tensor of dtype %s has no amax (fp4 only)", nvfp4_dtype_name(t->dtype));
   FAIL_IF(t->ctx, columnwise ? !t->has_col : !t->has_row, NVFP4_EUSAGE,
           "amax: the tensor has no %s copy", columnwise ? "columnwise" : "rowwise");
   CHECK(nvfp4i_amax_ready(t));

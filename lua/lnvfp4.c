@@ -642,8 +642,11 @@ static void setelem (lua_State *L, void *buf, nvfp4_dtype dt, size_t i,
     case NVFP4_F32: ((float *)buf)[i] = (float)v; break;
     case NVFP4_BF16: ((uint16_t *)buf)[i] = f32_to_bf16((float)v); break;
     default:
-      if (!(v >= 0 && v <= 255 && v == floor(v)))
+      if (!(v >= 0 && v <= 255 && v == floor(v))) {
+        if (v == floor(v) && fabs(v) < 0x1p62)  /* an integer out of range: print it as one */
+          luaL_argerror(L, arg, lua_pushfstring(L, "u8 value %I is not in 0..255", (lua_Integer)v));
         luaL_argerror(L, arg, lua_pushfstring(L, "u8 value %f is not an integer in 0..255", v));
+      }
       ((uint8_t *)buf)[i] = (uint8_t)v;
   }
 }

@@ -193,8 +193,14 @@ checkerror("bad argument #1 to 'tensor' (element 2 is a string, not a number)",
            function () return nvfp4.tensor({1, "2"}) end)
 checkerror("bad argument #1 to 'tensor' (element 3 is a string, not a number)",
            function () return nvfp4.tensor({{1, 2}, {"0x10", 4}}, "u8") end)
-checkerror("u8 value 256.0 is not an integer in 0..255",
+checkerror("bad argument #1 to 'tensor' (u8 value 256 is not in 0..255)",
            function () return nvfp4.tensor({256}, "u8") end)
+checkerror("bad argument #1 to 'tensor' (u8 value -3 is not in 0..255)",
+           function () return nvfp4.tensor({1, -3}, "u8") end)
+checkerror("bad argument #1 to 'tensor' (u8 value 2.5 is not an integer in 0..255)",
+           function () return nvfp4.tensor({2.5}, "u8") end)
+checkerror("is not an integer in 0..255)",
+           function () return nvfp4.tensor({0/0}, "u8") end)
 checkerror("bad argument #1 to 'quantize' (nvfp4.tensor expected, got table)",
            function () return nvfp4.quantize({1, 2}) end)
 checkerror("bad argument #1 to 'narrow' (dim 4 is outside 1..2)", function () return x:narrow(4, 1, 1) end)

@@ -460,6 +460,12 @@ static void test_tv9_rht_columnwise (void **state) {
   assert_true(a == 5.1875f);
   assert_int_equal(nvfp4_tensor_amax(q, 0, &a), NVFP4_OK);
   assert_true(a == 4.0f);
+  /* the amax's errors name the value and the rule and leave *amax as it was */
+  assert_err(nvfp4_tensor_amax(xt, 0, &a), NVFP4_EUSAGE,
+             "amax: a tensor of dtype bf16 has no amax (fp4 only)");
+  assert_err(nvfp4_tensor_amax(q, 2, &a), NVFP4_EINVAL,
+             "direction 2 is not 0 (rowwise) or 1 (columnwise)");
+  assert_true(a == 4.0f);
   cd = read_buf(q, NVFP4_COLUMNWISE_DATA, NULL);   /* [16, 8] */
   cs = read_buf(q, NVFP4_COLUMNWISE_SCALE, NULL);  /* [128, 4] */
   assert_memory_equal(cd + 5 * 8, packed, 8);
@@ -1481,7 +1487,8 @@ static void test_dequantize_columnwise (void **state) {
   assert_int_equal(nvfp4_quantize(ctx, x, NULL, &q), NVFP4_OK);           /* rowwise only */
   assert_err(nvfp4_dequantize_columnwise(ctx, q, NVFP4_F32, &y), NVFP4_EUSAGE,
              "dequantize_columnwise: the tensor has no columnwise copy");
-  assert_err(nvfp4_dequantize_columnwise(ctx, x, NVFP4_F32, &y), NVFP4_EINVAL, "not fp4");
+  assert_err(nvfp4_dequantize_columnwise(ctx, x, NVFP4_F32, &y), NVFP4_EINVAL,
+             "dequantize_columnwise: input has dtype bf16, not fp4");
   nvfp4_tensor_destroy(q);
   memset(&o, 0, sizeof o);
   o.columnwise = 1;
