@@ -61,7 +61,8 @@
 --            error must say so;
 --   linear   forward and backward complete with the oracle's shapes, finite
 --            values, and errors against an fp32 layer with the same weights
---            within the Linear layer's bounds (y 0.18, dx and dw 0.22); with
+--            within the Linear layer's bounds (y 0.18, dx and dw 0.22, each
+--            plus 1/sqrt(numel) for the sampling spread of small tensors); with
 --            frozen_weight no dw; an input whose M (product of x's leading
 --            dims on a rank) is not a multiple of 16 must fail, frozen weight
 --            too (te.Linear quantizes it locally, column+SP included, and its
@@ -461,11 +462,22 @@ local function linear_case (c, tp, chk)
   -- errors over the whole group (collective: every rank computes them).
   -- Row-parallel SP gathers the grad in high precision and always reduces its
   -- amax in the gather, so every case that gets here is bounded.
+  -- The errors are sample statistics of the random data: over a tensor of n
+  -- elements their spread (standard deviation from case to case) is about
+  -- 0.16/sqrt(n) for y and 0.26/sqrt(n) to 0.4/sqrt(n) for dx and dw (measured
+  -- over 300-600 data seeds at 16 x 16 to 64 x 64, every recipe option), while
+  -- the means stay near 0.15 (y) and 0.18 (dx, dw). So each bound gets
+  -- 1/sqrt(n) more, six spreads or more: without it, y at 16 x 16 (mean 0.147,
+  -- spread 0.0097) broke 0.18 once in 8 176 cases (0.187). A wrong layout or
+  -- scale gives errors near 1.
+  local function bound (base, t) return base + (t:numel() > 0 and 1 / math.sqrt(t:numel()) or 0) end
   local ey, edx = nvfp4.rel_error_group(grp, y, ry), nvfp4.rel_error_group(grp, dx, rdx)
   local edw = dw and nvfp4.rel_error_group(grp, dw, rdw) or 0
+  local by, bdx, bdw = bound(0.18, y), bound(0.22, dx), dw and bound(0.22, dw) or 0.22
   chk:run(function ()
-    if not (ey <= 0.18 and edx <= 0.22 and edw <= 0.22) then
-      error(("errors against fp32: y %.3f (bound 0.18), dx %.3f, dw %.3f (bound 0.22)"):format(ey, edx, edw), 0)
+    if not (ey <= by and edx <= bdx and edw <= bdw) then
+      error(("errors against fp32: y %.3f (bound %.3f), dx %.3f (bound %.3f), dw %.3f (bound %.3f)")
+            :format(ey, by, edx, bdx, edw, bdw), 0)
     end
   end)
   local y2, dx2, dw2 = run("nvfp4")
