@@ -5,7 +5,8 @@
 # count and its failures by seed and case; --rule nd reaches the Linear layer's row+SP grad gather; the
 # shrinker gets past a case whose M is a multiple of 16 only through S times the leading dims; FP4 shards
 # gathered as they are, requantized or refused, and drawn by the nightly's cases; empty shards (S = 0) and
-# K = 0, replayed, drawn and refused where they must be.
+# K = 0, replayed, drawn and refused where they must be; a small Linear case within its errors' sampling
+# spread passes.
 : "${top_builddir:=.}" "${top_srcdir:=..}" "${MPIRUN:=mpirun}"
 . "$top_srcdir/tests/testlib.sh"
 prog="$top_builddir/lua/nvfp4-lua"
