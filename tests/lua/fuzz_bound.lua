@@ -3,7 +3,7 @@
 -- y 0.18, dx and dw 0.22 against an fp32 layer, each plus 1/sqrt(numel) for
 -- the sampling spread of small tensors.  Here every relative error is made
 -- 0.15 larger than it is, as a fault in the numerics would (shapes right):
--- the smallest case (16 x 16 outputs, y's bound 0.2425, its error near 0.30)
+-- the smallest case (16 x 16 outputs, y's bound 0.2425, its error 0.28 then)
 -- must still fail, naming the errors and their bounds.  The case that broke
 -- the fixed bound by chance passes in tests/lua/fuzz_report.sh.
 local nvfp4 = require "nvfp4"
