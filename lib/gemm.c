@@ -139,6 +139,25 @@ static nvfp4_status describe (nvfp4_ctx *ctx, const nvfp4_tensor *t, nvfp4_usage
   return NVFP4_OK;
 }
 
+/* Describe both operands (describe above) under the call's name and check
+** that they read the same reduction dim. */
+static nvfp4_status describe_pair (nvfp4_ctx *ctx, const char *what, const nvfp4_tensor *a,
+                                   nvfp4_usage ua, const nvfp4_tensor *b, nvfp4_usage ub,
+                                   nvfp4i_gemm_operand *oa, nvfp4i_gemm_operand *ob,
+                                   int host_amax) {
+  char name[48];
+  snprintf(name, sizeof name, "%s: operand A", what);
+  CHECK(describe(ctx, a, ua, name, oa, host_amax));
+  snprintf(name, sizeof name, "%s: operand B", what);
+  CHECK(describe(ctx, b, ub, name, ob, host_amax));
+  FAIL_IF(ctx, oa->cols != ob->cols, NVFP4_EINVAL,
+          "%s: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]", what,
+          ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa->rows,
+          (long long)oa->cols, ub == NVFP4_ROWWISE ? "rowwise" : "columnwise",
+          (long long)ob->rows, (long long)ob->cols);
+  return NVFP4_OK;
+}
+
 
 /* TE's getGemmOutputShape: B read rowwise keeps its leading dims. */
 static nvfp4_shape out_shape (const nvfp4_tensor *b, nvfp4_usage ub, int64_t P,
@@ -189,13 +208,7 @@ nvfp4_status nvfp4i_gemm_ex (nvfp4_ctx *ctx, const nvfp4_tensor *a, nvfp4_usage 
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm: out is NULL");
-  CHECK(describe(ctx, a, ua, "gemm: operand A", &oa, 0));
-  CHECK(describe(ctx, b, ub, "gemm: operand B", &ob, 0));
-  FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
-          "gemm: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]",
-          ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa.rows,
-          (long long)oa.cols, ub == NVFP4_ROWWISE ? "rowwise" : "columnwise",
-          (long long)ob.rows, (long long)ob.cols);
+  CHECK(describe_pair(ctx, "gemm", a, ua, b, ub, &oa, &ob, 0));
   FAIL_IF(ctx, out_dt != NVFP4_F32 && out_dt != NVFP4_BF16, NVFP4_EINVAL,
           "gemm: output dtype %s is not fp32 or bf16", NVFP4I_DTYPE(out_dt));
   CHECK(check_blas_dims(ctx, "gemm", oa.rows, ob.rows, oa.cols));
@@ -442,13 +455,7 @@ nvfp4_status nvfp4_gemm_ref64 (nvfp4_ctx *ctx, const nvfp4_tensor *a,
   NVFP4I_CLEAR(out);
   if (ctx == NULL) return NVFP4_EINVAL;
   FAIL_IF(ctx, out == NULL, NVFP4_EINVAL, "gemm_ref64: out is NULL");
-  CHECK(describe(ctx, a, ua, "gemm_ref64: operand A", &oa, 1));
-  CHECK(describe(ctx, b, ub, "gemm_ref64: operand B", &ob, 1));
-  FAIL_IF(ctx, oa.cols != ob.cols, NVFP4_EINVAL,
-          "gemm_ref64: reduction dims differ: A %s reads [%lld, %lld], B %s reads [%lld, %lld]",
-          ua == NVFP4_ROWWISE ? "rowwise" : "columnwise", (long long)oa.rows,
-          (long long)oa.cols, ub == NVFP4_ROWWISE ? "rowwise" : "columnwise",
-          (long long)ob.rows, (long long)ob.cols);
+  CHECK(describe_pair(ctx, "gemm_ref64", a, ua, b, ub, &oa, &ob, 1));
   P = oa.rows; Q = ob.rows; R = oa.cols;
   CHECK(check_blas_dims(ctx, "gemm_ref64", P, Q, R));
   CHECK_GOTO(host_f64(ctx, a, ua, &oa, oa.amax, oa.e6, &A), st, done);
