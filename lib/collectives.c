@@ -478,34 +478,30 @@ static nvfp4_status reduce_into (nvfp4_ctx *ctx, nvfp4_tensor *out, const nvfp4i
 }
 
 
-nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
-                                   nvfp4_tensor **out) {
-  nvfp4_ctx *ctx;
+/* The body of reduce_scatter and all_reduce_sum: allocate, agree, exchange,
+** sum in rank order into *out (shape o).  scatter 1 (reduce_scatter):
+** recv_shape is x's shape, and block r of every rank comes to rank r by an
+** all-to-all; scatter 0 (all_reduce_sum): recv_shape is the gathered shape,
+** every rank's whole tensor, by an all-gather. */
+static nvfp4_status exchange_sum (nvfp4_comm *c, const char *what, const nvfp4_tensor *x,
+                                  int scatter, nvfp4_shape o, nvfp4_shape recv_shape,
+                                  nvfp4_tensor **out) {
+  nvfp4_ctx *ctx = c->ctx;
   nvfp4_tensor *t = NULL;
   nvfp4i_buf recv, acc;
-  nvfp4_shape o;
+  const size_t n = (size_t)nvfp4_shape_numel(o);
   nvfp4_status st;
-  size_t n, blk;
-  char sb[128];
-  CHECK(plain_begin(c, x, out, "reduce_scatter", 1));
-  ctx = c->ctx;
-  /* Shapes agree, so this fails the same way on every rank. */
-  FAIL_IF(ctx, x->shape.dim[0] % c->size != 0, NVFP4_EINVAL,
-          "reduce_scatter: the first dim of %s is %lld, not a multiple of the "
-          "communicator size %d", nvfp4_shape_format(x->shape, sb, sizeof sb),
-          (long long)x->shape.dim[0], c->size);
-  o = x->shape;
-  o.dim[0] /= c->size;
-  n = (size_t)nvfp4_shape_numel(o);
-  blk = n * nvfp4_dtype_size(x->dtype);
   memset(&recv, 0, sizeof recv);
   memset(&acc, 0, sizeof acc);
   st = nvfp4i_tensor_alloc_plain(ctx, o, x->dtype, &t);
-  if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, x->shape, nvfp4_dtype_size(x->dtype));
+  if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, recv_shape, nvfp4_dtype_size(x->dtype));
   if (st == NVFP4_OK) st = acc_alloc(ctx, x->dtype, n, &acc);
-  if ((st = nvfp4i_comm_agree(c, "reduce_scatter", st)) != NVFP4_OK) goto fail;
-  /* Block r of every rank comes to rank r, in rank order. */
-  CHECK_GOTO(nvfp4i_comm_all_to_all_bytes(c, "reduce_scatter", x->data.p, blk, recv.p), st, fail);
+  if ((st = nvfp4i_comm_agree(c, what, st)) != NVFP4_OK) goto fail;
+  if (scatter)
+    st = nvfp4i_comm_all_to_all_bytes(c, what, x->data.p, n * nvfp4_dtype_size(x->dtype), recv.p);
+  else
+    st = nvfp4i_comm_all_gather_bytes(c, what, x->data.p, x->data.nbytes, recv.p);
+  if (st != NVFP4_OK) goto fail;
   CHECK_GOTO(reduce_into(ctx, t, &acc, recv.p, n, c->size), st, fail);
   nvfp4i_buf_free(ctx, &recv);
   nvfp4i_buf_free(ctx, &acc);
@@ -519,37 +515,31 @@ fail:
 }
 
 
+nvfp4_status nvfp4_reduce_scatter (nvfp4_comm *c, const nvfp4_tensor *x,
+                                   nvfp4_tensor **out) {
+  nvfp4_ctx *ctx;
+  nvfp4_shape o;
+  char sb[128];
+  CHECK(plain_begin(c, x, out, "reduce_scatter", 1));
+  ctx = c->ctx;
+  /* Shapes agree, so this fails the same way on every rank. */
+  FAIL_IF(ctx, x->shape.dim[0] % c->size != 0, NVFP4_EINVAL,
+          "reduce_scatter: the first dim of %s is %lld, not a multiple of the "
+          "communicator size %d", nvfp4_shape_format(x->shape, sb, sizeof sb),
+          (long long)x->shape.dim[0], c->size);
+  o = x->shape;
+  o.dim[0] /= c->size;
+  return exchange_sum(c, "reduce_scatter", x, 1, o, x->shape, out);
+}
+
+
 /* Every rank gathers all contributions (size x the tensor) and sums them in
 ** rank order, so all ranks hold bit-identical results.  Memory: size times
 ** the tensor; fine for the Linear layer's activations at test sizes. */
 nvfp4_status nvfp4_all_reduce_sum (nvfp4_comm *c, const nvfp4_tensor *x,
                                    nvfp4_tensor **out) {
-  nvfp4_ctx *ctx;
-  nvfp4_tensor *t = NULL;
-  nvfp4i_buf recv, acc;
   nvfp4_shape g;
-  nvfp4_status st;
-  size_t n;
   CHECK(plain_begin(c, x, out, "all_reduce_sum", 1));
-  ctx = c->ctx;
-  n = (size_t)nvfp4_shape_numel(x->shape);
-  CHECK(nvfp4i_gathered_shape(ctx, "all_reduce_sum", x->shape, c->size, &g));
-  memset(&recv, 0, sizeof recv);
-  memset(&acc, 0, sizeof acc);
-  st = nvfp4i_tensor_alloc_plain(ctx, x->shape, x->dtype, &t);
-  if (st == NVFP4_OK) st = nvfp4i_buf_alloc(ctx, &recv, g, nvfp4_dtype_size(x->dtype));
-  if (st == NVFP4_OK) st = acc_alloc(ctx, x->dtype, n, &acc);
-  if ((st = nvfp4i_comm_agree(c, "all_reduce_sum", st)) != NVFP4_OK) goto fail;
-  CHECK_GOTO(nvfp4i_comm_all_gather_bytes(c, "all_reduce_sum", x->data.p, x->data.nbytes,
-                                          recv.p), st, fail);
-  CHECK_GOTO(reduce_into(ctx, t, &acc, recv.p, n, c->size), st, fail);
-  nvfp4i_buf_free(ctx, &recv);
-  nvfp4i_buf_free(ctx, &acc);
-  *out = t;
-  return NVFP4_OK;
-fail:
-  nvfp4i_buf_free(ctx, &recv);
-  nvfp4i_buf_free(ctx, &acc);
-  nvfp4_tensor_destroy(t);
-  return st;
+  CHECK(nvfp4i_gathered_shape(c->ctx, "all_reduce_sum", x->shape, c->size, &g));
+  return exchange_sum(c, "all_reduce_sum", x, 0, x->shape, g, out);
 }
