@@ -184,9 +184,14 @@ def rand_amax(rng, computed):
     return O.f32(10.0 ** rng.uniform(-10, 10))
 
 
+# the modes a case is drawn from (twice: twice as likely); --only takes one
+MODE_DRAW = ['row', 'col', 'both', 'both', 'rht', 'rht', 'sr', 'sr', 'srrht', '2d', '2d',
+             'fo6', 'fo6', 'fo6_2d', 'rowshape', 'amax', 'amax', 'fo6tile']
+MODES = sorted(set(MODE_DRAW))
+
+
 def make_case(rng, idx, only=None):
-    mode = only or rng.choice(['row', 'col', 'both', 'both', 'rht', 'rht', 'sr', 'sr', 'srrht', '2d', '2d',
-                               'fo6', 'fo6', 'fo6_2d', 'rowshape', 'amax', 'amax', 'fo6tile'])
+    mode = only or rng.choice(MODE_DRAW)
     o = {}
     dt = rng.choice(['fp32', 'bf16'])
     shape = rng.choice(SHAPES_BOTH)
@@ -507,7 +512,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--n', type=int, default=200)
-    ap.add_argument('--only', default=None)
+    ap.add_argument('--only', default=None, choices=MODES, help='draw cases of this mode only')
     ap.add_argument('--lua', default=None, help='nvfp4-lua to run (default %s)' % LUA)
     ap.add_argument('--out', default=None, help='directory for the case files (default: a temporary one)')
     ap.add_argument('--jobs', type=int, default=2)

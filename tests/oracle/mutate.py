@@ -2,7 +2,8 @@
 """Sensitivity check: apply one deliberate deviation from the spec to the oracle and confirm the
 comparison with the library then fails (so a pass of compare.py means something).
 usage: python3 mutate.py MUTATION [compare.py args]
-Exit 1 when the comparison fails (what a mutation must do), 0 when every case still matched."""
+Exit 1 when the comparison fails (what a mutation must do), 0 when every case still matched, 2 for a
+usage error (an unknown mutation, a bad option), 3 when the comparison itself crashed."""
 import os, sys, math
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nvfp4_oracle as O
@@ -141,6 +142,13 @@ elif mut == 'fo6_scale_mul':  # 4over6 base = a_b * fl(S_enc*inv6) like §4
         finally: O.div32 = orig_div
     O.fo6_candidates = fo
 else:
-    sys.exit('unknown mutation')
+    print('mutate.py: unknown mutation %r' % mut, file=sys.stderr)
+    sys.exit(2)
 import compare
-sys.exit(compare.main())
+try:
+    rc = compare.main()
+except Exception:                # a crash is not a caught deviation: exit 3, not 1
+    import traceback
+    traceback.print_exc()
+    sys.exit(3)
+sys.exit(rc)
