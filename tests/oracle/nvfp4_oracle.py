@@ -148,28 +148,23 @@ def e2m1_value(code):
     return -v if code & 8 else v
 
 
+# E2M1's midpoints between codes m and m + 1, m = 0..6, and whether a tie goes down (to the even
+# code m; else up to m + 1, the even one)
+_RN_MIDPOINTS = [(0.25, True), (0.75, False), (1.25, True), (1.75, False), (2.5, True), (3.5, False),
+                 (5.0, True)]
+
+
 def e2m1_rn(y):
     """cvt.rn.satfinite.e2m1 of fp32 value y (spec §1)."""
     if math.isnan(y):
         return 0x7
     s = 8 if math.copysign(1.0, y) < 0 else 0
     a = abs(y)
-    if a <= 0.25:
-        m = 0
-    elif a < 0.75:
-        m = 1
-    elif a <= 1.25:
-        m = 2
-    elif a < 1.75:
-        m = 3
-    elif a <= 2.5:
-        m = 4
-    elif a < 3.5:
-        m = 5
-    elif a <= 5.0:
-        m = 6
-    else:
-        m = 7
+    m = 0
+    for mid, tie_down in _RN_MIDPOINTS:
+        if a < mid or (a == mid and tie_down):
+            break
+        m += 1
     return s | m
 
 
