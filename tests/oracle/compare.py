@@ -419,10 +419,6 @@ def f32hex(v):
     return struct.pack('<f', v).hex()
 
 
-def deq_bytes(data, scales, amax, R, C, emax, otype):
-    return O.dequant_rows(data, scales, amax, R, C, emax, otype)
-
-
 def nan_tolerant_equal(a, b, width):
     """bytes equal, except NaN vs NaN of any payload (width 4 fp32 / 2 bf16)."""
     if a == b:
@@ -476,7 +472,7 @@ def check_case(args):
         amax = struct.unpack('<f', bytes.fromhex(lib[a]))[0]
         data, scales = bytes.fromhex(lib[d]), bytes.fromhex(lib[sc])
         for key, ot, w in ((keys[0], 'fp32', 4), (keys[1], 'bf16', 2)):
-            e = deq_bytes(data, scales, amax, R, C, emax, ot)
+            e = O.dequant_rows(data, scales, amax, R, C, emax, ot)
             g = bytes.fromhex(lib[key])
             if not nan_tolerant_equal(e, g, w):
                 diffs.append((key, first_diff(e.hex(), g.hex()), e.hex(), g.hex()))

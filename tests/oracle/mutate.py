@@ -7,11 +7,9 @@ usage error (an unknown mutation, a bad option), 3 when the comparison itself cr
 import os, sys, math
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nvfp4_oracle as O
-from fractions import Fraction
 mut = sys.argv.pop(1)
 
 if mut == 'scale_div':        # block scale (a_b/6)*S_enc instead of a_b*fl(S_enc*inv6)
-    orig = O.block_scale_default
     def f(a_b, senc):
         sdec = O.s_dec(senc)
         s = O.fminf(O.mul32(O.div32(a_b, 6.0), senc), O.FLT_MAX)
@@ -51,7 +49,6 @@ elif mut == 'fo6_seq':        # 2D 4over6 error summed in plain order
         return orig([[v for r in rows for v in r]], a_b, amax, emax, mse)
     O.fo6_candidates = f
 elif mut == 'fo6_tie4':
-    orig = O.add32
     src = O.fo6_candidates
     def f(rows, a_b, amax, emax, mse):
         sf, enc, (e4, e6) = src(rows, a_b, amax, emax, mse)
@@ -92,7 +89,6 @@ elif mut == 'amax_shared':    # one amax for both directions (rowwise's), spec Â
         return origq(x, M, K, opts)
     O.quantize = f
 elif mut == 'e4m3_halfup':
-    orig_rne = O._rne_int
     O._rne_int = lambda q: math.floor(q + 0.5)
 elif mut == 'e2m1_tie_up':    # 2.5 -> 3, 0.25 -> 0.5 etc.
     orig = O.e2m1_rn

@@ -1,5 +1,5 @@
 """Check the oracle against spec §16 TV1..TV12 (and §5.2 SR examples, §2 E4M3 facts)."""
-import os, struct, sys
+import os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvfp4_oracle import *
 
